@@ -1,0 +1,26 @@
+//! Bounded, strict, canonical JSON: the one value type for every payload that crosses a
+//! boundary (strategy state, effect payloads, signals, snapshots, chat types).
+//!
+//! * [`Json`] keeps the exact text of every number (`9007199254740993`, `1e400` survive).
+//! * [`parse`] is strict: duplicate object keys, invalid UTF-8, lone surrogate escapes,
+//!   trailing data, excessive depth and oversized input are typed errors, never panics.
+//! * [`Json::to_canonical_bytes`] is the single canonical encoding (see `encode.rs` for the
+//!   exact rules); digests, dedup and conflict checks all compare canonical bytes.
+//! * [`Payload`] is a normalized JSON value bounded by [`crate::limits::MAX_PAYLOAD_BYTES`]
+//!   both before and after normalization.
+//! * [`codec`] holds the strict typed-decoding helpers (unknown members rejected).
+
+pub mod codec;
+mod digest;
+mod encode;
+mod error;
+mod parse;
+mod payload;
+mod value;
+
+pub use codec::{DecodeError, FromJson, ObjectBuilder, ObjectReader, ToJson};
+pub use digest::{Digest, DigestError};
+pub use error::JsonError;
+pub use parse::{parse, parse_with, ParseLimits};
+pub use payload::Payload;
+pub use value::{Json, Number, Object};

@@ -1,0 +1,13 @@
+//! keel: a durable runtime for AI agents.
+//!
+//! Layers (arrows point down): `interaction` → `kernel` → `chat`, `tool` → `json`, `schema`,
+//! `env`. See ARCHITECTURE.md for the map, glossary and invariants.
+#![forbid(unsafe_code)]
+
+pub mod chat;
+pub mod env;
+pub mod json;
+pub mod limits;
+pub mod schema;
+pub mod text;
+pub mod tool;

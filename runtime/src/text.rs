@@ -1,0 +1,2 @@
+//! Bounded text: validated human text fields and normalized diagnostics.
+//! (being implemented)

@@ -1,0 +1,1 @@
+//! keel-sim: deterministic simulation harness.
