@@ -7,6 +7,7 @@
 pub mod chat;
 pub mod env;
 pub mod json;
+pub mod kernel;
 pub mod limits;
 pub mod schema;
 pub mod text;
