@@ -21,3 +21,12 @@ pub const MAX_QUALIFIED_NAME_BYTES: usize = 128;
 
 /// Maximum bytes of an identity text (`[A-Za-z0-9-_.:]+`).
 pub const MAX_IDENTITY_BYTES: usize = 256;
+
+/// Maximum number of individual schema errors listed in one bounded diagnostic (the rest are
+/// only counted). Each listed error gets an equal share of [`MAX_DIAGNOSTIC_BYTES`].
+pub const MAX_SCHEMA_ERRORS_LISTED: usize = 8;
+
+/// Backtracking budget of one `pattern`/`patternProperties` match that needs the backtracking
+/// regex engine (look-around, back-references); exceeding it is a validation failure.
+/// A step count, not a time limit, so the outcome is deterministic.
+pub const MAX_SCHEMA_REGEX_BACKTRACKS: usize = 1_000_000;
