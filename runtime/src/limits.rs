@@ -21,3 +21,12 @@ pub const MAX_QUALIFIED_NAME_BYTES: usize = 128;
 
 /// Maximum bytes of an identity text (`[A-Za-z0-9-_.:]+`).
 pub const MAX_IDENTITY_BYTES: usize = 256;
+
+/// Default `TreeLimits::max_pending_signals` (also what a zero configures).
+pub const DEFAULT_MAX_PENDING_SIGNALS: u32 = 10_000;
+
+/// Default `TreeLimits::max_depth`, root-relative (also what a zero configures).
+pub const DEFAULT_MAX_DEPTH: u32 = 16;
+
+/// Default `TreeLimits::max_active_children` per Process (also what a zero configures).
+pub const DEFAULT_MAX_ACTIVE_CHILDREN: u32 = 16;
