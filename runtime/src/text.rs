@@ -45,7 +45,9 @@ impl QualifiedName {
         }
         let bytes = text.as_bytes();
         if !bytes[0].is_ascii_lowercase()
-            || !bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+            || !bytes
+                .iter()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
         {
             return Err(TextError::Charset);
         }

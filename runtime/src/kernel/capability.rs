@@ -103,7 +103,10 @@ mod tests {
         let set = CapabilitySet::from_names(&["net.http", "fs.read", "fs.write"]).unwrap();
         assert_eq!(names(&set), ["fs.read", "fs.write", "net.http"]);
         assert_eq!(set.len(), 3);
-        assert!(matches!(CapabilitySet::from_names(&["fs.read", "fs.read"]), Err(CapabilityError::Duplicate(_))));
+        assert!(matches!(
+            CapabilitySet::from_names(&["fs.read", "fs.read"]),
+            Err(CapabilityError::Duplicate(_))
+        ));
         assert!(matches!(CapabilitySet::from_names(&["FS"]), Err(CapabilityError::InvalidName { .. })));
         assert!(matches!(CapabilitySet::from_names(&[""]), Err(CapabilityError::InvalidName { .. })));
         assert!(CapabilitySet::from_names(&[]).unwrap().is_empty());

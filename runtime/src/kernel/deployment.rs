@@ -62,7 +62,14 @@ impl DeploymentRef {
             digest_to_json(&configuration_digest),
             digest_to_json(&bindings_digest),
         ]));
-        DeploymentRef { name, contract_digest, implementation_digest, configuration_digest, bindings_digest, digest }
+        DeploymentRef {
+            name,
+            contract_digest,
+            implementation_digest,
+            configuration_digest,
+            bindings_digest,
+            digest,
+        }
     }
 
     /// SHA-256 of the sorted, deduplicated JSON array of the children's digest texts.
@@ -211,7 +218,13 @@ mod tests {
         QualifiedName::parse(text).unwrap()
     }
     fn leaf(text: &str, n: u8) -> DeploymentRef {
-        DeploymentRef::from_parts(name(text), d(n), d(n + 1), d(n + 2), DeploymentRef::bindings_digest_of(&[]))
+        DeploymentRef::from_parts(
+            name(text),
+            d(n),
+            d(n + 1),
+            d(n + 2),
+            DeploymentRef::bindings_digest_of(&[]),
+        )
     }
     fn members(r: &DeploymentRef) -> Object {
         match r.to_json() {
@@ -263,7 +276,8 @@ mod tests {
     #[test]
     fn new_uses_the_descriptor_and_matches_it() {
         let descriptor =
-            Descriptor::new("agent.main", "The main agent.", Json::Bool(true), Json::Bool(true), None).unwrap();
+            Descriptor::new("agent.main", "The main agent.", Json::Bool(true), Json::Bool(true), None)
+                .unwrap();
         let tool = leaf("tool.echo", 1);
         let r = DeploymentRef::new(&descriptor, d(5), d(6), std::slice::from_ref(&tool));
         assert_eq!(r.name(), descriptor.name());
@@ -291,14 +305,20 @@ mod tests {
     fn text_form_rejections() {
         let hex = "ab".repeat(32);
         assert_eq!(DeploymentKey::parse("tool.echo"), Err(DeploymentKeyError::MissingSeparator));
-        assert!(matches!(DeploymentKey::parse(&format!("Tool+sha256:{hex}")), Err(DeploymentKeyError::Name(_))));
+        assert!(matches!(
+            DeploymentKey::parse(&format!("Tool+sha256:{hex}")),
+            Err(DeploymentKeyError::Name(_))
+        ));
         assert!(matches!(DeploymentKey::parse(&format!("+sha256:{hex}")), Err(DeploymentKeyError::Name(_))));
         assert!(matches!(DeploymentKey::parse("tool+sha256:ab"), Err(DeploymentKeyError::Digest(_))));
         assert!(matches!(
             DeploymentKey::parse(&format!("tool+sha256:{}", "0".repeat(64))),
             Err(DeploymentKeyError::Digest(_))
         ));
-        assert!(matches!(DeploymentKey::parse(&format!("tool+sha256:{hex}+x")), Err(DeploymentKeyError::Digest(_))));
+        assert!(matches!(
+            DeploymentKey::parse(&format!("tool+sha256:{hex}+x")),
+            Err(DeploymentKeyError::Digest(_))
+        ));
         assert!(DeploymentKey::from_json(&Json::u64(1)).is_err());
     }
 
@@ -309,7 +329,14 @@ mod tests {
         let keys: Vec<_> = m.keys().map(String::as_str).collect();
         assert_eq!(
             keys,
-            ["bindings_digest", "configuration_digest", "contract_digest", "digest", "implementation_digest", "name"]
+            [
+                "bindings_digest",
+                "configuration_digest",
+                "contract_digest",
+                "digest",
+                "implementation_digest",
+                "name"
+            ]
         );
         assert_eq!(DeploymentRef::from_json(&r.to_json()).unwrap(), r);
     }

@@ -140,7 +140,10 @@ impl Eq for Descriptor {}
 
 impl std::fmt::Debug for Descriptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Descriptor").field("name", &self.name).field("digest", &self.digest).finish_non_exhaustive()
+        f.debug_struct("Descriptor")
+            .field("name", &self.name)
+            .field("digest", &self.digest)
+            .finish_non_exhaustive()
     }
 }
 
@@ -163,17 +166,19 @@ impl FromJson for Descriptor {
         let signal_schema = r.required_value("signal_schema").map_err(|e| e.in_member("signal_schema"))?;
         let digest = r.required_with("digest", digest_from_json)?;
         r.finish()?;
-        let descriptor = Descriptor::from_parts(name, description, input_schema, output_schema, signal_schema)
-            .map_err(|e| {
-                let member = match e {
-                    DescriptorError::Name(_) => "name",
-                    DescriptorError::Description(_) => "description",
-                    DescriptorError::InputSchema(_) => "input_schema",
-                    DescriptorError::OutputSchema(_) => "output_schema",
-                    DescriptorError::SignalSchema(_) => "signal_schema",
-                };
-                DecodeError::invalid(e.to_string()).in_member(member)
-            })?;
+        let descriptor =
+            Descriptor::from_parts(name, description, input_schema, output_schema, signal_schema).map_err(
+                |e| {
+                    let member = match e {
+                        DescriptorError::Name(_) => "name",
+                        DescriptorError::Description(_) => "description",
+                        DescriptorError::InputSchema(_) => "input_schema",
+                        DescriptorError::OutputSchema(_) => "output_schema",
+                        DescriptorError::SignalSchema(_) => "signal_schema",
+                    };
+                    DecodeError::invalid(e.to_string()).in_member(member)
+                },
+            )?;
         if descriptor.digest != digest {
             return Err(DecodeError::invalid(format!(
                 "descriptor digest mismatch: stated {digest}, computed {}",
@@ -273,7 +278,13 @@ mod tests {
             Descriptor::new("tool.echo", "Echoes.", object_schema(), Json::Bool(true), None),
             Descriptor::new("tool.echo", "Echoes its input.", Json::Bool(true), Json::Bool(true), None),
             Descriptor::new("tool.echo", "Echoes its input.", object_schema(), object_schema(), None),
-            Descriptor::new("tool.echo", "Echoes its input.", object_schema(), Json::Bool(true), Some(Json::Bool(true))),
+            Descriptor::new(
+                "tool.echo",
+                "Echoes its input.",
+                object_schema(),
+                Json::Bool(true),
+                Some(Json::Bool(true)),
+            ),
         ];
         for v in variants {
             let v = v.unwrap();
@@ -322,13 +333,18 @@ mod tests {
         let mut extra = good.clone();
         extra.insert("version".into(), Json::u64(1));
         assert!(Descriptor::from_json(&Json::Object(extra)).is_err());
-        for bad_digest in [Json::str("sha256:00"), Json::str(format!("sha256:{}", "0".repeat(64))), Json::u64(1)] {
+        for bad_digest in
+            [Json::str("sha256:00"), Json::str(format!("sha256:{}", "0".repeat(64))), Json::u64(1)]
+        {
             let mut m = good.clone();
             m.insert("digest".into(), bad_digest);
             assert!(Descriptor::from_json(&Json::Object(m)).is_err());
         }
         let mut bad_schema = good;
         bad_schema.insert("input_schema".into(), Json::u64(3));
-        assert!(Descriptor::from_json(&Json::Object(bad_schema)).unwrap_err().path.starts_with("$.input_schema"));
+        assert!(Descriptor::from_json(&Json::Object(bad_schema))
+            .unwrap_err()
+            .path
+            .starts_with("$.input_schema"));
     }
 }

@@ -197,7 +197,7 @@ pub mod codes {
 
     // Step stages (§1.2).
     pub const STEP_FAILED: FailureCode = FailureCode::new("execution.step.failed", Execution);
-    /// [inferred] A panic inside `step`; the spec fixes only the kind.
+    /// \[inferred\] A panic inside `step`; the spec fixes only the kind.
     pub const STEP_PANICKED: FailureCode = FailureCode::new("execution.step.panicked", Panic);
     pub const SNAPSHOT_FAILED: FailureCode = FailureCode::new("execution.snapshot.failed", Execution);
     pub const SNAPSHOT_UNRESTORABLE: FailureCode =
@@ -252,8 +252,7 @@ pub mod codes {
         FailureCode::new("engine.child.wait.satisfaction.encoding_failed", Contract);
     pub const CHILD_CONTROL_NOT_OWNED: FailureCode =
         FailureCode::new("engine.child.control.not_owned", Contract);
-    pub const CHILD_SIGNAL_REJECTED: FailureCode =
-        FailureCode::new("engine.child.signal.rejected", Contract);
+    pub const CHILD_SIGNAL_REJECTED: FailureCode = FailureCode::new("engine.child.signal.rejected", Contract);
 
     /// Every constant above, for exhaustive tests and documentation.
     pub const ALL: &[FailureCode] = &[
@@ -322,7 +321,9 @@ mod tests {
     fn const_grammar_agrees_with_qualified_name() {
         let long_ok = format!("a{}", "b".repeat(MAX_QUALIFIED_NAME_BYTES - 1));
         let long_bad = format!("a{}", "b".repeat(MAX_QUALIFIED_NAME_BYTES));
-        for text in ["a", "a.b_c-9", "", "A", "9a", ".a", "a b", "a/b", "aé", long_ok.as_str(), long_bad.as_str()] {
+        for text in
+            ["a", "a.b_c-9", "", "A", "9a", ".a", "a b", "a/b", "aé", long_ok.as_str(), long_bad.as_str()]
+        {
             assert_eq!(is_qualified_name(text), QualifiedName::parse(text).is_ok(), "{text:?}");
         }
     }
@@ -369,7 +370,8 @@ mod tests {
 
     #[test]
     fn kind_wire_names() {
-        for kind in [FailureKind::Execution, FailureKind::Contract, FailureKind::External, FailureKind::Panic] {
+        for kind in [FailureKind::Execution, FailureKind::Contract, FailureKind::External, FailureKind::Panic]
+        {
             assert_eq!(FailureKind::from_json(&kind.to_json()).unwrap(), kind);
         }
         assert_eq!(FailureKind::Panic.to_json(), Json::str("panic"));
@@ -399,7 +401,8 @@ mod tests {
         assert!(Failure::from_json(&obj(&good)).is_ok());
         // Missing, null, unknown members.
         for skip in 0..3 {
-            let members: Vec<_> = good.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, m)| m.clone()).collect();
+            let members: Vec<_> =
+                good.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, m)| m.clone()).collect();
             assert!(Failure::from_json(&obj(&members)).is_err());
             let mut nulled = good.to_vec();
             nulled[skip].1 = Json::Null;

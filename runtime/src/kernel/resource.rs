@@ -128,7 +128,11 @@ impl Budget {
     }
     /// Finite in every dimension.
     pub fn finite(steps: u64, effects: u64, signals: u64) -> Budget {
-        Budget { steps: Quota::Finite(steps), effects: Quota::Finite(effects), signals: Quota::Finite(signals) }
+        Budget {
+            steps: Quota::Finite(steps),
+            effects: Quota::Finite(effects),
+            signals: Quota::Finite(signals),
+        }
     }
     pub fn quota(&self, dimension: Dimension) -> Quota {
         match dimension {
@@ -195,7 +199,12 @@ impl Budget {
                 Quota::Unlimited => {}
                 Quota::Finite(maximum) => {
                     if !Quota::Finite(maximum).admits(used, amount) {
-                        return Err(BudgetError::Overcommitted { dimension, used, allocated: amount, maximum });
+                        return Err(BudgetError::Overcommitted {
+                            dimension,
+                            used,
+                            allocated: amount,
+                            maximum,
+                        });
                     }
                 }
             }
@@ -243,7 +252,11 @@ impl ToJson for Budget {
 impl FromJson for Budget {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;
-        let budget = Budget { steps: r.required("steps")?, effects: r.required("effects")?, signals: r.required("signals")? };
+        let budget = Budget {
+            steps: r.required("steps")?,
+            effects: r.required("effects")?,
+            signals: r.required("signals")?,
+        };
         r.finish()?;
         Ok(budget)
     }
@@ -307,7 +320,11 @@ impl ToJson for Allocation {
 impl FromJson for Allocation {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;
-        let a = Allocation { steps: r.required("steps")?, effects: r.required("effects")?, signals: r.required("signals")? };
+        let a = Allocation {
+            steps: r.required("steps")?,
+            effects: r.required("effects")?,
+            signals: r.required("signals")?,
+        };
         r.finish()?;
         Ok(a)
     }
@@ -385,7 +402,12 @@ mod tests {
         obj(&[("maximum", max.map_or(Json::Null, Json::u64))])
     }
     fn usage(steps: u64, effects: u64, signals: u64) -> Usage {
-        Usage { committed_steps: steps, prepared_effects: effects, accepted_signals: signals, dropped_deltas: 0 }
+        Usage {
+            committed_steps: steps,
+            prepared_effects: effects,
+            accepted_signals: signals,
+            dropped_deltas: 0,
+        }
     }
     fn alloc(steps: u64, effects: u64, signals: u64) -> Allocation {
         Allocation { steps, effects, signals }
@@ -415,14 +437,21 @@ mod tests {
         assert!(Quota::from_json(&obj(&[("maximum", Json::str("1"))])).is_err());
         assert!(Quota::from_json(&obj(&[("maximum", Json::Number(Number::from_i64(-1)))])).is_err());
         assert!(Quota::from_json(&obj(&[("maximum", Json::Number(Number("1.0".into())))])).is_err());
-        assert!(Quota::from_json(&obj(&[("maximum", Json::Number(Number("18446744073709551616".into())))])).is_err());
+        assert!(Quota::from_json(&obj(&[("maximum", Json::Number(Number("18446744073709551616".into())))]))
+            .is_err());
         assert!(Quota::from_json(&obj(&[("maximum", Json::Null), ("minimum", Json::u64(0))])).is_err());
         assert!(Quota::from_json(&Json::Null).is_err());
         assert!(Quota::from_json(&Json::u64(3)).is_err());
     }
 
     // §7.2 transfer table, one dimension at a time (the others unlimited on both sides).
-    fn grant_steps(parent: Quota, used: u64, allocated: u64, reserved: u64, child: Quota) -> Result<Allocation, BudgetError> {
+    fn grant_steps(
+        parent: Quota,
+        used: u64,
+        allocated: u64,
+        reserved: u64,
+        child: Quota,
+    ) -> Result<Allocation, BudgetError> {
         let p = Budget { steps: parent, ..Budget::unlimited() };
         let c = Budget { steps: child, ..Budget::unlimited() };
         p.grant_child(&usage(used, 0, 0), &alloc(allocated, 0, 0), &alloc(reserved, 0, 0), &c)
@@ -432,7 +461,10 @@ mod tests {
     fn unlimited_parent_grants_anything_without_debit() {
         assert_eq!(grant_steps(Quota::Unlimited, 5, 0, 9, Quota::Finite(u64::MAX)), Ok(NONE));
         assert_eq!(grant_steps(Quota::Unlimited, 5, 0, 9, Quota::Unlimited), Ok(NONE));
-        assert_eq!(Budget::unlimited().grant_child(&usage(1, 2, 3), &NONE, &NONE, &Budget::finite(4, 5, 6)), Ok(NONE));
+        assert_eq!(
+            Budget::unlimited().grant_child(&usage(1, 2, 3), &NONE, &NONE, &Budget::finite(4, 5, 6)),
+            Ok(NONE)
+        );
     }
 
     #[test]
@@ -479,15 +511,25 @@ mod tests {
     #[test]
     fn overflow_never_fits() {
         let m = u64::MAX;
-        assert!(matches!(grant_steps(Quota::Finite(m), m, 1, 0, Quota::Finite(1)), Err(BudgetError::Exhausted { .. })));
-        assert!(matches!(grant_steps(Quota::Finite(m), 1, 0, m, Quota::Finite(0)), Err(BudgetError::Exhausted { .. })));
-        assert!(matches!(grant_steps(Quota::Finite(m), 1, 0, 0, Quota::Finite(m)), Err(BudgetError::Exhausted { .. })));
+        assert!(matches!(
+            grant_steps(Quota::Finite(m), m, 1, 0, Quota::Finite(1)),
+            Err(BudgetError::Exhausted { .. })
+        ));
+        assert!(matches!(
+            grant_steps(Quota::Finite(m), 1, 0, m, Quota::Finite(0)),
+            Err(BudgetError::Exhausted { .. })
+        ));
+        assert!(matches!(
+            grant_steps(Quota::Finite(m), 1, 0, 0, Quota::Finite(m)),
+            Err(BudgetError::Exhausted { .. })
+        ));
         assert_eq!(grant_steps(Quota::Finite(m), 0, 0, 0, Quota::Finite(m)), Ok(alloc(m, 0, 0)));
     }
 
     #[test]
     fn dimensions_are_independent_and_all_or_nothing() {
-        let parent = Budget { steps: Quota::Unlimited, effects: Quota::Finite(10), signals: Quota::Finite(20) };
+        let parent =
+            Budget { steps: Quota::Unlimited, effects: Quota::Finite(10), signals: Quota::Finite(20) };
         let child = Budget { steps: Quota::Unlimited, effects: Quota::Finite(5), signals: Quota::Finite(7) };
         assert_eq!(parent.grant_child(&usage(99, 2, 3), &NONE, &alloc(0, 3, 0), &child), Ok(alloc(0, 5, 7)));
         // Signals does not fit: the whole grant fails, naming that dimension.
@@ -507,13 +549,21 @@ mod tests {
         assert_eq!(b.check(&usage(4, 1000, 0), &alloc(6, 0, 0)), Ok(()));
         assert_eq!(
             b.check(&usage(5, 0, 0), &alloc(6, 0, 0)),
-            Err(BudgetError::Overcommitted { dimension: Dimension::Steps, used: 5, allocated: 6, maximum: 10 })
+            Err(BudgetError::Overcommitted {
+                dimension: Dimension::Steps,
+                used: 5,
+                allocated: 6,
+                maximum: 10
+            })
         );
         assert_eq!(
             b.check(&usage(0, 0, 0), &alloc(0, 1, 0)),
             Err(BudgetError::AllocationOnUnlimited { dimension: Dimension::Effects, allocated: 1 })
         );
-        assert!(matches!(b.check(&usage(0, 0, 1), &NONE), Err(BudgetError::Overcommitted { dimension: Dimension::Signals, .. })));
+        assert!(matches!(
+            b.check(&usage(0, 0, 1), &NONE),
+            Err(BudgetError::Overcommitted { dimension: Dimension::Signals, .. })
+        ));
         let full = Budget::finite(u64::MAX, 0, 0);
         assert!(full.check(&usage(u64::MAX, 0, 0), &alloc(1, 0, 0)).is_err());
     }
@@ -539,9 +589,13 @@ mod tests {
 
     #[test]
     fn usage_counters() {
-        let mut u = Usage { prepared_effects: u64::MAX - 1, dropped_deltas: u64::MAX - 1, ..Usage::default() };
+        let mut u =
+            Usage { prepared_effects: u64::MAX - 1, dropped_deltas: u64::MAX - 1, ..Usage::default() };
         assert_eq!(u.add_prepared_effects(1), Ok(()));
-        assert_eq!(u.add_prepared_effects(1), Err(BudgetError::CounterExhausted { dimension: Dimension::Effects }));
+        assert_eq!(
+            u.add_prepared_effects(1),
+            Err(BudgetError::CounterExhausted { dimension: Dimension::Effects })
+        );
         assert_eq!(u.prepared_effects, u64::MAX);
         u.record_dropped_delta();
         u.record_dropped_delta();
@@ -562,7 +616,10 @@ mod tests {
     fn budget_allocation_usage_codecs() {
         let b = Budget { steps: Quota::Unlimited, effects: Quota::Finite(0), signals: Quota::Finite(7) };
         let json = b.to_json();
-        assert_eq!(json, obj(&[("steps", quota(None)), ("effects", quota(Some(0))), ("signals", quota(Some(7)))]));
+        assert_eq!(
+            json,
+            obj(&[("steps", quota(None)), ("effects", quota(Some(0))), ("signals", quota(Some(7)))])
+        );
         assert_eq!(Budget::from_json(&json).unwrap(), b);
         assert!(Budget::from_json(&obj(&[("steps", quota(None)), ("effects", quota(None))])).is_err());
         assert!(Budget::from_json(&obj(&[
@@ -572,7 +629,12 @@ mod tests {
             ("children", quota(None))
         ]))
         .is_err());
-        assert!(Budget::from_json(&obj(&[("steps", Json::Null), ("effects", quota(None)), ("signals", quota(None))])).is_err());
+        assert!(Budget::from_json(&obj(&[
+            ("steps", Json::Null),
+            ("effects", quota(None)),
+            ("signals", quota(None))
+        ]))
+        .is_err());
 
         let a = alloc(1, 0, u64::MAX);
         assert_eq!(Allocation::from_json(&a.to_json()).unwrap(), a);

@@ -181,7 +181,8 @@ mod tests {
 
     #[test]
     fn zero_means_default_on_construction() {
-        let l = TreeLimits::default().with_max_depth(3).with_max_active_children(2).with_max_pending_signals(7);
+        let l =
+            TreeLimits::default().with_max_depth(3).with_max_active_children(2).with_max_pending_signals(7);
         assert_eq!((l.max_depth(), l.max_active_children(), l.max_pending_signals()), (3, 2, 7));
         let l = l.with_max_depth(0).with_max_active_children(0).with_max_pending_signals(0);
         assert_eq!(l, TreeLimits::default());
