@@ -49,3 +49,11 @@ pub const MAX_REQUEST_TOOLS: usize = 128;
 /// Maximum number of parts in one chat message (so at most this many tool calls per response
 /// and tool results per tool message).
 pub const MAX_MESSAGE_PARTS: usize = 1024;
+/// Default `TreeLimits::max_pending_signals` (also what a zero configures).
+pub const DEFAULT_MAX_PENDING_SIGNALS: u32 = 10_000;
+
+/// Default `TreeLimits::max_depth`, root-relative (also what a zero configures).
+pub const DEFAULT_MAX_DEPTH: u32 = 16;
+
+/// Default `TreeLimits::max_active_children` per Process (also what a zero configures).
+pub const DEFAULT_MAX_ACTIVE_CHILDREN: u32 = 16;
