@@ -40,12 +40,16 @@ impl Json {
             Json::Bool(false) => 5,
             Json::Number(n) => n.as_str().len(),
             Json::String(s) => string_len(s),
-            Json::Array(items) => items
-                .iter()
-                .fold(2 + items.len().saturating_sub(1), |len, item| len.saturating_add(item.canonical_len())),
-            Json::Object(object) => object.iter().fold(2 + object.len().saturating_sub(1), |len, (key, value)| {
-                len.saturating_add(string_len(key)).saturating_add(1).saturating_add(value.canonical_len())
+            Json::Array(items) => items.iter().fold(2 + items.len().saturating_sub(1), |len, item| {
+                len.saturating_add(item.canonical_len())
             }),
+            Json::Object(object) => {
+                object.iter().fold(2 + object.len().saturating_sub(1), |len, (key, value)| {
+                    len.saturating_add(string_len(key))
+                        .saturating_add(1)
+                        .saturating_add(value.canonical_len())
+                })
+            }
         }
     }
 
@@ -147,7 +151,10 @@ mod tests {
 
     #[test]
     fn removes_whitespace_and_sorts_keys() {
-        assert_eq!(canon(" { \"b\" : [ 1 , 2 ] , \"a\" : { \"d\" : null , \"c\" : true } } "), r#"{"a":{"c":true,"d":null},"b":[1,2]}"#);
+        assert_eq!(
+            canon(" { \"b\" : [ 1 , 2 ] , \"a\" : { \"d\" : null , \"c\" : true } } "),
+            r#"{"a":{"c":true,"d":null},"b":[1,2]}"#
+        );
         assert_eq!(canon("[ ]"), "[]");
         assert_eq!(canon("{ }"), "{}");
         assert_eq!(canon("false"), "false");
@@ -158,7 +165,10 @@ mod tests {
         // Code point order: "" < "A" < "B" < "a" < "aa" < "b" < "é" (U+00E9) < U+FFFD < 😀 (U+1F600).
         // (UTF-16 order would put 😀 before U+FFFD.)
         let input = r#"{"😀":7,"b":5,"é":6,"\ufffd":8,"a":3,"aa":4,"B":2,"A":1,"":0}"#;
-        assert_eq!(canon(input), "{\"\":0,\"A\":1,\"B\":2,\"a\":3,\"aa\":4,\"b\":5,\"é\":6,\"\u{fffd}\":8,\"😀\":7}");
+        assert_eq!(
+            canon(input),
+            "{\"\":0,\"A\":1,\"B\":2,\"a\":3,\"aa\":4,\"b\":5,\"é\":6,\"\u{fffd}\":8,\"😀\":7}"
+        );
     }
 
     #[test]
@@ -179,7 +189,15 @@ mod tests {
 
     #[test]
     fn numbers_are_emitted_exactly() {
-        for text in ["9007199254740993", "1e400", "1E+2", "-0", "1.0", "18446744073709551615", "0.30000000000000000000001"] {
+        for text in [
+            "9007199254740993",
+            "1e400",
+            "1E+2",
+            "-0",
+            "1.0",
+            "18446744073709551615",
+            "0.30000000000000000000001",
+        ] {
             assert_eq!(canon(text), text);
             assert_eq!(canon(&format!("{{\"n\": {text} }}")), format!("{{\"n\":{text}}}"));
         }
@@ -189,7 +207,10 @@ mod tests {
     #[test]
     fn canonical_len_matches_encoding() {
         let mut o = Object::new();
-        o.insert("k\u{1}\"".into(), Json::Array(vec![Json::Null, Json::Bool(false), Json::Bool(true), Json::u64(12)]));
+        o.insert(
+            "k\u{1}\"".into(),
+            Json::Array(vec![Json::Null, Json::Bool(false), Json::Bool(true), Json::u64(12)]),
+        );
         o.insert("".into(), Json::str("\n\u{0}é\\"));
         o.insert("e".into(), Json::object());
         o.insert("f".into(), Json::Array(vec![]));

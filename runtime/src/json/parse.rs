@@ -44,7 +44,11 @@ pub fn parse(bytes: &[u8]) -> Result<Json, JsonError> {
 /// Parses exactly one JSON value (surrounding whitespace allowed) under `limits`.
 pub fn parse_with(bytes: &[u8], limits: &ParseLimits) -> Result<Json, JsonError> {
     if bytes.len() > limits.max_bytes {
-        return Err(JsonError::TooLarge { stage: SizeStage::Raw, actual: bytes.len(), limit: limits.max_bytes });
+        return Err(JsonError::TooLarge {
+            stage: SizeStage::Raw,
+            actual: bytes.len(),
+            limit: limits.max_bytes,
+        });
     }
     // Validating up front makes "invalid UTF-8 anywhere" one rule and lets the string scanner
     // copy whole runs as `&str`.
@@ -52,7 +56,8 @@ pub fn parse_with(bytes: &[u8], limits: &ParseLimits) -> Result<Json, JsonError>
     if text.starts_with('\u{FEFF}') {
         return Err(JsonError::Syntax { offset: 0, reason: "a byte order mark is not allowed" });
     }
-    let mut parser = Parser { text, bytes: text.as_bytes(), pos: 0, max_depth: limits.max_depth.min(MAX_JSON_DEPTH) };
+    let mut parser =
+        Parser { text, bytes: text.as_bytes(), pos: 0, max_depth: limits.max_depth.min(MAX_JSON_DEPTH) };
     parser.skip_whitespace();
     let value = parser.value(0)?;
     parser.skip_whitespace();
@@ -274,17 +279,26 @@ impl Parser<'_> {
         let code = match first {
             0xD800..=0xDBFF => {
                 if self.bytes.get(self.pos..self.pos + 2) != Some(b"\\u") {
-                    return Err(JsonError::InvalidEscape { offset, reason: "high surrogate without a low surrogate" });
+                    return Err(JsonError::InvalidEscape {
+                        offset,
+                        reason: "high surrogate without a low surrogate",
+                    });
                 }
                 self.pos += 2;
                 let second = self.hex4(offset)?;
                 if !(0xDC00..=0xDFFF).contains(&second) {
-                    return Err(JsonError::InvalidEscape { offset, reason: "high surrogate without a low surrogate" });
+                    return Err(JsonError::InvalidEscape {
+                        offset,
+                        reason: "high surrogate without a low surrogate",
+                    });
                 }
                 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
             }
             0xDC00..=0xDFFF => {
-                return Err(JsonError::InvalidEscape { offset, reason: "low surrogate without a high surrogate" })
+                return Err(JsonError::InvalidEscape {
+                    offset,
+                    reason: "low surrogate without a high surrogate",
+                })
             }
             other => other,
         };
@@ -370,7 +384,21 @@ mod tests {
 
     #[test]
     fn truncated_inputs_are_unexpected_end() {
-        for input in [&b"["[..], b"[1", b"[1,", b"{", b"{\"a\"", b"{\"a\":", b"{\"a\":1", b"\"abc", b"\"\\", b"\"\\u12", b"tru", b"nul", b"f"] {
+        for input in [
+            &b"["[..],
+            b"[1",
+            b"[1,",
+            b"{",
+            b"{\"a\"",
+            b"{\"a\":",
+            b"{\"a\":1",
+            b"\"abc",
+            b"\"\\",
+            b"\"\\u12",
+            b"tru",
+            b"nul",
+            b"f",
+        ] {
             assert_eq!(err(input), JsonError::UnexpectedEnd, "{:?}", String::from_utf8_lossy(input));
         }
     }
@@ -395,7 +423,14 @@ mod tests {
 
     #[test]
     fn byte_order_mark_is_rejected() {
-        assert!(matches!(err(b"\xEF\xBB\xBF{}"), JsonError::Syntax { offset: 0, .. }));
+        assert_eq!(
+            err(b"\xEF\xBB\xBF{}"),
+            JsonError::Syntax { offset: 0, reason: "a byte order mark is not allowed" }
+        );
+        assert_eq!(
+            err(b"\xEF\xBB\xBF"),
+            JsonError::Syntax { offset: 0, reason: "a byte order mark is not allowed" }
+        );
         assert!(matches!(err(b" \xEF\xBB\xBF{}"), JsonError::Syntax { offset: 1, .. }));
     }
 
@@ -503,9 +538,20 @@ mod tests {
 
     #[test]
     fn invalid_numbers_are_rejected() {
-        for text in ["01", "-01", "00", "1.", ".5", "-", "1e", "1e+", "1E-", "1.e5", "--1", "1.2.3", "1e5e5", "0x10", "-.5", "1-2", "1+2"] {
+        for text in [
+            "01", "-01", "00", "1.", ".5", "-", "1e", "1e+", "1E-", "1.e5", "--1", "1.2.3", "1e5e5", "0x10",
+            "-.5", "1-2", "1+2",
+        ] {
             let e = err(text.as_bytes());
-            assert!(matches!(e, JsonError::InvalidNumber { .. } | JsonError::Syntax { .. } | JsonError::TrailingData { .. }), "{text}: {e:?}");
+            assert!(
+                matches!(
+                    e,
+                    JsonError::InvalidNumber { .. }
+                        | JsonError::Syntax { .. }
+                        | JsonError::TrailingData { .. }
+                ),
+                "{text}: {e:?}"
+            );
             assert!(!is_number_text(text), "{text}");
         }
         assert_eq!(err(b"01"), JsonError::InvalidNumber { text: "01".into() });
@@ -523,16 +569,39 @@ mod tests {
         for ok in ["0", "-0", "1", "10", "1.5", "0.0", "1e5", "1E5", "1e+5", "1e-5", "-12.34e-56"] {
             assert!(is_number_text(ok), "{ok}");
         }
-        for bad in ["", " 1", "1 ", "+1", "01", "1.", ".1", "e5", "1e", "-", "NaN", "Infinity", "1_000", "١"] {
+        for bad in ["", " 1", "1 ", "+1", "01", "1.", ".1", "e5", "1e", "-", "NaN", "Infinity", "1_000", "١"]
+        {
             assert!(!is_number_text(bad), "{bad:?}");
         }
     }
 
     #[test]
     fn structural_errors_are_rejected() {
-        for input in [&b"[1,]"[..], b"[,1]", b"[1 2]", b"{\"a\":1,}", b"{,}", b"{\"a\" 1}", b"{a:1}", b"{1:1}", b"{'a':1}", b"'a'", b"]", b"}", b"[}", b"{]", b"nulll", b"True", b"[1:2]"] {
+        for input in [
+            &b"[1,]"[..],
+            b"[,1]",
+            b"[1 2]",
+            b"{\"a\":1,}",
+            b"{,}",
+            b"{\"a\" 1}",
+            b"{a:1}",
+            b"{1:1}",
+            b"{'a':1}",
+            b"'a'",
+            b"]",
+            b"}",
+            b"[}",
+            b"{]",
+            b"nulll",
+            b"True",
+            b"[1:2]",
+        ] {
             let e = err(input);
-            assert!(matches!(e, JsonError::Syntax { .. } | JsonError::TrailingData { .. }), "{}: {e:?}", String::from_utf8_lossy(input));
+            assert!(
+                matches!(e, JsonError::Syntax { .. } | JsonError::TrailingData { .. }),
+                "{}: {e:?}",
+                String::from_utf8_lossy(input)
+            );
         }
     }
 
@@ -558,8 +627,14 @@ mod tests {
     #[test]
     fn depth_limit_is_exact() {
         assert!(parse(nested("[", "]", MAX_JSON_DEPTH).as_bytes()).is_ok());
-        assert_eq!(err(nested("[", "]", MAX_JSON_DEPTH + 1).as_bytes()), JsonError::TooDeep { limit: MAX_JSON_DEPTH });
-        assert!(parse(format!("{}1{}", "{\"a\":".repeat(MAX_JSON_DEPTH), "}".repeat(MAX_JSON_DEPTH)).as_bytes()).is_ok());
+        assert_eq!(
+            err(nested("[", "]", MAX_JSON_DEPTH + 1).as_bytes()),
+            JsonError::TooDeep { limit: MAX_JSON_DEPTH }
+        );
+        assert!(parse(
+            format!("{}1{}", "{\"a\":".repeat(MAX_JSON_DEPTH), "}".repeat(MAX_JSON_DEPTH)).as_bytes()
+        )
+        .is_ok());
         let too_deep = format!("{}1{}", "{\"a\":".repeat(MAX_JSON_DEPTH + 1), "}".repeat(MAX_JSON_DEPTH + 1));
         assert_eq!(err(too_deep.as_bytes()), JsonError::TooDeep { limit: MAX_JSON_DEPTH });
         let limits = ParseLimits { max_bytes: 1000, max_depth: 2 };
@@ -578,6 +653,9 @@ mod tests {
         let limits = ParseLimits { max_bytes: usize::MAX, max_depth: usize::MAX };
         assert_eq!(parse_with(&input, &limits), Err(JsonError::TooDeep { limit: MAX_JSON_DEPTH }));
         let objects = "{\"a\":".repeat(200_000);
-        assert_eq!(parse_with(objects.as_bytes(), &limits), Err(JsonError::TooDeep { limit: MAX_JSON_DEPTH }));
+        assert_eq!(
+            parse_with(objects.as_bytes(), &limits),
+            Err(JsonError::TooDeep { limit: MAX_JSON_DEPTH })
+        );
     }
 }

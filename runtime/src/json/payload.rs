@@ -121,24 +121,36 @@ mod tests {
     fn raw_limit_applies_to_whitespace_heavy_input() {
         let limit = 64;
         let input = format!("{}[1]", " ".repeat(limit)); // canonical `[1]` is tiny
-        assert_eq!(Payload::from_bytes_with_limit(input.as_bytes(), limit), Err(too_large(SizeStage::Raw, limit + 3, limit)));
+        assert_eq!(
+            Payload::from_bytes_with_limit(input.as_bytes(), limit),
+            Err(too_large(SizeStage::Raw, limit + 3, limit))
+        );
         // The same value fits once the whitespace is gone, and at exactly the limit.
         assert!(Payload::from_bytes_with_limit(b"[1]", limit).is_ok());
         let exact = format!("{}[1]", " ".repeat(limit - 3));
         assert_eq!(Payload::from_bytes_with_limit(exact.as_bytes(), limit).unwrap().canonical(), "[1]");
         // Raw size is checked before syntax.
-        assert_eq!(Payload::from_bytes_with_limit(&[b'x'; 65], limit), Err(too_large(SizeStage::Raw, 65, limit)));
+        assert_eq!(
+            Payload::from_bytes_with_limit(&[b'x'; 65], limit),
+            Err(too_large(SizeStage::Raw, 65, limit))
+        );
     }
 
     #[test]
     fn default_limit_is_max_payload_bytes() {
         let over = vec![b' '; MAX_PAYLOAD_BYTES + 1];
-        assert_eq!(Payload::from_bytes(&over), Err(too_large(SizeStage::Raw, MAX_PAYLOAD_BYTES + 1, MAX_PAYLOAD_BYTES)));
+        assert_eq!(
+            Payload::from_bytes(&over),
+            Err(too_large(SizeStage::Raw, MAX_PAYLOAD_BYTES + 1, MAX_PAYLOAD_BYTES))
+        );
         // A string whose canonical form is exactly the limit is accepted.
         let exact = Json::str("a".repeat(MAX_PAYLOAD_BYTES - 2));
         assert_eq!(Payload::from_json(exact).unwrap().len(), MAX_PAYLOAD_BYTES);
         let over = Json::str("a".repeat(MAX_PAYLOAD_BYTES - 1));
-        assert_eq!(Payload::from_json(over), Err(too_large(SizeStage::Canonical, MAX_PAYLOAD_BYTES + 1, MAX_PAYLOAD_BYTES)));
+        assert_eq!(
+            Payload::from_json(over),
+            Err(too_large(SizeStage::Canonical, MAX_PAYLOAD_BYTES + 1, MAX_PAYLOAD_BYTES))
+        );
     }
 
     #[test]
@@ -146,9 +158,15 @@ mod tests {
         let limit = 32;
         // 30 control characters: 30 bytes in memory, 6 × 30 + 2 canonical bytes.
         let controls = Json::str("\u{1}".repeat(30));
-        assert_eq!(Payload::from_json_with_limit(controls, limit), Err(too_large(SizeStage::Canonical, 182, limit)));
+        assert_eq!(
+            Payload::from_json_with_limit(controls, limit),
+            Err(too_large(SizeStage::Canonical, 182, limit))
+        );
         let just_over = Json::str("a".repeat(limit - 1));
-        assert_eq!(Payload::from_json_with_limit(just_over, limit), Err(too_large(SizeStage::Canonical, limit + 1, limit)));
+        assert_eq!(
+            Payload::from_json_with_limit(just_over, limit),
+            Err(too_large(SizeStage::Canonical, limit + 1, limit))
+        );
         let exact = Json::str("a".repeat(limit - 2));
         assert_eq!(Payload::from_json_with_limit(exact, limit).unwrap().len(), limit);
     }
@@ -164,9 +182,15 @@ mod tests {
     #[test]
     fn depth_is_bounded_for_in_memory_values() {
         assert!(Payload::from_json(nested_arrays(MAX_JSON_DEPTH)).is_ok());
-        assert_eq!(Payload::from_json(nested_arrays(MAX_JSON_DEPTH + 1)), Err(JsonError::TooDeep { limit: MAX_JSON_DEPTH }));
+        assert_eq!(
+            Payload::from_json(nested_arrays(MAX_JSON_DEPTH + 1)),
+            Err(JsonError::TooDeep { limit: MAX_JSON_DEPTH })
+        );
         let deep_bytes = format!("{}{}", "[".repeat(MAX_JSON_DEPTH + 1), "]".repeat(MAX_JSON_DEPTH + 1));
-        assert_eq!(Payload::from_bytes(deep_bytes.as_bytes()), Err(JsonError::TooDeep { limit: MAX_JSON_DEPTH }));
+        assert_eq!(
+            Payload::from_bytes(deep_bytes.as_bytes()),
+            Err(JsonError::TooDeep { limit: MAX_JSON_DEPTH })
+        );
     }
 
     #[test]

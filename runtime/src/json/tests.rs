@@ -29,8 +29,25 @@ fn number_text() -> impl Strategy<Value = String> {
 /// Strings biased towards the characters the encoder treats specially.
 fn text() -> impl Strategy<Value = String> {
     let special = prop::sample::select(vec![
-        '"', '\\', '/', '\u{0}', '\u{8}', '\t', '\n', '\u{b}', '\u{c}', '\r', '\u{1f}', '\u{7f}', '<', 'é',
-        '\u{2028}', '\u{fffd}', '\u{feff}', '😀', '\u{10ffff}',
+        '"',
+        '\\',
+        '/',
+        '\u{0}',
+        '\u{8}',
+        '\t',
+        '\n',
+        '\u{b}',
+        '\u{c}',
+        '\r',
+        '\u{1f}',
+        '\u{7f}',
+        '<',
+        'é',
+        '\u{2028}',
+        '\u{fffd}',
+        '\u{feff}',
+        '😀',
+        '\u{10ffff}',
     ]);
     let ch = prop_oneof![3 => any::<char>(), 2 => special, 2 => prop::char::range('a', 'e')];
     vec(ch, 0..12).prop_map(|chars| chars.into_iter().collect())
@@ -44,7 +61,10 @@ fn json() -> impl Strategy<Value = Json> {
         text().prop_map(Json::String),
     ];
     leaf.prop_recursive(6, 64, 8, |inner| {
-        prop_oneof![vec(inner.clone(), 0..8).prop_map(Json::Array), btree_map(text(), inner, 0..8).prop_map(Json::Object),]
+        prop_oneof![
+            vec(inner.clone(), 0..8).prop_map(Json::Array),
+            btree_map(text(), inner, 0..8).prop_map(Json::Object),
+        ]
     })
 }
 
