@@ -159,7 +159,7 @@ fn identical_duplicate_is_skipped_without_charge() {
     m.admit_external(&[req("a", None, "1")], &ctx()).unwrap();
     // The quota is exhausted: a charge would fail, a skip must not.
     let full = AdmissionContext {
-        signals_quota: SignalsQuota { accepted: 1, allocated: 0, maximum: Some(1) },
+        signals_quota: SignalsQuota { accepted: 5, allocated: 0, maximum: Some(1) },
         max_pending_signals: 1,
         ..ctx()
     };
