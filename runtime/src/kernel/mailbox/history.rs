@@ -90,8 +90,9 @@ impl HistoryIndex {
     /// Checks that `record`, arriving at `arrival`, may follow the indexed history.
     ///
     /// `cursor` is the final cursor of the history being replayed. A reused key needs the
-    /// earlier wait's answer to precede the new opening and be consumed: the cursor is monotone,
-    /// so that is the strongest condition the history can prove.
+    /// earlier wait's answer to precede the new opening (replay is in order, so an indexed
+    /// answer always does) and to be consumed by the final cursor: the cursor is monotone, so
+    /// that is the strongest condition the history can prove about when the key was released.
     pub fn check(
         &self,
         record: &SignalRecord,
@@ -129,21 +130,13 @@ impl HistoryIndex {
         arrival: u64,
         cursor: u64,
     ) -> Result<(), MailboxError> {
-        let key = opening.key();
-        let Some(previous) = self.latest_by_key.get(key) else { return Ok(()) };
-        let closed_before = self
-            .waits
-            .get(previous)
-            .and_then(|e| e.answered_by)
-            .is_some_and(|a| a < arrival && a <= cursor);
-        if closed_before {
-            Ok(())
-        } else {
-            Err(MailboxError::WaitKeyOpenTwice {
-                key: key.clone(),
-                open: previous.clone(),
+        match self.open_wait_with_key(opening.key(), cursor) {
+            None => Ok(()),
+            Some(open) => Err(MailboxError::WaitKeyOpenTwice {
+                key: opening.key().clone(),
+                open: open.clone(),
                 arrival,
-            })
+            }),
         }
     }
 
