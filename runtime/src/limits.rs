@@ -21,3 +21,7 @@ pub const MAX_QUALIFIED_NAME_BYTES: usize = 128;
 
 /// Maximum bytes of an identity text (`[A-Za-z0-9-_.:]+`).
 pub const MAX_IDENTITY_BYTES: usize = 256;
+
+/// Longest single sleep an environment performs; longer requests are clamped (about 30 years,
+/// tokio's own "far future"), so a huge user-supplied deadline cannot overflow a timer.
+pub const MAX_SLEEP: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 24 * 60 * 60);
