@@ -124,10 +124,10 @@ where
     SpawnedTask { handle, result: rx }
 }
 
-/// Wraps a task so a panic becomes a value instead of unwinding into the runtime (madsim
-/// would otherwise abort the whole simulation). Executors spawn this and map `Err` to
-/// [`JoinError::Panicked`].
-pub(crate) fn catch_panic(
+/// Wraps a task so a panic becomes [`JoinError::Panicked`] instead of unwinding into the
+/// runtime (madsim would otherwise abort the whole simulation). Every [`Executor`] spawns
+/// its tasks through this; public for executors written elsewhere (e.g. a simulator's).
+pub fn catch_panic(
     task: BoxFuture<'static, ()>,
 ) -> impl Future<Output = Result<(), JoinError>> + Send + 'static {
     // AssertUnwindSafe: after a panic the task's own state is dropped, never observed again;

@@ -45,7 +45,9 @@ use std::sync::Arc;
 pub use cancel::CancelToken;
 pub use clock::Clock;
 pub use error::EnvError;
-pub use executor::{spawn_with_result, Executor, JoinError, SpawnedTask, TaskControl, TaskHandle};
+pub use executor::{
+    catch_panic, spawn_with_result, Executor, JoinError, SpawnedTask, TaskControl, TaskHandle,
+};
 #[cfg(feature = "madsim")]
 pub use madsim_env::MadsimEnv;
 pub use rng::{random_hex, Rng};
