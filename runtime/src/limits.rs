@@ -30,3 +30,7 @@ pub const MAX_SCHEMA_ERRORS_LISTED: usize = 8;
 /// regex engine (look-around, back-references); exceeding it is a validation failure.
 /// A step count, not a time limit, so the outcome is deterministic.
 pub const MAX_SCHEMA_REGEX_BACKTRACKS: usize = 1_000_000;
+
+/// Maximum bytes of a model-facing tool name (`[A-Za-z0-9_-]{1,64}`, the common subset every
+/// model provider accepts).
+pub const MAX_TOOL_NAME_BYTES: usize = 64;
