@@ -91,9 +91,6 @@ impl BoundTool {
     pub fn returns_direct_result(&self) -> bool {
         self.inner.returns_direct_result
     }
-    pub fn tool(&self) -> &Arc<dyn Tool> {
-        &self.inner.tool
-    }
 
     /// Promotes an untrusted model call into an [`Invocation`]: the name must be this tool's,
     /// blank (all-whitespace) arguments become `{}`, and the arguments must be strict JSON

@@ -216,7 +216,7 @@ pub fn require_tool_input(
 /// The tool-owned state captured at the pause and the schema-validated answer, attached to the
 /// context only while re-entering the tool that asked. Built by
 /// [`ToolInputRequest::resume_with`], so the response has always been validated.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ToolInputContinuation {
     state: Payload,
     response: Payload,
@@ -230,6 +230,15 @@ impl ToolInputContinuation {
     /// The validated, normalized answer.
     pub fn response(&self) -> &Payload {
         &self.response
+    }
+}
+
+impl std::fmt::Debug for ToolInputContinuation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolInputContinuation")
+            .field("state", &format_args!("<{} bytes>", self.state.len()))
+            .field("response", &self.response)
+            .finish()
     }
 }
 
@@ -451,7 +460,9 @@ mod tests {
 
     #[test]
     fn debug_hides_continuation_state() {
-        let r = ToolInputRequest::new(b"1", SCHEMA, br#""secret""#).unwrap();
+        let r = ToolInputRequest::new(b"1", b"true", br#""secret""#).unwrap();
         assert!(!format!("{r:?}").contains("secret"));
+        let c = r.resume_with(&Json::Bool(true)).unwrap();
+        assert!(!format!("{c:?}").contains("secret"));
     }
 }
