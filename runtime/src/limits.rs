@@ -61,6 +61,3 @@ pub const DEFAULT_MAX_ACTIVE_CHILDREN: u32 = 16;
 /// tokio's own "far future"), so a huge user-supplied deadline cannot overflow a timer.
 pub const MAX_SLEEP: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 24 * 60 * 60);
 
-/// Maximum bytes of a model-facing tool name (`[A-Za-z0-9_-]{1,64}`, the common subset every
-/// model provider accepts).
-pub const MAX_TOOL_NAME_BYTES: usize = 64;
