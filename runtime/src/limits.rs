@@ -30,3 +30,30 @@ pub const MAX_SCHEMA_ERRORS_LISTED: usize = 8;
 /// regex engine (look-around, back-references); exceeding it is a validation failure.
 /// A step count, not a time limit, so the outcome is deterministic.
 pub const MAX_SCHEMA_REGEX_BACKTRACKS: usize = 1_000_000;
+/// Maximum bytes of a tool name. Names match `^[A-Za-z0-9_-]{1,64}$`, the intersection of what
+/// the major model providers accept for function names.
+pub const MAX_TOOL_NAME_BYTES: usize = 64;
+
+/// Maximum bytes of a model-assigned tool call id.
+pub const MAX_TOOL_CALL_ID_BYTES: usize = 256;
+
+/// Maximum bytes of a model name in chat options.
+pub const MAX_MODEL_NAME_BYTES: usize = 256;
+
+/// Maximum number of stop sequences in chat options.
+pub const MAX_STOP_SEQUENCES: usize = 16;
+
+/// Maximum number of tool definitions in one chat request (the common provider ceiling).
+pub const MAX_REQUEST_TOOLS: usize = 128;
+
+/// Maximum number of parts in one chat message (so at most this many tool calls per response
+/// and tool results per tool message).
+pub const MAX_MESSAGE_PARTS: usize = 1024;
+/// Default `TreeLimits::max_pending_signals` (also what a zero configures).
+pub const DEFAULT_MAX_PENDING_SIGNALS: u32 = 10_000;
+
+/// Default `TreeLimits::max_depth`, root-relative (also what a zero configures).
+pub const DEFAULT_MAX_DEPTH: u32 = 16;
+
+/// Default `TreeLimits::max_active_children` per Process (also what a zero configures).
+pub const DEFAULT_MAX_ACTIVE_CHILDREN: u32 = 16;

@@ -1,57 +1,65 @@
 //! Provider-neutral chat types: messages, tool calls/results, requests, responses and
-//! streaming deltas. Every type validates and decodes strictly (unknown members rejected).
+//! streaming deltas.
 //!
-//! (Data model fixed here; codecs, validation and the delta accumulator are being
-//! implemented.)
+//! Every type has a hand-written strict codec ([`ToJson`]/[`FromJson`]: unknown members and
+//! explicit `null` for optional members are rejected) and a `validate()` for values built in
+//! memory. Decoding runs the same validation, so a decoded value is always valid.
+//!
+//! ```
+//! use keel::chat::{Message, Request, ToolCall};
+//! let request = Request::new(vec![
+//!     Message::system("You are terse."),
+//!     Message::user("Weather in Paris?"),
+//!     Message::assistant_with_calls("", vec![ToolCall::new("call_1", "weather", r#"{"city":"Paris"}"#)]),
+//! ]);
+//! assert!(request.validate().is_ok());
+//! ```
+//!
+//! A streamed response arrives as [`ResponseDelta`]s that an [`Accumulator`] folds back into a
+//! [`Response`]; [`ResponseDelta::split`] goes the other way (the simulator uses it to stream
+//! any scripted response).
+//!
+//! [`ToJson`]: crate::json::ToJson
+//! [`FromJson`]: crate::json::FromJson
 
-use crate::json::Json;
+mod accumulate;
+mod delta;
+mod error;
+mod finish_reason;
+mod message;
+mod name;
+mod options;
+mod part;
+mod request;
+mod response;
+mod role;
+mod tool_call;
+mod tool_choice;
+mod tool_definition;
+mod tool_result;
+mod usage;
 
-/// Who authored a message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-    Tool,
-}
+#[cfg(test)]
+mod tests;
 
-/// A model-requested tool invocation. `arguments` is the raw argument text exactly as the
-/// model produced it: it may be blank or even invalid JSON (tool preparation decides).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ToolCall {
-    pub id: String,
-    pub name: String,
-    pub arguments: String,
-}
+pub use accumulate::Accumulator;
+pub use delta::{ResponseDelta, ToolCallDelta};
+pub use error::ChatError;
+pub use finish_reason::FinishReason;
+pub use message::Message;
+pub use name::{validate_call_id, validate_tool_name};
+pub use options::Options;
+pub use part::{Part, PartKind};
+pub use request::Request;
+pub use response::Response;
+pub use role::Role;
+pub use tool_call::ToolCall;
+pub use tool_choice::ToolChoice;
+pub use tool_definition::ToolDefinition;
+pub use tool_result::{ToolOutput, ToolResult};
+pub use usage::Usage;
 
-/// What a tool produced: model-visible text `content` plus optional structured `details`.
-/// The zero value (empty content, no details) is a valid, empty output.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ToolOutput {
-    pub content: String,
-    pub details: Option<Json>,
-}
-
-/// The answer to one [`ToolCall`], matched by `id` and `name`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ToolResult {
-    pub id: String,
-    pub name: String,
-    pub output: ToolOutput,
-    pub is_error: bool,
-}
-
-/// One part of a message.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Part {
-    Text(String),
-    ToolCall(ToolCall),
-    ToolResult(ToolResult),
-}
-
-/// A message: a role and its ordered parts.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Message {
-    pub role: Role,
-    pub parts: Vec<Part>,
+/// Parses `bytes` strictly and decodes a chat value, as a [`ChatError`].
+pub fn decode<T: crate::json::FromJson>(bytes: &[u8]) -> Result<T, ChatError> {
+    Ok(T::from_json_bytes(bytes)?)
 }
