@@ -1,0 +1,22 @@
+//! The durability port (spec kernel.md §9): the kernel hands a committer already-encoded tree
+//! cuts and the committer installs them under one compare-and-advance head per root.
+//!
+//! * `port` — request types, commit identities and content digests, the `Committer` trait.
+//! * `memory` — the reference in-memory store (§9.4) and its commit history (oracle input).
+//! * `faults` — a fault-injecting wrapper for the simulator.
+//! * `conformance` — the reusable store-level conformance suite (§9.5) every committer runs.
+//!
+//! The committer never parses snapshots: it trusts `TreeCut::digest` to be the digest of
+//! `TreeCut::bytes` (the kernel computed both) and compares cuts by digest and incarnation.
+
+pub mod conformance;
+pub mod faults;
+pub mod memory;
+pub mod port;
+
+pub use faults::{CommitCall, CommitCallKind, Fault, FaultPlan, FaultyCommitter};
+pub use memory::{audit_history, CommitRecord, CommitRecordKind, MemoryCommitter};
+pub use port::{
+    Activation, Checkpoint, CheckpointKind, CommitError, Committer, EffectBoundary,
+    EffectBoundaryKind, Head, TreeCut,
+};
