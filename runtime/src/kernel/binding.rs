@@ -57,11 +57,11 @@ impl Deployment {
     pub fn check_binding(&self) -> Result<(), BindingError> {
         let live = DeploymentRef::new(
             self.definition.descriptor(),
-            self.reference.implementation_digest,
-            self.reference.configuration_digest,
+            self.reference.implementation_digest(),
+            self.reference.configuration_digest(),
             &self.definition.child_deployments(),
         );
-        if live.contract_digest != self.reference.contract_digest {
+        if live.contract_digest() != self.reference.contract_digest() {
             return Err(BindingError::ContractDrift);
         }
         if live != self.reference {
@@ -100,12 +100,12 @@ impl DeploymentSet {
         self
     }
     pub fn insert(&mut self, deployment: Deployment) {
-        self.by_digest.insert(deployment.reference().digest, deployment);
+        self.by_digest.insert(deployment.reference().digest(), deployment);
     }
 }
 
 impl DeploymentResolver for DeploymentSet {
     fn resolve(&self, reference: &DeploymentRef) -> Option<Deployment> {
-        self.by_digest.get(&reference.digest).filter(|d| d.reference() == reference).cloned()
+        self.by_digest.get(&reference.digest()).filter(|d| d.reference() == reference).cloned()
     }
 }

@@ -3,7 +3,7 @@
 use super::capability::CapabilitySet;
 use super::deployment::DeploymentRef;
 use super::effect::{EffectPhase, Settlement};
-use super::failure::{Failure, FailureKind};
+use super::failure::{codes, Failure};
 use super::ids::{AttemptId, EffectId, IncarnationId, ProcessId};
 use super::relation::Relation;
 use crate::env::{BoxFuture, CancelToken};
@@ -82,14 +82,14 @@ pub enum DispatchError {
 impl DispatchError {
     /// The bounded diagnostic recorded next to the Unknown.
     pub fn diagnostic(&self) -> Failure {
-        let (kind, code) = match self {
-            DispatchError::Failed(_) => (FailureKind::External, "engine.dispatch.failed"),
-            DispatchError::Canceled => (FailureKind::External, "engine.dispatch.canceled"),
-            DispatchError::DeadlineExceeded => (FailureKind::External, "engine.dispatch.deadline"),
-            DispatchError::InvalidSettlement(_) => (FailureKind::Contract, "engine.dispatch.settlement.invalid"),
-            DispatchError::Panicked(_) => (FailureKind::Panic, "engine.dispatch.panicked"),
+        let code = match self {
+            DispatchError::Failed(_) => codes::DISPATCH_FAILED,
+            DispatchError::Canceled => codes::DISPATCH_CANCELED,
+            DispatchError::DeadlineExceeded => codes::DISPATCH_DEADLINE,
+            DispatchError::InvalidSettlement(_) => codes::DISPATCH_SETTLEMENT_INVALID,
+            DispatchError::Panicked(_) => codes::DISPATCH_PANICKED,
         };
-        Failure::new(kind, code, &self.to_string())
+        Failure::new(code, &self.to_string())
     }
 }
 

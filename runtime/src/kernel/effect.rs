@@ -228,11 +228,7 @@ mod tests {
         assert!(ok(vec![Unknown, Pending]).is_err());
         assert!(ok(vec![Planned, Pending]).is_err());
         let mut d = eff(Planned);
-        d.diagnostic = Some(super::super::failure::Failure::new(
-            super::super::failure::FailureKind::External,
-            "engine.dispatch.failed",
-            "x",
-        ));
+        d.diagnostic = Some(super::super::failure::Failure::new(super::super::failure::codes::DISPATCH_FAILED, "x"));
         assert!(check_frontier(&[d]).is_err(), "diagnostic only once settled");
     }
 }

@@ -109,7 +109,7 @@ impl TreeSnapshot {
         if !root.relation.is_root() {
             return Err(SnapshotError::Tree("root process is not a root".into()));
         }
-        if !self.limits.max_tree_processes.admits(0, self.processes.len() as u64) {
+        if !self.limits.max_tree_processes().admits(0, self.processes.len() as u64) {
             return Err(SnapshotError::Tree("tree exceeds max_tree_processes".into()));
         }
         let mut child_debits: BTreeMap<&ProcessId, Allocation> = BTreeMap::new();
@@ -128,11 +128,13 @@ impl TreeSnapshot {
                 if !p.capabilities.is_subset_of(&parent.capabilities) {
                     return Err(perr(p, "capabilities exceed the parent's"));
                 }
+                let zero = super::resource::Allocation::ZERO;
                 let debit = parent
                     .budget
-                    .debit_for(&p.budget)
+                    .grant_child(&super::resource::Usage::default(), &zero, &zero, &p.budget)
                     .map_err(|e| perr(p, format!("budget is not a legal grant from the parent: {e}")))?;
-                child_debits.entry(parent_id).or_default().add(&debit);
+                let total = child_debits.entry(parent_id).or_default();
+                *total = total.checked_add(&debit).ok_or_else(|| perr(p, "child debits overflow"))?;
                 if !child_keys.insert((parent_id, key.as_str())) {
                     return Err(perr(p, "duplicate child key under one parent"));
                 }
@@ -145,11 +147,11 @@ impl TreeSnapshot {
                 return Err(perr(p, "allocated_resources differ from the sum of child debits"));
             }
             let children = children_of.get(&p.id).map(Vec::as_slice).unwrap_or(&[]);
-            if !self.limits.max_children.admits(0, children.len() as u64) {
+            if !self.limits.max_children().admits(0, children.len() as u64) {
                 return Err(perr(p, "lifetime children exceed max_children"));
             }
             let active = children.iter().filter(|c| !c.is_terminal()).count();
-            if active > self.limits.max_active_children as usize {
+            if active > self.limits.max_active_children() as usize {
                 return Err(perr(p, "active children exceed max_active_children"));
             }
             // Framework operations inside prepared batches agree with the tree.
@@ -201,11 +203,11 @@ pub fn validate_process(p: &Process, limits: &TreeLimits) -> Result<(), Snapshot
     if p.relation.is_root() == p.child_request_digest.is_some() {
         return Err(perr(p, "child_request_digest is present iff the process is a child"));
     }
-    if p.relation.depth > limits.max_depth {
+    if p.relation.depth > limits.max_depth() {
         return Err(perr(p, "depth exceeds max_depth"));
     }
     p.budget.check(&p.usage(), &p.allocated).map_err(|e| perr(p, e.to_string()))?;
-    if p.mailbox.pending_count() > limits.max_pending_signals as usize {
+    if p.mailbox.pending_count() > limits.max_pending_signals() as usize {
         return Err(perr(p, "pending signals exceed max_pending_signals"));
     }
     let terminal = p.is_terminal();

@@ -323,7 +323,7 @@ mod tests {
 
     #[test]
     fn precedence_kill_deadline_cancel_failure_completion() {
-        let f = Failure::new(FailureKind::External, "engine.dispatch.failed", "boom");
+        let f = Failure::new(crate::kernel::failure::codes::DISPATCH_FAILED, "boom");
         let mut pc = PendingControl::default();
         assert_eq!(pc.resolve(Some(None)).map(|r| r.0), Some(Cause::Completion));
         assert_eq!(pc.resolve(None), None, "no intent and no step outcome → not terminal");

@@ -8,7 +8,7 @@
 
 use super::deployment::DeploymentRef;
 use super::descriptor::Descriptor;
-use super::failure::{Failure, FailureKind};
+use super::failure::{codes, Failure, FailureCode};
 use super::signal::Signal;
 use super::transition::Transition;
 use crate::env::CancelToken;
@@ -67,9 +67,9 @@ impl StepError {
     pub fn into_failure(self, stage: Stage) -> Failure {
         match (self, stage) {
             (StepError::Classified(f), Stage::Step) => f,
-            (StepError::Classified(f), s) => Failure::new(FailureKind::Execution, s.code(), f.message.as_str()),
-            (StepError::Other(m), s) => Failure::new(FailureKind::Execution, s.code(), &m),
-            (StepError::Canceled, s) => Failure::new(FailureKind::Execution, s.code(), "step canceled"),
+            (StepError::Classified(f), s) => Failure::new(s.code(), f.message.as_str()),
+            (StepError::Other(m), s) => Failure::new(s.code(), &m),
+            (StepError::Canceled, s) => Failure::new(s.code(), "step canceled"),
         }
     }
 }
@@ -84,12 +84,18 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub fn code(self) -> &'static str {
+    pub fn code(self) -> FailureCode {
         match self {
-            Stage::Start | Stage::Step => "execution.step.failed",
-            Stage::Snapshot => "execution.snapshot.failed",
-            Stage::Restore => "execution.snapshot.unrestorable",
+            Stage::Start | Stage::Step => codes::STEP_FAILED,
+            Stage::Snapshot => codes::SNAPSHOT_FAILED,
+            Stage::Restore => codes::SNAPSHOT_UNRESTORABLE,
         }
+    }
+    /// A panic at a seam is kind `panic` (spec §1.2).
+    pub fn panic_code(self) -> FailureCode {
+        // Interaction pins `execution.step.failed` with kind panic for panics in strategy code.
+        let _ = self;
+        codes::STEP_PANICKED
     }
 }
 

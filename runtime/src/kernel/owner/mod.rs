@@ -19,6 +19,7 @@ mod commands;
 mod control;
 mod effects;
 mod finalize;
+mod open;
 mod step;
 
 use super::binding::{Deployment, DeploymentResolver};
@@ -40,6 +41,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 pub use commands::{CommandError, Reply};
+pub use open::{RestoreError, StartError};
 
 /// Identifies one host command so its reply can be routed back.
 pub type CommandId = u64;
@@ -169,6 +171,8 @@ enum AfterCommit {
     /// Publish a freshly installed child.
     PublishChild(ProcessId),
     Reply { id: CommandId, reply: Reply },
+    /// Answer a capture with the cut just acknowledged.
+    ReplyCaptured { id: CommandId },
 }
 
 struct InFlight {
@@ -455,6 +459,11 @@ impl Owner {
                 }
             }
             AfterCommit::Reply { id, reply } => self.actions.push_back(Action::Reply { id, result: Ok(reply) }),
+            AfterCommit::ReplyCaptured { id } => {
+                if let Some(head) = self.head().cloned() {
+                    self.actions.push_back(Action::Reply { id, result: Ok(Reply::Captured(head)) });
+                }
+            }
         }
     }
 
