@@ -41,6 +41,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 pub use commands::{CommandError, Reply};
+pub use step::panic_message as panic_text;
 pub use open::{RestoreError, StartError};
 
 /// Identifies one host command so its reply can be routed back.

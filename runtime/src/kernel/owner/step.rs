@@ -18,7 +18,7 @@ pub(super) fn guarded<T>(stage: Stage, f: impl FnOnce() -> Result<T, StepError>)
     }
 }
 
-pub(super) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         format!("panicked: {s}")
     } else if let Some(s) = panic.downcast_ref::<String>() {
