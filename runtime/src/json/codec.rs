@@ -200,7 +200,7 @@ impl<'a> ObjectReader<'a> {
     /// Rejects members that were never read.
     pub fn finish(self) -> Result<(), DecodeError> {
         for key in self.object.keys() {
-            if !self.read.iter().any(|r| *r == key.as_str()) {
+            if !self.read.contains(&key.as_str()) {
                 return Err(DecodeError::new(DecodeErrorKind::UnknownMember(key.clone())));
             }
         }

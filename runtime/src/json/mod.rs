@@ -18,9 +18,12 @@ mod parse;
 mod payload;
 mod value;
 
+#[cfg(test)]
+mod tests;
+
 pub use codec::{DecodeError, FromJson, ObjectBuilder, ObjectReader, ToJson};
 pub use digest::{Digest, DigestError};
-pub use error::JsonError;
+pub use error::{JsonError, SizeStage};
 pub use parse::{parse, parse_with, ParseLimits};
 pub use payload::Payload;
 pub use value::{Json, Number, Object};

@@ -1,5 +1,8 @@
 //! Normalized, size-bounded JSON payloads.
-use super::{Digest, Json, JsonError};
+use super::error::SizeStage;
+use super::parse::{parse_with, ParseLimits};
+use super::{DecodeError, Digest, FromJson, Json, JsonError, ToJson};
+use crate::limits::{MAX_JSON_DEPTH, MAX_PAYLOAD_BYTES};
 use std::sync::Arc;
 
 /// A normalized JSON value whose raw input and canonical encoding both fit
@@ -12,20 +15,43 @@ pub struct Payload {
 
 impl Payload {
     /// Parses and normalizes raw bytes under the default limit.
-    pub fn from_bytes(_bytes: &[u8]) -> Result<Payload, JsonError> {
-        unimplemented!("payload: being implemented")
+    pub fn from_bytes(bytes: &[u8]) -> Result<Payload, JsonError> {
+        Payload::from_bytes_with_limit(bytes, MAX_PAYLOAD_BYTES)
     }
     /// Parses and normalizes raw bytes; `limit` bounds raw and canonical sizes.
-    pub fn from_bytes_with_limit(_bytes: &[u8], _limit: usize) -> Result<Payload, JsonError> {
-        unimplemented!("payload: being implemented")
+    pub fn from_bytes_with_limit(bytes: &[u8], limit: usize) -> Result<Payload, JsonError> {
+        if bytes.len() > limit {
+            return Err(JsonError::TooLarge { stage: SizeStage::Raw, actual: bytes.len(), limit });
+        }
+        let value = parse_with(bytes, &ParseLimits { max_bytes: limit, max_depth: MAX_JSON_DEPTH })?;
+        // Canonical bytes of parsed input are never longer than the input; the check stays so
+        // the bound does not silently depend on that property of the encoder.
+        Payload::seal(value, limit)
     }
     /// Normalizes an in-memory value under the default limit.
-    pub fn from_json(_value: Json) -> Result<Payload, JsonError> {
-        unimplemented!("payload: being implemented")
+    pub fn from_json(value: Json) -> Result<Payload, JsonError> {
+        Payload::from_json_with_limit(value, MAX_PAYLOAD_BYTES)
     }
-    /// Normalizes an in-memory value; `limit` bounds the canonical size.
-    pub fn from_json_with_limit(_value: Json, _limit: usize) -> Result<Payload, JsonError> {
-        unimplemented!("payload: being implemented")
+    /// Normalizes an in-memory value; `limit` bounds the canonical size, and values nested
+    /// deeper than [`crate::limits::MAX_JSON_DEPTH`] are rejected (as the parser would).
+    pub fn from_json_with_limit(value: Json, limit: usize) -> Result<Payload, JsonError> {
+        // Depth first: `depth` is iterative, the encoder is not.
+        if value.depth() > MAX_JSON_DEPTH {
+            return Err(JsonError::TooDeep { limit: MAX_JSON_DEPTH });
+        }
+        Payload::seal(value, limit)
+    }
+    fn seal(value: Json, limit: usize) -> Result<Payload, JsonError> {
+        let len = value.canonical_len();
+        if len > limit {
+            return Err(JsonError::TooLarge { stage: SizeStage::Canonical, actual: len, limit });
+        }
+        let canonical = Arc::from(value.to_canonical_string());
+        Ok(Payload { value: Arc::new(value), canonical })
+    }
+    /// The `null` payload.
+    pub fn null() -> Payload {
+        Payload { value: Arc::new(Json::Null), canonical: Arc::from("null") }
     }
     pub fn value(&self) -> &Json {
         &self.value
@@ -45,8 +71,138 @@ impl Payload {
     }
 }
 
+/// Encoded as the value itself.
+impl ToJson for Payload {
+    fn to_json(&self) -> Json {
+        (*self.value).clone()
+    }
+}
+/// Decodes any value that fits the default payload limits.
+impl FromJson for Payload {
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        Payload::from_json(value.clone()).map_err(DecodeError::from)
+    }
+}
+
+impl std::fmt::Display for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.canonical)
+    }
+}
+
 impl std::fmt::Debug for Payload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Payload({})", self.canonical)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn too_large(stage: SizeStage, actual: usize, limit: usize) -> JsonError {
+        JsonError::TooLarge { stage, actual, limit }
+    }
+
+    #[test]
+    fn normalizes_to_canonical_form() {
+        let p = Payload::from_bytes(br#" { "b" : 1e400 , "a" : "\u0041" } "#).unwrap();
+        assert_eq!(p.canonical(), r#"{"a":"A","b":1e400}"#);
+        assert_eq!(p.len(), p.canonical().len());
+        assert!(!p.is_empty());
+        assert_eq!(p.digest(), Digest::of(p.canonical().as_bytes()));
+        assert_eq!(p.digest(), Digest::of_json(p.value()));
+        assert_eq!(Payload::from_json(p.value().clone()).unwrap(), p);
+        assert_eq!(p.to_string(), p.canonical());
+        assert_eq!(Payload::null(), Payload::from_bytes(b"null").unwrap());
+    }
+
+    #[test]
+    fn raw_limit_applies_to_whitespace_heavy_input() {
+        let limit = 64;
+        let input = format!("{}[1]", " ".repeat(limit)); // canonical `[1]` is tiny
+        assert_eq!(
+            Payload::from_bytes_with_limit(input.as_bytes(), limit),
+            Err(too_large(SizeStage::Raw, limit + 3, limit))
+        );
+        // The same value fits once the whitespace is gone, and at exactly the limit.
+        assert!(Payload::from_bytes_with_limit(b"[1]", limit).is_ok());
+        let exact = format!("{}[1]", " ".repeat(limit - 3));
+        assert_eq!(Payload::from_bytes_with_limit(exact.as_bytes(), limit).unwrap().canonical(), "[1]");
+        // Raw size is checked before syntax.
+        assert_eq!(
+            Payload::from_bytes_with_limit(&[b'x'; 65], limit),
+            Err(too_large(SizeStage::Raw, 65, limit))
+        );
+    }
+
+    #[test]
+    fn default_limit_is_max_payload_bytes() {
+        let over = vec![b' '; MAX_PAYLOAD_BYTES + 1];
+        assert_eq!(
+            Payload::from_bytes(&over),
+            Err(too_large(SizeStage::Raw, MAX_PAYLOAD_BYTES + 1, MAX_PAYLOAD_BYTES))
+        );
+        // A string whose canonical form is exactly the limit is accepted.
+        let exact = Json::str("a".repeat(MAX_PAYLOAD_BYTES - 2));
+        assert_eq!(Payload::from_json(exact).unwrap().len(), MAX_PAYLOAD_BYTES);
+        let over = Json::str("a".repeat(MAX_PAYLOAD_BYTES - 1));
+        assert_eq!(
+            Payload::from_json(over),
+            Err(too_large(SizeStage::Canonical, MAX_PAYLOAD_BYTES + 1, MAX_PAYLOAD_BYTES))
+        );
+    }
+
+    #[test]
+    fn canonical_limit_applies_to_in_memory_values() {
+        let limit = 32;
+        // 30 control characters: 30 bytes in memory, 6 × 30 + 2 canonical bytes.
+        let controls = Json::str("\u{1}".repeat(30));
+        assert_eq!(
+            Payload::from_json_with_limit(controls, limit),
+            Err(too_large(SizeStage::Canonical, 182, limit))
+        );
+        let just_over = Json::str("a".repeat(limit - 1));
+        assert_eq!(
+            Payload::from_json_with_limit(just_over, limit),
+            Err(too_large(SizeStage::Canonical, limit + 1, limit))
+        );
+        let exact = Json::str("a".repeat(limit - 2));
+        assert_eq!(Payload::from_json_with_limit(exact, limit).unwrap().len(), limit);
+    }
+
+    fn nested_arrays(depth: usize) -> Json {
+        let mut v = Json::Null;
+        for _ in 0..depth {
+            v = Json::Array(vec![v]);
+        }
+        v
+    }
+
+    #[test]
+    fn depth_is_bounded_for_in_memory_values() {
+        assert!(Payload::from_json(nested_arrays(MAX_JSON_DEPTH)).is_ok());
+        assert_eq!(
+            Payload::from_json(nested_arrays(MAX_JSON_DEPTH + 1)),
+            Err(JsonError::TooDeep { limit: MAX_JSON_DEPTH })
+        );
+        let deep_bytes = format!("{}{}", "[".repeat(MAX_JSON_DEPTH + 1), "]".repeat(MAX_JSON_DEPTH + 1));
+        assert_eq!(
+            Payload::from_bytes(deep_bytes.as_bytes()),
+            Err(JsonError::TooDeep { limit: MAX_JSON_DEPTH })
+        );
+    }
+
+    #[test]
+    fn parse_errors_pass_through() {
+        assert_eq!(Payload::from_bytes(b""), Err(JsonError::UnexpectedEnd));
+        assert!(matches!(Payload::from_bytes(br#"{"a":1,"a":2}"#), Err(JsonError::DuplicateKey { .. })));
+    }
+
+    #[test]
+    fn json_codec_round_trips() {
+        let p = Payload::from_bytes(br#"{"k":[1,"x"]}"#).unwrap();
+        assert_eq!(<Payload as FromJson>::from_json(&p.to_json()).unwrap(), p);
+        assert!(<Payload as FromJson>::from_json(&nested_arrays(MAX_JSON_DEPTH + 1)).is_err());
     }
 }

@@ -132,6 +132,22 @@ impl Json {
     pub fn get(&self, key: &str) -> Option<&Json> {
         self.as_object().and_then(|o| o.get(key))
     }
+    /// Nesting depth: 0 for scalars, 1 + the deepest member for arrays and objects (`[]` is 1).
+    /// Iterative, so it is safe on values of any depth.
+    pub fn depth(&self) -> usize {
+        let mut deepest = 0;
+        let mut pending = vec![(self, 0usize)];
+        while let Some((value, depth)) = pending.pop() {
+            let inner = depth + 1;
+            match value {
+                Json::Array(items) => pending.extend(items.iter().map(|child| (child, inner))),
+                Json::Object(object) => pending.extend(object.values().map(|child| (child, inner))),
+                _ => continue,
+            }
+            deepest = deepest.max(inner);
+        }
+        deepest
+    }
     /// A short name of the value's type, for error messages.
     pub fn type_name(&self) -> &'static str {
         match self {
