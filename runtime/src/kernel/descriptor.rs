@@ -349,14 +349,3 @@ mod tests {
     }
 }
 
-// Digests cross every wire as their `sha256:` text.
-impl crate::json::ToJson for Digest {
-    fn to_json(&self) -> Json {
-        digest_to_json(self)
-    }
-}
-impl crate::json::FromJson for Digest {
-    fn from_json(value: &Json) -> Result<Self, DecodeError> {
-        digest_from_json(value)
-    }
-}

@@ -23,10 +23,10 @@ pub enum EngineSignalError {
 }
 
 fn decode<T: FromJson>(s: &Signal, kind: &'static str) -> Result<T, EngineSignalError> {
-    if !s.id.is_engine_owned() {
-        return Err(EngineSignalError::NotEngineOwned(s.id.clone()));
+    if !s.id().is_engine_owned() {
+        return Err(EngineSignalError::NotEngineOwned(s.id().clone()));
     }
-    T::from_json(s.payload.value()).map_err(|error| EngineSignalError::Payload { id: s.id.clone(), kind, error })
+    T::from_json(s.payload().value()).map_err(|error| EngineSignalError::Payload { id: s.id().clone(), kind, error })
 }
 
 fn op_check(r: &mut ObjectReader<'_>, expected: &'static str) -> Result<(), DecodeError> {
@@ -48,8 +48,8 @@ pub struct ChildStartResult {
 impl ChildStartResult {
     /// Parses an unaddressed Engine settlement Signal.
     pub fn parse(s: &Signal) -> Result<ChildStartResult, EngineSignalError> {
-        if s.wait_id.is_some() {
-            return Err(EngineSignalError::Addressing(s.id.clone()));
+        if s.wait_id().is_some() {
+            return Err(EngineSignalError::Addressing(s.id().clone()));
         }
         decode(s, "child start result")
     }
@@ -98,9 +98,9 @@ pub struct WaitOpened {
 
 impl WaitOpened {
     pub fn parse(s: &Signal) -> Result<WaitOpened, EngineSignalError> {
-        let wait_id = s.wait_id.clone().ok_or_else(|| EngineSignalError::Addressing(s.id.clone()))?;
-        if s.id != SignalId::wait_opening(&wait_id) {
-            return Err(EngineSignalError::Addressing(s.id.clone()));
+        let wait_id = s.wait_id().cloned().ok_or_else(|| EngineSignalError::Addressing(s.id().clone()))?;
+        if *s.id() != SignalId::wait_opening(&wait_id) {
+            return Err(EngineSignalError::Addressing(s.id().clone()));
         }
         let (key, payload) = decode::<WaitOpenedBody>(s, "wait opening")?.0;
         Ok(WaitOpened { wait_id, key, payload })
@@ -140,9 +140,9 @@ pub struct ChildWaitOpened {
 
 impl ChildWaitOpened {
     pub fn parse(s: &Signal) -> Result<ChildWaitOpened, EngineSignalError> {
-        let wait_id = s.wait_id.clone().ok_or_else(|| EngineSignalError::Addressing(s.id.clone()))?;
-        if s.id != SignalId::wait_opening(&wait_id) {
-            return Err(EngineSignalError::Addressing(s.id.clone()));
+        let wait_id = s.wait_id().cloned().ok_or_else(|| EngineSignalError::Addressing(s.id().clone()))?;
+        if *s.id() != SignalId::wait_opening(&wait_id) {
+            return Err(EngineSignalError::Addressing(s.id().clone()));
         }
         let spec = decode::<ChildWaitOpenedBody>(s, "child wait opening")?.0;
         Ok(ChildWaitOpened { wait_id, spec })
@@ -238,9 +238,9 @@ pub struct ChildWaitSatisfied {
 
 impl ChildWaitSatisfied {
     pub fn parse(s: &Signal) -> Result<ChildWaitSatisfied, EngineSignalError> {
-        let wait_id = s.wait_id.clone().ok_or_else(|| EngineSignalError::Addressing(s.id.clone()))?;
-        if s.id != SignalId::child_wait_satisfied(&wait_id) {
-            return Err(EngineSignalError::Addressing(s.id.clone()));
+        let wait_id = s.wait_id().cloned().ok_or_else(|| EngineSignalError::Addressing(s.id().clone()))?;
+        if *s.id() != SignalId::child_wait_satisfied(&wait_id) {
+            return Err(EngineSignalError::Addressing(s.id().clone()));
         }
         let body = decode::<ChildWaitSatisfiedBody>(s, "child wait satisfaction")?;
         Ok(ChildWaitSatisfied { wait_id, key: body.key, boundary: body.boundary, outcomes: body.outcomes })

@@ -29,5 +29,9 @@ pub mod signal;
 pub mod snapshot;
 pub mod status;
 pub mod transition;
+pub mod testkit;
 pub mod tree_limits;
 pub mod waist;
+
+#[cfg(test)]
+mod tests;

@@ -57,7 +57,7 @@ impl Process {
         Usage {
             committed_steps: self.committed_steps,
             prepared_effects: self.prepared_effects,
-            accepted_signals: self.mailbox.len() as u64,
+            accepted_signals: self.mailbox.len(),
             dropped_deltas: self.dropped_deltas,
         }
     }

@@ -207,7 +207,7 @@ pub fn validate_process(p: &Process, limits: &TreeLimits) -> Result<(), Snapshot
         return Err(perr(p, "depth exceeds max_depth"));
     }
     p.budget.check(&p.usage(), &p.allocated).map_err(|e| perr(p, e.to_string()))?;
-    if p.mailbox.pending_count() > limits.max_pending_signals() as usize {
+    if p.mailbox.pending_count() > u64::from(limits.max_pending_signals()) {
         return Err(perr(p, "pending signals exceed max_pending_signals"));
     }
     let terminal = p.is_terminal();
@@ -243,7 +243,7 @@ pub fn validate_process(p: &Process, limits: &TreeLimits) -> Result<(), Snapshot
         if prepared.sequence != p.committed_steps.checked_add(1).ok_or_else(|| perr(p, "step counter overflow"))? {
             return Err(perr(p, "prepared sequence must be committed_steps + 1"));
         }
-        if prepared.intent.consumed() as usize > p.mailbox.pending_count() {
+        if u64::from(prepared.intent.consumed()) > p.mailbox.pending_count() {
             return Err(perr(p, "prepared consumption exceeds pending signals"));
         }
         if p.prepared_effects < prepared.effects.len() as u64 {

@@ -4,7 +4,7 @@ use super::{Action, AfterCommit, Command, CommandId, Owner, RuntimeError};
 use crate::kernel::commit::{CheckpointKind, EffectBoundaryKind};
 use crate::kernel::effect::EffectPhase;
 use crate::kernel::ids::{EffectId, ProcessId};
-use crate::kernel::mailbox::{AdmissionError, ExternalContext};
+use crate::kernel::mailbox::{AdmissionContext, AdmissionError, SignalsQuota};
 use crate::kernel::snapshot::TreeSnapshot;
 use crate::kernel::status::{IntentOwner, Status};
 use std::sync::Arc;
@@ -79,17 +79,22 @@ impl Owner {
         let live = self.live.get(pid).ok_or_else(|| CommandError::ProcessFinished(pid.clone()))?;
         let schema = live.deployment.definition().descriptor().signal_schema().clone();
         let (consumption, reserved) = match &p.prepared {
-            Some(s) => (s.intent.consumed() as usize, s.effects.len() as u64),
+            Some(s) => (s.intent.consumed(), s.effects.len() as u32),
             None => (0, 0),
         };
-        let ctx = ExternalContext {
-            current_wait_id: p.current_wait_id.clone(),
-            signal_schema: &|v| schema.is_valid(v),
+        let is_valid = |v: &crate::json::Json| schema.is_valid(v);
+        let ctx = AdmissionContext {
+            terminal: false,
+            current_wait_id: p.current_wait_id.as_ref(),
+            signal_schema: &is_valid,
             max_pending_signals: self.limits.max_pending_signals(),
             prepared_consumption: consumption,
             prepared_reserved_settlements: reserved,
-            signals_quota: p.budget.signals,
-            allocated_signals: p.allocated.signals,
+            signals_quota: SignalsQuota {
+                accepted: p.mailbox.len(),
+                allocated: p.allocated.signals,
+                maximum: p.budget.signals.maximum(),
+            },
         };
         let mut mailbox = p.mailbox.clone();
         let outcome = mailbox.admit_external(requests, &ctx)?;

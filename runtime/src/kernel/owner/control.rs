@@ -160,9 +160,14 @@ impl Owner {
             if p.is_terminal() || p.pending_control.has_terminal_intent() {
                 continue;
             }
-            for (wait_id, spec_json) in p.mailbox.open_child_waits() {
-                if let Ok(spec) = ChildWaitSpec::from_json(&spec_json) {
-                    registrations.push((wait_id, p.id.clone(), spec));
+            for (wait_id, state) in p.mailbox.open_waits() {
+                if state.answered_by.is_some() {
+                    continue;
+                }
+                if let Some(crate::kernel::mailbox::WaitOpening::Children { spec, .. }) = p.mailbox.wait_opening(wait_id) {
+                    if let Ok(spec) = ChildWaitSpec::from_json(spec) {
+                        registrations.push((wait_id.clone(), p.id.clone(), spec));
+                    }
                 }
             }
         }
@@ -208,8 +213,8 @@ impl Owner {
                 }
             };
             let Some(p) = self.processes.get_mut(&parent) else { continue };
-            let pending_ok = p.mailbox.pending_count() < self.limits.max_pending_signals() as usize;
-            let quota_ok = p.budget.signals.admits((p.mailbox.len() as u64).saturating_add(p.allocated.signals), 1);
+            let pending_ok = p.mailbox.pending_count() < u64::from(self.limits.max_pending_signals());
+            let quota_ok = p.budget.signals.admits(p.mailbox.len().saturating_add(p.allocated.signals), 1);
             if !pending_ok || !quota_ok {
                 let f = Failure::new(crate::kernel::failure::codes::LIMIT_CHILD_WAIT_SIGNAL,
                     "no capacity for the child wait satisfaction signal",
@@ -217,7 +222,8 @@ impl Owner {
                 self.fail_now(&parent, f);
                 continue;
             }
-            if p.mailbox.append_engine(&[admission]).is_ok() && p.current_wait_id.as_ref() == Some(&wait_id) {
+            let max = self.limits.max_pending_signals();
+            if super::append_engine(p, &[admission], max).is_ok() && p.current_wait_id.as_ref() == Some(&wait_id) {
                 p.current_wait_id = None;
                 if p.status == Status::Waiting {
                     p.status = Status::Running;

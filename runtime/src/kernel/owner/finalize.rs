@@ -17,7 +17,9 @@ impl Owner {
         // Work on a candidate copy: on any failure nothing is adopted.
         let mut candidate = p.clone();
         candidate.prepared = None;
-        candidate.mailbox.consume(prepared.intent.consumed() as usize);
+        if candidate.mailbox.consume(u64::from(prepared.intent.consumed())).is_err() {
+            return self.finalize_failed(pid, crate::kernel::failure::codes::FINALIZE_INVALID, "consumption exceeds the pending window");
+        }
         let mut batch = Vec::with_capacity(prepared.effects.len());
         for e in &prepared.effects {
             let EffectPhase::Settled(settlement) = &e.phase else {
@@ -68,7 +70,7 @@ impl Owner {
             batch.push(record);
         }
         if !batch.is_empty() {
-            if let Err(e) = candidate.mailbox.append_engine(&batch) {
+            if let Err(e) = super::append_engine(&mut candidate, &batch, self.limits.max_pending_signals()) {
                 return self.finalize_failed(pid, crate::kernel::failure::codes::FINALIZE_INVALID, &e.to_string());
             }
         }

@@ -598,3 +598,27 @@ impl Owner {
         *id == SignalId::settlement(effect)
     }
 }
+
+/// Appends Engine-minted records (settlements, openings, child-wait answers) to a Process's
+/// mailbox. Capacity was reserved at preparation; the mailbox re-checks it.
+fn append_engine(
+    p: &mut Process,
+    batch: &[super::mailbox::Admission],
+    max_pending_signals: u32,
+) -> Result<super::mailbox::AdmitOutcome, super::mailbox::AdmissionError> {
+    let reject_all = |_: &crate::json::Json| false;
+    let ctx = super::mailbox::AdmissionContext {
+        terminal: p.is_terminal(),
+        current_wait_id: p.current_wait_id.as_ref(),
+        signal_schema: &reject_all,
+        max_pending_signals,
+        prepared_consumption: 0,
+        prepared_reserved_settlements: 0,
+        signals_quota: super::mailbox::SignalsQuota {
+            accepted: p.mailbox.len(),
+            allocated: p.allocated.signals,
+            maximum: p.budget.signals.maximum(),
+        },
+    };
+    p.mailbox.admit(batch, &ctx)
+}

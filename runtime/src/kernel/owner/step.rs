@@ -136,11 +136,11 @@ impl Owner {
             return Err(execution(crate::kernel::failure::codes::LIMIT_EFFECTS, "the effects quota is exhausted"));
         }
         // 5. One settlement Signal reserved per Effect.
-        let pending_after = (p.mailbox.pending_count() - t.consumed() as usize) as u64 + n;
+        let pending_after = p.mailbox.pending_count().saturating_sub(u64::from(t.consumed())) + n;
         if pending_after > u64::from(self.limits.max_pending_signals()) {
             return Err(execution(crate::kernel::failure::codes::LIMIT_SIGNALS, "pending signal capacity exhausted"));
         }
-        let accepted = (p.mailbox.len() as u64).saturating_add(p.allocated.signals);
+        let accepted = p.mailbox.len().saturating_add(p.allocated.signals);
         if !p.budget.signals.admits(accepted, n) {
             return Err(execution(crate::kernel::failure::codes::LIMIT_SIGNALS, "the signals quota is exhausted"));
         }
@@ -173,7 +173,7 @@ impl Owner {
             }
         }
         for (i, k) in keys.iter().enumerate() {
-            if keys[..i].contains(k) || p.mailbox.is_wait_key_open(k) {
+            if keys[..i].contains(k) || p.mailbox.open_wait_with_key(k).is_some() {
                 return Err(execution(crate::kernel::failure::codes::EFFECT_INVALID, "wait key already open"));
             }
         }
