@@ -57,3 +57,6 @@ pub const DEFAULT_MAX_DEPTH: u32 = 16;
 
 /// Default `TreeLimits::max_active_children` per Process (also what a zero configures).
 pub const DEFAULT_MAX_ACTIVE_CHILDREN: u32 = 16;
+/// Longest single sleep an environment performs; longer requests are clamped (about 30 years,
+/// tokio's own "far future"), so a huge user-supplied deadline cannot overflow a timer.
+pub const MAX_SLEEP: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 24 * 60 * 60);
