@@ -6,7 +6,7 @@ use super::failure::Failure;
 use super::ids::{EffectId, ProcessId};
 use super::transition::Transition;
 use super::waist::ExecutionState;
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{DecodeError, Json, ObjectBuilder, ObjectReader, ToJson};
 
 /// A Step whose candidate waits for its batch to settle before it is adopted.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use super::process::Process;
 use super::resource::Allocation;
 use super::status::Status;
 use super::tree_limits::TreeLimits;
-use crate::json::{DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{DecodeError, Digest, Json, ObjectBuilder, ObjectReader, ToJson};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@ use crate::kernel::child::ChildSpec;
 use crate::kernel::dispatcher::{normalize_outcome, DispatchContext, DispatchError, EffectRequest, ReplayPolicy};
 use crate::kernel::effect::{Effect, EffectPhase, FrameworkEffect, Settlement};
 use crate::kernel::engine_signal::ChildStartResult;
-use crate::kernel::failure::{Failure, FailureKind};
+use crate::kernel::failure::Failure;
 use crate::kernel::ids::{EffectId, ProcessId};
 use crate::kernel::mailbox::Mailbox;
 use crate::kernel::process::Process;

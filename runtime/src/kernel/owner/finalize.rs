@@ -3,7 +3,7 @@
 use super::{AfterCommit, Owner};
 use crate::kernel::effect::{Effect, EffectPhase, FrameworkEffect};
 use crate::kernel::engine_signal::{ChildWaitOpened, WaitOpened};
-use crate::kernel::failure::{Failure, FailureKind};
+use crate::kernel::failure::Failure;
 use crate::kernel::ids::{ProcessId, SignalId, WaitId};
 use crate::kernel::mailbox::{Admission, WaitOpening};
 use crate::kernel::status::Status;

@@ -593,10 +593,6 @@ impl Owner {
             self.actions.push_back(Action::Publish(Publication::Event(e)));
         }
     }
-
-    fn signal_id_is_settlement(id: &SignalId, effect: &EffectId) -> bool {
-        *id == SignalId::settlement(effect)
-    }
 }
 
 /// Appends Engine-minted records (settlements, openings, child-wait answers) to a Process's

@@ -2,7 +2,7 @@
 
 use super::{Live, Owner};
 use crate::kernel::effect::{Effect, FrameworkEffect};
-use crate::kernel::failure::{Failure, FailureKind};
+use crate::kernel::failure::Failure;
 use crate::kernel::prepared::PreparedStep;
 use crate::kernel::transition::Transition;
 use crate::kernel::waist::{Definition, Execution, ExecutionState, Stage, StepContext, StepError};
