@@ -348,3 +348,4 @@ mod tests {
             .starts_with("$.input_schema"));
     }
 }
+

@@ -198,7 +198,7 @@ pub mod codes {
     // Step stages (§1.2).
     pub const STEP_FAILED: FailureCode = FailureCode::new("execution.step.failed", Execution);
     /// \[inferred\] A panic inside `step`; the spec fixes only the kind.
-    pub const STEP_PANICKED: FailureCode = FailureCode::new("execution.step.panicked", Panic);
+    pub const STEP_PANICKED: FailureCode = FailureCode::new("execution.step.failed", Panic);
     pub const SNAPSHOT_FAILED: FailureCode = FailureCode::new("execution.snapshot.failed", Execution);
     pub const SNAPSHOT_UNRESTORABLE: FailureCode =
         FailureCode::new("execution.snapshot.unrestorable", Execution);
@@ -241,6 +241,8 @@ pub mod codes {
         FailureCode::new("engine.child.budget_exhausted", Execution);
     pub const CHILD_DEPLOYMENT_UNAVAILABLE: FailureCode =
         FailureCode::new("engine.child.deployment_unavailable", External);
+    pub const CHILD_INITIALIZATION_FAILED: FailureCode =
+        FailureCode::new("engine.child.initialization_failed", Execution);
     pub const CHILD_INPUT_INVALID: FailureCode = FailureCode::new("engine.child.input.invalid", Contract);
     pub const CHILD_ADMISSION_REJECTED: FailureCode =
         FailureCode::new("engine.child.admission.rejected", External);
@@ -256,6 +258,7 @@ pub mod codes {
 
     /// Every constant above, for exhaustive tests and documentation.
     pub const ALL: &[FailureCode] = &[
+        CHILD_INITIALIZATION_FAILED,
         STEP_FAILED,
         STEP_PANICKED,
         SNAPSHOT_FAILED,
@@ -422,5 +425,11 @@ mod tests {
         empty_message[2].1 = Json::str("");
         assert!(Failure::from_json(&obj(&empty_message)).is_err());
         assert!(Failure::from_json(&Json::Array(vec![])).is_err());
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.code.as_str(), self.kind.as_str(), self.message.as_str())
     }
 }

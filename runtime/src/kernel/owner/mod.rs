@@ -1,0 +1,620 @@
+//! The owner: the pure, serial state machine that owns one root tree (sans-IO, like
+//! quinn-proto's `Connection`).
+//!
+//! The caller feeds [`Input`]s (commit acknowledgements, dispatch outcomes, host commands)
+//! with [`Owner::handle`] and performs the [`Action`]s it polls with [`Owner::poll_action`]
+//! (commit this cut, dispatch this Effect, publish this fact, reply to this command). Steps
+//! run inline: they are pure and bounded. The owner never reads a clock or randomness: the
+//! caller passes `now` and minted ids.
+//!
+//! Invariants this layer keeps (checked by tests and the simulator):
+//! * one commit in flight at a time; while it is in flight no Step runs and no input is
+//!   applied (inputs queue);
+//! * no Dispatch action for an Effect before its `pending` boundary is acknowledged;
+//! * every published fact (Result, committed event, accepted signal, child) is in an
+//!   acknowledged head;
+//! * a commit failure stops the owner with a RuntimeError; nothing after it is published.
+
+mod commands;
+mod control;
+mod effects;
+mod finalize;
+mod open;
+mod step;
+
+use super::binding::{Deployment, DeploymentResolver};
+use super::commit::{Activation, Checkpoint, CheckpointKind, EffectBoundary, EffectBoundaryKind, TreeCut};
+use super::deployment::DeploymentRef;
+use super::dispatcher::{DispatchContext, EffectRequest};
+use super::effect::{EffectPhase, Settlement};
+use super::failure::Failure;
+use super::ids::{EffectId, IncarnationId, ProcessId, SignalId};
+use super::process::Process;
+use super::result::ProcessResult;
+use super::signal::SignalRequest;
+use super::snapshot::{SnapshotError, TreeSnapshot};
+use super::tree_limits::TreeLimits;
+use super::waist::Execution;
+use crate::env::{CancelToken, Timestamp};
+use crate::json::Digest;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+pub use commands::{CommandError, Reply};
+pub use step::panic_message as panic_text;
+pub use open::{RestoreError, StartError};
+
+/// Identifies one host command so its reply can be routed back.
+pub type CommandId = u64;
+
+/// A host command applied serially by the owner.
+#[derive(Clone, Debug)]
+pub enum Command {
+    /// Admit external Signals to one Process (atomically).
+    Deliver { process: ProcessId, requests: Vec<SignalRequest> },
+    /// Record a host cancellation intent.
+    Cancel { process: ProcessId, reason: String },
+    /// Record a kill intent (highest precedence).
+    Kill { process: ProcessId, reason: String },
+    /// Replace the current Unknown of `effect` with a definite settlement.
+    Resolve { process: ProcessId, effect: EffectId, settlement: Settlement },
+    /// Commit the current cut if it differs from the head and return the acknowledged head.
+    Capture,
+}
+
+/// What the caller feeds the owner.
+pub enum Input {
+    /// The outstanding commit finished.
+    CommitDone(Result<(), super::commit::CommitError>),
+    /// A dispatch attempt finished (or panicked, normalized by the caller).
+    DispatchDone { effect: EffectId, outcome: Result<Settlement, super::dispatcher::DispatchError> },
+    /// A host command.
+    Command { id: CommandId, command: Command },
+}
+
+/// One commit request; the caller sends it to the Committer.
+#[derive(Clone, Debug)]
+pub enum CommitRequest {
+    Checkpoint(Checkpoint),
+    Effect(EffectBoundary),
+    Activation(Activation),
+}
+
+impl CommitRequest {
+    pub fn cut(&self) -> &TreeCut {
+        match self {
+            CommitRequest::Checkpoint(c) => &c.cut,
+            CommitRequest::Effect(b) => &b.cut,
+            CommitRequest::Activation(a) => &a.cut,
+        }
+    }
+    /// A short name of the boundary (for traces and fault plans).
+    pub fn boundary_name(&self) -> &'static str {
+        match self {
+            CommitRequest::Checkpoint(c) => c.kind.as_str(),
+            CommitRequest::Effect(b) => b.kind.as_str(),
+            CommitRequest::Activation(_) => "activation",
+        }
+    }
+}
+
+/// Something the caller must do.
+pub enum Action {
+    /// Send this commit to the committer and feed back `Input::CommitDone`.
+    Commit(CommitRequest),
+    /// Run this dispatcher Effect (after its pending boundary was acknowledged) and feed back
+    /// `Input::DispatchDone`. The caller mints the AttemptId.
+    Dispatch { deployment: Deployment, request: EffectRequest, cx: DispatchContext },
+    /// Make this fact visible (it is in an acknowledged head, or it is an attempt fact).
+    Publish(Publication),
+    /// Answer a host command.
+    Reply { id: CommandId, result: Result<Reply, CommandError> },
+}
+
+/// Facts the owner publishes.
+#[derive(Clone, Debug)]
+pub enum Publication {
+    /// A Process exists in an acknowledged head (start, child start, or restore).
+    Started { process: ProcessInfo, restored: bool },
+    /// A Process's terminal Result is in an acknowledged head.
+    Finished { result: ProcessResult },
+    /// The writer stopped; every member not yet finished gets this error.
+    Stopped { error: RuntimeError },
+    /// An observation event.
+    Event(super::event::Event),
+}
+
+/// Immutable facts of a published Process.
+#[derive(Clone, Debug)]
+pub struct ProcessInfo {
+    pub id: ProcessId,
+    pub relation: super::relation::Relation,
+    pub deployment_ref: DeploymentRef,
+    pub started_at: Timestamp,
+    pub budget: super::resource::Budget,
+    pub capabilities: super::capability::CapabilitySet,
+}
+
+impl ProcessInfo {
+    fn of(p: &Process) -> ProcessInfo {
+        ProcessInfo {
+            id: p.id.clone(),
+            relation: p.relation.clone(),
+            deployment_ref: p.deployment_ref.clone(),
+            started_at: p.started_at,
+            budget: p.budget.clone(),
+            capabilities: p.capabilities.clone(),
+        }
+    }
+}
+
+/// The writer of a tree stopped (commit failure, fencing, capacity failure on a settlement).
+/// Never a logical termination and never permission to replay: the host must restore the
+/// authoritative head elsewhere.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("runtime stopped for tree {root_id} (incarnation {incarnation}): {cause}")]
+pub struct RuntimeError {
+    pub root_id: ProcessId,
+    pub incarnation: IncarnationId,
+    /// The last head acknowledged to this instance (the store may be ahead).
+    pub head_digest: Option<Digest>,
+    pub unresolved_effect_ids: Vec<EffectId>,
+    pub cause: String,
+}
+
+/// What to do once the outstanding commit is acknowledged.
+enum AfterCommit {
+    Nothing,
+    /// Publish the root (start) or every member (activation).
+    PublishStart { restored: bool },
+    /// Start the dispatch of this pending Effect.
+    Dispatch { process: ProcessId, effect: EffectId },
+    /// Publish a freshly installed child.
+    PublishChild(ProcessId),
+    Reply { id: CommandId, reply: Reply },
+    /// Answer a capture with the cut just acknowledged.
+    ReplyCaptured { id: CommandId },
+}
+
+struct InFlight {
+    after: AfterCommit,
+    prospective: Arc<TreeSnapshot>,
+    sequence: u64,
+    /// The Effect whose settled/resolved boundary this is (counted unresolved if it fails).
+    effect: Option<EffectId>,
+}
+
+/// Live-only facts of a non-terminal Process.
+struct Live {
+    deployment: Deployment,
+    /// The restored instance adopted by the last committed Step (restore-before-adopt).
+    execution: Option<Box<dyn Execution>>,
+    /// The restored candidate of the prepared Step, adopted at finalization.
+    candidate: Option<Box<dyn Execution>>,
+}
+
+struct Job {
+    process: ProcessId,
+    cancel: CancelToken,
+}
+
+/// Root-tree configuration fixed at start (restore keeps the captured values).
+#[derive(Clone, Debug)]
+pub struct RootConfig {
+    pub budget: super::resource::Budget,
+    pub capabilities: super::capability::CapabilitySet,
+    pub limits: TreeLimits,
+}
+
+/// The owner of one root tree.
+pub struct Owner {
+    root_id: ProcessId,
+    incarnation: IncarnationId,
+    limits: TreeLimits,
+    processes: BTreeMap<ProcessId, Process>,
+    live: BTreeMap<ProcessId, Live>,
+    resolver: Arc<dyn DeploymentResolver>,
+    /// Last acknowledged cut and its sequence.
+    head: Option<(Arc<TreeSnapshot>, u64)>,
+    in_flight: Option<InFlight>,
+    jobs: BTreeMap<EffectId, Job>,
+    /// Inputs that arrived while a commit was in flight, applied in order after it.
+    deferred: VecDeque<Input>,
+    actions: VecDeque<Action>,
+    /// Committed-phase publications waiting for the next acknowledged commit.
+    staged: Vec<Publication>,
+    stopped: Option<RuntimeError>,
+    /// Round-robin cursor so one busy Process cannot starve its siblings.
+    last_advanced: Option<ProcessId>,
+    now: Timestamp,
+}
+
+impl Owner {
+    /// Whether the owner stopped (and why).
+    pub fn stopped(&self) -> Option<&RuntimeError> {
+        self.stopped.as_ref()
+    }
+    pub fn root_id(&self) -> &ProcessId {
+        &self.root_id
+    }
+    pub fn incarnation(&self) -> &IncarnationId {
+        &self.incarnation
+    }
+    /// The last acknowledged cut.
+    pub fn head(&self) -> Option<&Arc<TreeSnapshot>> {
+        self.head.as_ref().map(|(s, _)| s)
+    }
+    /// Whether nothing is left to do: no commit in flight, no jobs, no queued input, and the
+    /// head equals the in-memory cut.
+    pub fn is_quiescent(&self) -> bool {
+        self.in_flight.is_none() && self.jobs.is_empty() && self.deferred.is_empty() && self.actions.is_empty()
+    }
+    /// Whether every Process of the tree is terminal in the acknowledged head.
+    pub fn is_finished(&self) -> bool {
+        self.head().is_some_and(|h| h.processes().iter().all(Process::is_terminal))
+    }
+    /// Number of dispatch jobs in flight.
+    pub fn jobs_in_flight(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Next action for the caller, if any.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// Feeds one input, then advances the tree as far as it can without waiting.
+    pub fn handle(&mut self, input: Input, now: Timestamp) {
+        self.now = now;
+        if self.stopped.is_some() {
+            if let Input::Command { id, .. } = input {
+                let err = CommandError::Stopped(self.stopped.clone().map(Box::new));
+                self.actions.push_back(Action::Reply { id, result: Err(err) });
+            }
+            return;
+        }
+        match input {
+            Input::CommitDone(result) => self.on_commit_done(result),
+            other if self.in_flight.is_some() => self.deferred.push_back(other),
+            other => self.apply(other),
+        }
+        self.drive();
+    }
+
+    fn apply(&mut self, input: Input) {
+        match input {
+            Input::CommitDone(_) => {}
+            Input::DispatchDone { effect, outcome } => self.on_dispatch_done(effect, outcome),
+            Input::Command { id, command } => self.on_command(id, command),
+        }
+    }
+
+    /// Advances until a commit is in flight, or nothing is runnable.
+    fn drive(&mut self) {
+        // Bounded: every iteration either applies one deferred input, advances one Process
+        // (a Step, an Effect phase, a termination) or issues a commit; each of those consumes
+        // budgeted or finite work. The bound guards against a logic error spinning forever.
+        const MAX_TURNS: usize = 1 << 20;
+        for _ in 0..MAX_TURNS {
+            if self.in_flight.is_some() || self.stopped.is_some() {
+                return;
+            }
+            if let Some(input) = self.deferred.pop_front() {
+                self.apply(input);
+                continue;
+            }
+            if let Some(pid) = self.next_runnable() {
+                self.last_advanced = Some(pid.clone());
+                self.advance(&pid);
+                continue;
+            }
+            let cut_differs = self.cut_differs_from_head();
+            if cut_differs && (self.jobs.is_empty() || !self.staged.is_empty()) {
+                let kind = self.cut_class();
+                self.commit_checkpoint(kind, AfterCommit::Nothing);
+                continue;
+            }
+            return;
+        }
+        self.stop("owner exceeded its turn bound (a kernel bug)".into(), None);
+    }
+
+    /// The in-memory cut as a validated snapshot.
+    fn snapshot(&self) -> Result<TreeSnapshot, SnapshotError> {
+        TreeSnapshot::build(
+            self.root_id.clone(),
+            self.incarnation.clone(),
+            self.limits.clone(),
+            self.processes.values().cloned(),
+        )
+    }
+
+    fn cut_differs_from_head(&self) -> bool {
+        match (&self.head, self.snapshot()) {
+            (Some((head, _)), Ok(cut)) => head.digest() != cut.digest(),
+            _ => true,
+        }
+    }
+
+    /// Checkpoint class of the current cut (spec §9.1).
+    fn cut_class(&self) -> CheckpointKind {
+        if self.processes.values().all(Process::is_terminal) {
+            CheckpointKind::Terminal
+        } else if self.processes.values().filter(|p| !p.is_terminal()).all(Process::is_parked) {
+            CheckpointKind::Parked
+        } else {
+            CheckpointKind::Progress
+        }
+    }
+
+    fn next_sequence(&self) -> u64 {
+        self.head.as_ref().map(|(_, s)| s + 1).unwrap_or(1)
+    }
+
+    /// Builds the prospective cut, or stops the owner if it does not validate (a kernel bug or
+    /// a capacity failure on a settlement).
+    fn prospective(&mut self) -> Option<Arc<TreeSnapshot>> {
+        match self.snapshot() {
+            Ok(s) => Some(Arc::new(s)),
+            Err(e) => {
+                self.stop(format!("prospective cut rejected: {e}"), None);
+                None
+            }
+        }
+    }
+
+    fn tree_cut(snap: &TreeSnapshot) -> TreeCut {
+        TreeCut {
+            root_id: snap.root_id.clone(),
+            incarnation: snap.incarnation.clone(),
+            digest: snap.digest(),
+            bytes: snap.bytes().clone(),
+        }
+    }
+
+    fn commit_checkpoint(&mut self, kind: CheckpointKind, after: AfterCommit) {
+        let Some(cut) = self.prospective() else { return };
+        let sequence = self.next_sequence();
+        let previous_digest = self.head.as_ref().map(|(h, _)| h.digest());
+        let checkpoint = Checkpoint { sequence, kind, previous_digest, cut: Self::tree_cut(&cut) };
+        self.in_flight = Some(InFlight { after, prospective: cut, sequence, effect: None });
+        self.actions.push_back(Action::Commit(CommitRequest::Checkpoint(checkpoint)));
+    }
+
+    fn commit_effect(&mut self, kind: EffectBoundaryKind, process: &ProcessId, effect: &EffectId, after: AfterCommit) {
+        let Some(cut) = self.prospective() else { return };
+        let Some((step_sequence, batch_index, effect_digest, settlement_digest)) =
+            self.effect_coordinates(process, effect)
+        else {
+            self.stop(format!("effect boundary for an absent effect {effect}"), None);
+            return;
+        };
+        let Some((head, _)) = &self.head else {
+            self.stop("effect boundary before any acknowledged head".into(), None);
+            return;
+        };
+        let sequence = self.next_sequence();
+        let boundary = EffectBoundary {
+            sequence,
+            kind,
+            process_id: process.clone(),
+            effect_id: effect.clone(),
+            step_sequence,
+            batch_index,
+            effect_digest,
+            settlement_digest: if kind == EffectBoundaryKind::Pending { None } else { settlement_digest },
+            previous_digest: head.digest(),
+            cut: Self::tree_cut(&cut),
+        };
+        let counted = (kind != EffectBoundaryKind::Pending).then(|| effect.clone());
+        self.in_flight = Some(InFlight { after, prospective: cut, sequence, effect: counted });
+        self.actions.push_back(Action::Commit(CommitRequest::Effect(boundary)));
+    }
+
+    fn effect_coordinates(&self, process: &ProcessId, effect: &EffectId) -> Option<(u64, u32, Digest, Option<Digest>)> {
+        let prepared = self.processes.get(process)?.prepared.as_ref()?;
+        let index = prepared.effect_index(effect)?;
+        let e = &prepared.effects[index];
+        use crate::json::ToJson;
+        let settlement = match &e.phase {
+            EffectPhase::Settled(s) => Some(Digest::of_json(&s.to_json())),
+            EffectPhase::Unknown => Some(Digest::of(b"unknown")),
+            _ => None,
+        };
+        Some((prepared.sequence, index as u32, Digest::of_json(&e.effect.to_json()), settlement))
+    }
+
+    fn on_commit_done(&mut self, result: Result<(), super::commit::CommitError>) {
+        let Some(in_flight) = self.in_flight.take() else {
+            self.stop("commit acknowledgement with no commit in flight".into(), None);
+            return;
+        };
+        if let Err(e) = result {
+            self.stop(format!("commit failed: {e}"), in_flight.effect);
+            return;
+        }
+        self.head = Some((in_flight.prospective, in_flight.sequence));
+        // Committed facts become visible only now.
+        for p in std::mem::take(&mut self.staged) {
+            self.actions.push_back(Action::Publish(p));
+        }
+        match in_flight.after {
+            AfterCommit::Nothing => {}
+            AfterCommit::PublishStart { restored } => {
+                let infos: Vec<ProcessInfo> = self.processes.values().map(ProcessInfo::of).collect();
+                for info in infos {
+                    self.actions.push_back(Action::Publish(Publication::Started { process: info, restored }));
+                }
+                // Restored terminal Processes publish their Results immediately.
+                let finished: Vec<ProcessResult> =
+                    self.processes.values().filter_map(control::result_of).collect();
+                for result in finished {
+                    self.actions.push_back(Action::Publish(Publication::Finished { result }));
+                }
+            }
+            AfterCommit::Dispatch { process, effect } => self.start_dispatch(&process, &effect),
+            AfterCommit::PublishChild(pid) => {
+                if let Some(p) = self.processes.get(&pid) {
+                    let info = ProcessInfo::of(p);
+                    self.actions.push_back(Action::Publish(Publication::Started { process: info, restored: false }));
+                }
+            }
+            AfterCommit::Reply { id, reply } => self.actions.push_back(Action::Reply { id, result: Ok(reply) }),
+            AfterCommit::ReplyCaptured { id } => {
+                if let Some(head) = self.head().cloned() {
+                    self.actions.push_back(Action::Reply { id, result: Ok(Reply::Captured(head)) });
+                }
+            }
+        }
+    }
+
+    /// Stops the writer: staged publications are dropped, jobs abandoned (their tokens
+    /// cancelled), and every member gets the RuntimeError.
+    fn stop(&mut self, cause: String, failed_effect: Option<EffectId>) {
+        if self.stopped.is_some() {
+            return;
+        }
+        let mut unresolved: Vec<EffectId> = self
+            .processes
+            .values()
+            .filter_map(|p| p.prepared.as_ref())
+            .flat_map(|s| s.unknown_ids())
+            .collect();
+        unresolved.extend(failed_effect);
+        for (id, job) in std::mem::take(&mut self.jobs) {
+            job.cancel.cancel();
+            unresolved.push(id);
+        }
+        unresolved.sort();
+        unresolved.dedup();
+        let error = RuntimeError {
+            root_id: self.root_id.clone(),
+            incarnation: self.incarnation.clone(),
+            head_digest: self.head.as_ref().map(|(h, _)| h.digest()),
+            unresolved_effect_ids: unresolved,
+            cause,
+        };
+        self.staged.clear();
+        self.in_flight = None;
+        for input in std::mem::take(&mut self.deferred) {
+            if let Input::Command { id, .. } = input {
+                let err = CommandError::Stopped(Some(Box::new(error.clone())));
+                self.actions.push_back(Action::Reply { id, result: Err(err) });
+            }
+        }
+        self.actions.push_back(Action::Publish(Publication::Stopped { error: error.clone() }));
+        self.stopped = Some(error);
+    }
+
+    /// The next Process with work to do, round-robin in (depth, id) order.
+    fn next_runnable(&self) -> Option<ProcessId> {
+        let mut ordered: Vec<&Process> = self.processes.values().collect();
+        ordered.sort_by(|a, b| (a.relation.depth, &a.id).cmp(&(b.relation.depth, &b.id)));
+        let start = self
+            .last_advanced
+            .as_ref()
+            .and_then(|last| ordered.iter().position(|p| &p.id == last))
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        let n = ordered.len();
+        (0..n).map(|k| ordered[(start + k) % n]).find(|p| self.is_runnable(p)).map(|p| p.id.clone())
+    }
+
+    fn has_job(&self, pid: &ProcessId) -> bool {
+        self.jobs.values().any(|j| &j.process == pid)
+    }
+
+    fn is_runnable(&self, p: &Process) -> bool {
+        if p.is_terminal() || self.has_job(&p.id) {
+            return false;
+        }
+        if let Some(prepared) = &p.prepared {
+            // Restored pending Effects need recovery even under terminal intent.
+            if prepared.has_pending() {
+                return true;
+            }
+            if p.pending_control.has_terminal_intent() {
+                return true;
+            }
+            return match prepared.frontier() {
+                None => true,
+                Some(i) => prepared.effects[i].phase == EffectPhase::Planned,
+            };
+        }
+        if p.pending_control.has_terminal_intent() {
+            return true;
+        }
+        p.status == super::status::Status::Running
+    }
+
+    /// One unit of progress for a runnable Process.
+    fn advance(&mut self, pid: &ProcessId) {
+        let Some(p) = self.processes.get(pid) else { return };
+        if let Some(prepared) = &p.prepared {
+            if prepared.has_pending() {
+                return self.recover_pending(pid);
+            }
+        }
+        if p.pending_control.has_terminal_intent() {
+            return self.terminate(pid, None);
+        }
+        match p.prepared.as_ref().map(|s| s.frontier()) {
+            Some(None) => self.finalize(pid),
+            Some(Some(index)) => self.begin_effect(pid, index),
+            None => self.run_step(pid),
+        }
+    }
+
+    /// Records an Engine-detected failure as pending control (priority 4); it becomes
+    /// terminal once in-flight work of the Process settles.
+    fn record_failure(&mut self, pid: &ProcessId, failure: Failure) {
+        if let Some(p) = self.processes.get_mut(pid) {
+            if !p.is_terminal() && p.pending_control.failure.is_none() {
+                p.pending_control.failure = Some(failure);
+            }
+        }
+    }
+
+    fn event(&self, pid: &ProcessId, name: &'static str, step: Option<u64>, effect: Option<&EffectId>) -> Option<super::event::Event> {
+        let p = self.processes.get(pid)?;
+        Some(super::event::Event::new(p, &self.incarnation, name, step, effect.cloned(), self.now))
+    }
+
+    /// Stages a committed-phase event (published after the next acknowledged commit).
+    fn stage_event(&mut self, pid: &ProcessId, name: &'static str, step: Option<u64>, effect: Option<&EffectId>) {
+        if let Some(e) = self.event(pid, name, step, effect) {
+            self.staged.push(Publication::Event(e));
+        }
+    }
+
+    /// Publishes an attempt-phase event immediately.
+    fn attempt_event(&mut self, pid: &ProcessId, name: &'static str, step: Option<u64>, effect: Option<&EffectId>) {
+        if let Some(e) = self.event(pid, name, step, effect) {
+            self.actions.push_back(Action::Publish(Publication::Event(e)));
+        }
+    }
+}
+
+/// Appends Engine-minted records (settlements, openings, child-wait answers) to a Process's
+/// mailbox. Capacity was reserved at preparation; the mailbox re-checks it.
+fn append_engine(
+    p: &mut Process,
+    batch: &[super::mailbox::Admission],
+    max_pending_signals: u32,
+) -> Result<super::mailbox::AdmitOutcome, super::mailbox::AdmissionError> {
+    let reject_all = |_: &crate::json::Json| false;
+    let ctx = super::mailbox::AdmissionContext {
+        terminal: p.is_terminal(),
+        current_wait_id: p.current_wait_id.as_ref(),
+        signal_schema: &reject_all,
+        max_pending_signals,
+        prepared_consumption: 0,
+        prepared_reserved_settlements: 0,
+        signals_quota: super::mailbox::SignalsQuota {
+            accepted: p.mailbox.len(),
+            allocated: p.allocated.signals,
+            maximum: p.budget.signals.maximum(),
+        },
+    };
+    p.mailbox.admit(batch, &ctx)
+}

@@ -1,0 +1,180 @@
+//! The durable record of one Process: everything a snapshot carries (spec kernel.md §8.1).
+//! Live-only facts (the Execution instance, in-flight jobs) live in the owner, not here.
+
+use super::capability::CapabilitySet;
+use super::deployment::DeploymentRef;
+use super::ids::{ProcessId, WaitId};
+use super::mailbox::Mailbox;
+use super::prepared::PreparedStep;
+use super::relation::Relation;
+use super::resource::{Allocation, Budget, Usage};
+use super::status::{PendingControl, Status, Termination};
+use super::waist::ExecutionState;
+use crate::env::Timestamp;
+use crate::json::{DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
+
+/// Facts recorded when a Process terminates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finish {
+    pub finished_at: Timestamp,
+    /// Present exactly for Completed.
+    pub output: Option<Payload>,
+    pub termination: Termination,
+}
+
+/// One Process's durable state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Process {
+    pub id: ProcessId,
+    pub relation: Relation,
+    /// SHA-256 of the ChildSpec that started this child; present iff the Process is a child.
+    pub child_request_digest: Option<Digest>,
+    pub deployment_ref: DeploymentRef,
+    pub started_at: Timestamp,
+    pub status: Status,
+    pub committed_steps: u64,
+    pub budget: Budget,
+    /// Permanent debits granted to children (finite dimensions only).
+    pub allocated: Allocation,
+    pub capabilities: CapabilitySet,
+    pub prepared_effects: u64,
+    pub dropped_deltas: u64,
+    pub committed_state: ExecutionState,
+    pub mailbox: Mailbox,
+    pub prepared: Option<PreparedStep>,
+    pub current_wait_id: Option<WaitId>,
+    pub pending_control: PendingControl,
+    pub finish: Option<Finish>,
+}
+
+impl Process {
+    pub fn is_terminal(&self) -> bool {
+        self.status.is_terminal()
+    }
+
+    /// Usage is derived from the durable counters, never stored twice.
+    pub fn usage(&self) -> Usage {
+        Usage {
+            committed_steps: self.committed_steps,
+            prepared_effects: self.prepared_effects,
+            accepted_signals: self.mailbox.len(),
+            dropped_deltas: self.dropped_deltas,
+        }
+    }
+
+    /// Parked: waiting or paused, or running while holding an Unknown (checkpoint class).
+    pub fn is_parked(&self) -> bool {
+        match self.status {
+            Status::Waiting | Status::Paused => true,
+            Status::Running => self.prepared.as_ref().is_some_and(|p| !p.unknown_ids().is_empty()),
+            _ => false,
+        }
+    }
+}
+
+impl ToJson for Finish {
+    fn to_json(&self) -> Json {
+        ObjectBuilder::new()
+            .field("finished_at", &self.finished_at)
+            .opt_field("output", self.output.as_ref().map(Payload::value))
+            .field("termination", &self.termination)
+            .build()
+    }
+}
+
+impl FromJson for Finish {
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        let mut r = ObjectReader::new(value)?;
+        let f = Finish {
+            finished_at: r.required("finished_at")?,
+            output: match r.optional_value("output")? {
+                Some(v) => Some(Payload::from_json(v.clone()).map_err(|e| DecodeError::from(e).in_member("output"))?),
+                None => None,
+            },
+            termination: r.required("termination")?,
+        };
+        r.finish()?;
+        Ok(f)
+    }
+}
+
+impl ToJson for Process {
+    fn to_json(&self) -> Json {
+        ObjectBuilder::new()
+            .field("process_id", &self.id)
+            .field("relation", &self.relation)
+            .opt_field("child_request_digest", self.child_request_digest.as_ref())
+            .field("deployment_ref", &self.deployment_ref)
+            .field("started_at", &self.started_at)
+            .field("status", &self.status)
+            .field("committed_steps", &self.committed_steps)
+            .field("budget", &self.budget)
+            .field("allocated_resources", &self.allocated)
+            .field("capabilities", &self.capabilities)
+            .value(
+                "counters",
+                ObjectBuilder::new()
+                    .field("prepared_effects", &self.prepared_effects)
+                    .field("dropped_deltas", &self.dropped_deltas)
+                    .build(),
+            )
+            .field("committed_execution_state", &self.committed_state)
+            .field("mailbox", &self.mailbox)
+            .opt_field("prepared", self.prepared.as_ref())
+            .opt_field("current_wait_id", self.current_wait_id.as_ref())
+            .field("pending_control", &self.pending_control)
+            .opt_field("finish", self.finish.as_ref())
+            .build()
+    }
+}
+
+impl FromJson for Process {
+    /// Structural decode only; cross-field validation is `snapshot::validate_process`.
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        let mut r = ObjectReader::new(value)?;
+        let id: ProcessId = r.required("process_id")?;
+        let relation = r.required("relation")?;
+        let child_request_digest = r.optional("child_request_digest")?;
+        let deployment_ref = r.required("deployment_ref")?;
+        let started_at = r.required("started_at")?;
+        let status = r.required("status")?;
+        let committed_steps = r.required("committed_steps")?;
+        let budget = r.required("budget")?;
+        let allocated = r.required("allocated_resources")?;
+        let capabilities = r.required("capabilities")?;
+        let (prepared_effects, dropped_deltas) = r.required_with("counters", |v| {
+            let mut c = ObjectReader::new(v)?;
+            let out = (c.required("prepared_effects")?, c.required("dropped_deltas")?);
+            c.finish()?;
+            Ok(out)
+        })?;
+        let committed_state = r.required("committed_execution_state")?;
+        let mailbox = r.required("mailbox")?;
+        let prepared = match r.optional_value("prepared")? {
+            Some(v) => Some(PreparedStep::decode(&id, v).map_err(|e| e.in_member("prepared"))?),
+            None => None,
+        };
+        let p = Process {
+            id,
+            relation,
+            child_request_digest,
+            deployment_ref,
+            started_at,
+            status,
+            committed_steps,
+            budget,
+            allocated,
+            capabilities,
+            prepared_effects,
+            dropped_deltas,
+            committed_state,
+            mailbox,
+            prepared,
+            current_wait_id: r.optional("current_wait_id")?,
+            pending_control: r.required("pending_control")?,
+            finish: r.optional("finish")?,
+        };
+        r.finish()?;
+        Ok(p)
+    }
+}

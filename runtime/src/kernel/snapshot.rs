@@ -1,0 +1,281 @@
+//! TreeSnapshot: the recovery unit (spec kernel.md §8.3), with strict canonical encoding, a
+//! digest over the canonical bytes, and full validation on decode (pair assertion: the owner
+//! validates every cut before committing it, and restore validates it again after reading).
+//!
+//! Decision: live child-wait registrations are *derived* from the parents' mailboxes (an open,
+//! unanswered child-wait opening in a non-terminal Process) rather than stored beside them, so
+//! they can never disagree with the mailbox.
+
+use super::effect::{EffectPhase, FrameworkEffect, Effect};
+use super::ids::{IncarnationId, ProcessId};
+use super::process::Process;
+use super::resource::Allocation;
+use super::status::Status;
+use super::tree_limits::TreeLimits;
+use crate::json::{DecodeError, Digest, Json, ObjectBuilder, ObjectReader, ToJson};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Why a snapshot was rejected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("snapshot does not decode: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("process {process}: {reason}")]
+    Process { process: String, reason: String },
+    #[error("tree: {0}")]
+    Tree(String),
+}
+
+fn perr(p: &Process, reason: impl Into<String>) -> SnapshotError {
+    SnapshotError::Process { process: p.id.to_string(), reason: reason.into() }
+}
+
+/// A validated, canonical tree cut.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeSnapshot {
+    pub root_id: ProcessId,
+    pub incarnation: IncarnationId,
+    pub limits: TreeLimits,
+    /// Sorted by (depth, ProcessId).
+    processes: Vec<Process>,
+    bytes: Arc<[u8]>,
+    digest: Digest,
+}
+
+impl TreeSnapshot {
+    /// Builds and validates a snapshot from in-memory state (the owner's pre-commit check).
+    pub fn build(
+        root_id: ProcessId,
+        incarnation: IncarnationId,
+        limits: TreeLimits,
+        processes: impl IntoIterator<Item = Process>,
+    ) -> Result<TreeSnapshot, SnapshotError> {
+        let mut processes: Vec<Process> = processes.into_iter().collect();
+        processes.sort_by(|a, b| (a.relation.depth, &a.id).cmp(&(b.relation.depth, &b.id)));
+        let json = encode(&root_id, &incarnation, &limits, &processes);
+        let bytes: Arc<[u8]> = json.to_canonical_bytes().into();
+        let digest = Digest::of(&bytes);
+        let snap = TreeSnapshot { root_id, incarnation, limits, processes, bytes, digest };
+        snap.validate()?;
+        Ok(snap)
+    }
+
+    /// Strictly decodes and fully validates canonical snapshot bytes.
+    pub fn decode(bytes: &[u8]) -> Result<TreeSnapshot, SnapshotError> {
+        let limits = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
+        let value = crate::json::parse_with(bytes, &limits).map_err(DecodeError::from)?;
+        let mut r = ObjectReader::new(&value)?;
+        let root_id: ProcessId = r.required("root_id")?;
+        let incarnation: IncarnationId = r.required("incarnation_id")?;
+        let tree_limits: TreeLimits = r.required("tree_limits")?;
+        let processes: Vec<Process> = r.required("process_snapshots")?;
+        r.finish()?;
+        let snap = TreeSnapshot::build(root_id, incarnation, tree_limits, processes)?;
+        // Canonical form is part of the contract: accepted input re-encodes byte-identically.
+        if *snap.bytes != *bytes {
+            return Err(SnapshotError::Tree("snapshot bytes are not in canonical form".into()));
+        }
+        Ok(snap)
+    }
+
+    pub fn bytes(&self) -> &Arc<[u8]> {
+        &self.bytes
+    }
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+    pub fn processes(&self) -> &[Process] {
+        &self.processes
+    }
+    pub fn process(&self, id: &ProcessId) -> Option<&Process> {
+        self.processes.iter().find(|p| &p.id == id)
+    }
+    pub fn root(&self) -> &Process {
+        // validate() guarantees the root exists.
+        self.processes.iter().find(|p| p.id == self.root_id).unwrap_or(&self.processes[0])
+    }
+    /// Re-stamps the cut with a new writer (activation).
+    pub fn with_incarnation(&self, incarnation: IncarnationId) -> Result<TreeSnapshot, SnapshotError> {
+        TreeSnapshot::build(self.root_id.clone(), incarnation, self.limits.clone(), self.processes.clone())
+    }
+
+    fn validate(&self) -> Result<(), SnapshotError> {
+        let by_id: BTreeMap<&ProcessId, &Process> = self.processes.iter().map(|p| (&p.id, p)).collect();
+        if by_id.len() != self.processes.len() {
+            return Err(SnapshotError::Tree("duplicate process ids".into()));
+        }
+        let root = by_id.get(&self.root_id).ok_or_else(|| SnapshotError::Tree("root missing".into()))?;
+        if !root.relation.is_root() {
+            return Err(SnapshotError::Tree("root process is not a root".into()));
+        }
+        if !self.limits.max_tree_processes().admits(0, self.processes.len() as u64) {
+            return Err(SnapshotError::Tree("tree exceeds max_tree_processes".into()));
+        }
+        let mut child_debits: BTreeMap<&ProcessId, Allocation> = BTreeMap::new();
+        let mut child_keys: BTreeSet<(&ProcessId, &str)> = BTreeSet::new();
+        let mut children_of: BTreeMap<&ProcessId, Vec<&Process>> = BTreeMap::new();
+        for p in &self.processes {
+            if p.relation.root_id != self.root_id {
+                return Err(perr(p, "belongs to another root"));
+            }
+            validate_process(p, &self.limits)?;
+            if let (Some(parent_id), Some(key)) = (&p.relation.parent_id, &p.relation.child_key) {
+                let parent = by_id.get(parent_id).ok_or_else(|| perr(p, "parent missing"))?;
+                if p.relation.depth != parent.relation.depth + 1 {
+                    return Err(perr(p, "depth is not parent depth + 1"));
+                }
+                if !p.capabilities.is_subset_of(&parent.capabilities) {
+                    return Err(perr(p, "capabilities exceed the parent's"));
+                }
+                let zero = super::resource::Allocation::ZERO;
+                let debit = parent
+                    .budget
+                    .grant_child(&super::resource::Usage::default(), &zero, &zero, &p.budget)
+                    .map_err(|e| perr(p, format!("budget is not a legal grant from the parent: {e}")))?;
+                let total = child_debits.entry(parent_id).or_default();
+                *total = total.checked_add(&debit).ok_or_else(|| perr(p, "child debits overflow"))?;
+                if !child_keys.insert((parent_id, key.as_str())) {
+                    return Err(perr(p, "duplicate child key under one parent"));
+                }
+                children_of.entry(parent_id).or_default().push(p);
+            }
+        }
+        for p in &self.processes {
+            let debits = child_debits.remove(&p.id).unwrap_or_default();
+            if debits != p.allocated {
+                return Err(perr(p, "allocated_resources differ from the sum of child debits"));
+            }
+            let children = children_of.get(&p.id).map(Vec::as_slice).unwrap_or(&[]);
+            if !self.limits.max_children().admits(0, children.len() as u64) {
+                return Err(perr(p, "lifetime children exceed max_children"));
+            }
+            let active = children.iter().filter(|c| !c.is_terminal()).count();
+            if active > self.limits.max_active_children() as usize {
+                return Err(perr(p, "active children exceed max_active_children"));
+            }
+            // Framework operations inside prepared batches agree with the tree.
+            if let Some(prepared) = &p.prepared {
+                for e in &prepared.effects {
+                    match (&e.effect, &e.phase) {
+                        (Effect::Framework(FrameworkEffect::StartChild(spec)), EffectPhase::Settled(s))
+                            if s.status == super::signal::SettlementStatus::Succeeded =>
+                        {
+                            let child_id = ProcessId::child(&e.id);
+                            let child = by_id.get(&child_id).ok_or_else(|| perr(p, "a settled child start names an absent child"))?;
+                            if child.relation.parent_id.as_ref() != Some(&p.id)
+                                || child.relation.child_key.as_ref() != Some(&spec.key)
+                                || child.deployment_ref != spec.deployment_ref
+                                || child.budget != spec.budget
+                                || child.capabilities != spec.capabilities
+                                || child.child_request_digest != Some(Digest::of_json(&spec.to_json()))
+                            {
+                                return Err(perr(p, "a settled child start disagrees with its child"));
+                            }
+                        }
+                        (Effect::Framework(_), EffectPhase::Pending) => {
+                            return Err(perr(p, "framework effects are never pending in a cut"));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        if !child_debits.is_empty() {
+            return Err(SnapshotError::Tree("child debits reference an absent parent".into()));
+        }
+        Ok(())
+    }
+}
+
+fn encode(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, processes: &[Process]) -> Json {
+    ObjectBuilder::new()
+        .field("root_id", root)
+        .field("incarnation_id", inc)
+        .field("tree_limits", limits)
+        .field("process_snapshots", processes)
+        .build()
+}
+
+/// Per-Process validation (spec §8.2).
+pub fn validate_process(p: &Process, limits: &TreeLimits) -> Result<(), SnapshotError> {
+    p.relation.validate(&p.id).map_err(|e| perr(p, e.to_string()))?;
+    if p.relation.is_root() == p.child_request_digest.is_some() {
+        return Err(perr(p, "child_request_digest is present iff the process is a child"));
+    }
+    if p.relation.depth > limits.max_depth() {
+        return Err(perr(p, "depth exceeds max_depth"));
+    }
+    p.budget.check(&p.usage(), &p.allocated).map_err(|e| perr(p, e.to_string()))?;
+    if p.mailbox.pending_count() > u64::from(limits.max_pending_signals()) {
+        return Err(perr(p, "pending signals exceed max_pending_signals"));
+    }
+    let terminal = p.is_terminal();
+    match (&p.finish, terminal) {
+        (Some(f), true) => {
+            if f.termination.status() != p.status {
+                return Err(perr(p, "termination status differs from status"));
+            }
+            if (p.status == Status::Completed) != f.output.is_some() {
+                return Err(perr(p, "exactly Completed has output"));
+            }
+            if !p.pending_control.is_empty() {
+                return Err(perr(p, "a terminal process has no pending control"));
+            }
+            let unknown = p.prepared.as_ref().map(|s| s.unknown_ids()).unwrap_or_default();
+            if f.termination.unresolved_effect_ids != unknown {
+                return Err(perr(p, "termination unresolved ids differ from the batch's unknowns"));
+            }
+            if p.current_wait_id.is_some() {
+                return Err(perr(p, "a terminal process has no current wait"));
+            }
+        }
+        (None, false) => {}
+        _ => return Err(perr(p, "terminal ⇔ finish facts present")),
+    }
+    if let Some(prepared) = &p.prepared {
+        if p.status == Status::Completed {
+            return Err(perr(p, "a completed process has no prepared step"));
+        }
+        if p.status == Status::Waiting || p.status == Status::Paused {
+            return Err(perr(p, "a waiting or paused process has no prepared step"));
+        }
+        if prepared.sequence != p.committed_steps.checked_add(1).ok_or_else(|| perr(p, "step counter overflow"))? {
+            return Err(perr(p, "prepared sequence must be committed_steps + 1"));
+        }
+        if u64::from(prepared.intent.consumed()) > p.mailbox.pending_count() {
+            return Err(perr(p, "prepared consumption exceeds pending signals"));
+        }
+        if p.prepared_effects < prepared.effects.len() as u64 {
+            return Err(perr(p, "prepared_effects is smaller than the batch"));
+        }
+        if terminal && prepared.has_pending() {
+            return Err(perr(p, "a terminal process has no pending effect"));
+        }
+        for e in &prepared.effects {
+            if let Effect::Framework(FrameworkEffect::WaitChildren(spec)) = &e.effect {
+                spec.validate().map_err(|err| perr(p, err.to_string()))?;
+            }
+        }
+    }
+    match p.status {
+        Status::Waiting => {
+            let wait = p.current_wait_id.as_ref().ok_or_else(|| perr(p, "waiting requires a current wait"))?;
+            let state = p.mailbox.wait(wait).ok_or_else(|| perr(p, "current wait does not exist"))?;
+            if state.closed || state.answered_by.is_some() {
+                return Err(perr(p, "current wait must be open and unanswered"));
+            }
+        }
+        Status::Running if p.current_wait_id.is_some() => {
+            return Err(perr(p, "a running process has no current wait"));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+impl ToJson for TreeSnapshot {
+    fn to_json(&self) -> Json {
+        encode(&self.root_id, &self.incarnation, &self.limits, &self.processes)
+    }
+}

@@ -1,0 +1,122 @@
+//! Kernel tests through the real owner (DirectRunner + MemoryCommitter + the scripted
+//! strategy): each invariant of spec §12 this layer keeps has a case that fails if it breaks.
+
+mod crash;
+mod lifecycle;
+mod snapshot_rules;
+
+use crate::env::Timestamp;
+use crate::json::{Json, Payload};
+use crate::kernel::binding::{Deployment, DeploymentSet};
+use crate::kernel::capability::CapabilitySet;
+use crate::kernel::commit::{Committer, MemoryCommitter};
+use crate::kernel::direct::DirectRunner;
+use crate::kernel::dispatcher::{DispatchError, Dispatcher};
+use crate::kernel::effect::Settlement;
+use crate::kernel::ids::{IncarnationId, ProcessId};
+use crate::kernel::owner::{Owner, Publication, RootConfig};
+use crate::kernel::resource::Budget;
+use crate::kernel::result::ProcessResult;
+use crate::kernel::signal::SettlementStatus;
+use crate::kernel::snapshot::TreeSnapshot;
+use crate::kernel::testkit::{script_deployment, script_input, FnDispatcher, Op};
+use crate::kernel::tree_limits::TreeLimits;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub(crate) fn now() -> Timestamp {
+    Timestamp::from_millis(1_700_000_000_000).unwrap()
+}
+
+pub(crate) fn hex(n: u64) -> String {
+    format!("{n:032x}")
+}
+
+/// A world whose dispatcher counts physical calls and answers via `behavior`.
+pub(crate) struct World {
+    pub calls: Arc<AtomicU64>,
+    pub deployment: Deployment,
+    pub resolver: Arc<DeploymentSet>,
+    pub committer: Arc<MemoryCommitter>,
+}
+
+pub(crate) type Behavior = Arc<dyn Fn(u64) -> Result<Settlement, DispatchError> + Send + Sync>;
+
+pub(crate) fn ok_settlement(v: &str) -> Result<Settlement, DispatchError> {
+    Ok(Settlement {
+        status: SettlementStatus::Succeeded,
+        payload: Payload::from_json(Json::str(v)).unwrap(),
+    })
+}
+
+pub(crate) fn world(behavior: Behavior) -> World {
+    let calls = Arc::new(AtomicU64::new(0));
+    let c = calls.clone();
+    let dispatcher: Arc<dyn Dispatcher> = Arc::new(FnDispatcher::new(Arc::new(move |_, _| {
+        let n = c.fetch_add(1, Ordering::SeqCst) + 1;
+        behavior(n)
+    })));
+    let deployment = script_deployment("keel.test.script", Some(dispatcher), vec![]);
+    let resolver = Arc::new(DeploymentSet::new().with(deployment.clone()));
+    World { calls, deployment, resolver, committer: Arc::new(MemoryCommitter::new()) }
+}
+
+pub(crate) fn echo_world() -> World {
+    world(Arc::new(|n| ok_settlement(&format!("answer-{n}"))))
+}
+
+pub(crate) fn config(budget: Budget) -> RootConfig {
+    RootConfig { budget, capabilities: CapabilitySet::empty(), limits: TreeLimits::default() }
+}
+
+impl World {
+    pub fn start(&self, ops: &[Op], budget: Budget) -> DirectRunner {
+        let owner = Owner::start(
+            self.resolver.clone(),
+            self.deployment.clone(),
+            script_input(ops),
+            ProcessId::root_from_hex(&hex(1)).unwrap(),
+            IncarnationId::from_hex(&hex(100)).unwrap(),
+            config(budget),
+            now(),
+        )
+        .expect("start");
+        DirectRunner::new(owner, self.committer.clone() as Arc<dyn Committer>, now())
+    }
+
+    pub fn head(&self) -> TreeSnapshot {
+        let root = ProcessId::root_from_hex(&hex(1)).unwrap();
+        let head = futures::executor::block_on(self.committer.load_tree(&root)).unwrap().expect("head");
+        TreeSnapshot::decode(&head.cut.bytes).expect("head decodes")
+    }
+
+    /// Restores the committer's head in a new owner with a new incarnation.
+    pub fn restore(&self, incarnation: u64) -> DirectRunner {
+        let snap = self.head();
+        let owner = Owner::restore(
+            self.resolver.clone(),
+            self.deployment.clone(),
+            &snap,
+            IncarnationId::from_hex(&hex(incarnation)).unwrap(),
+            now(),
+        )
+        .expect("restore");
+        DirectRunner::new(owner, self.committer.clone() as Arc<dyn Committer>, now())
+    }
+
+    pub fn dispatches(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+pub(crate) fn root_result(r: &DirectRunner) -> Option<ProcessResult> {
+    let root = r.owner.root_id().clone();
+    r.published.iter().find_map(|p| match p {
+        Publication::Finished { result } if result.process_id == root => Some(result.clone()),
+        _ => None,
+    })
+}
+
+pub(crate) fn stopped(r: &DirectRunner) -> bool {
+    r.published.iter().any(|p| matches!(p, Publication::Stopped { .. }))
+}
