@@ -28,7 +28,7 @@ use super::deployment::DeploymentRef;
 use super::dispatcher::{DispatchContext, EffectRequest};
 use super::effect::{EffectPhase, Settlement};
 use super::failure::Failure;
-use super::ids::{EffectId, IncarnationId, ProcessId, SignalId};
+use super::ids::{EffectId, IncarnationId, ProcessId};
 use super::process::Process;
 use super::result::ProcessResult;
 use super::signal::SignalRequest;
