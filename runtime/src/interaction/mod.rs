@@ -38,6 +38,10 @@ pub mod ids;
 pub mod output;
 pub mod protocol;
 pub mod signals;
+pub mod state;
 pub mod wire;
 
 pub use error::{ErrorKind, InteractionError};
+
+#[cfg(test)]
+mod testutil;
