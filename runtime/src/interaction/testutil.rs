@@ -4,7 +4,7 @@ use super::wire::Wire;
 use crate::chat::{
     FinishReason, Message, Options, Part, Request, Response, Role, ToolCall, ToolOutput, ToolResult, Usage,
 };
-use crate::json::{parse, Json, Number, Object, Payload, ToJson};
+use crate::json::{parse, Json, Number, Object, Payload};
 use crate::kernel::ids::{ProcessId, SignalId, WaitId};
 use crate::tool::ToolInputRequest;
 use proptest::prelude::*;
