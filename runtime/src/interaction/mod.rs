@@ -45,3 +45,6 @@ pub use error::{ErrorKind, InteractionError};
 
 #[cfg(test)]
 mod testutil;
+
+#[cfg(test)]
+mod tests;
