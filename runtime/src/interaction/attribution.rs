@@ -120,7 +120,15 @@ impl ToolInvocation {
         tool_call_index: u32,
         call: ToolCall,
     ) -> ToolInvocation {
-        ToolInvocation { relation, deployment_ref, effect_id, step_sequence, model_call_sequence, tool_call_index, call }
+        ToolInvocation {
+            relation,
+            deployment_ref,
+            effect_id,
+            step_sequence,
+            model_call_sequence,
+            tool_call_index,
+            call,
+        }
     }
 
     /// From the tool child's dispatched request and its decoded effect.

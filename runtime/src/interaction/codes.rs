@@ -87,9 +87,6 @@ mod tests {
         assert_eq!(failure(HOST_FAILED, "").message.as_str(), "Interaction operation failed");
         let long = failure(LIMIT_MODEL_CALLS, &"x".repeat(5000));
         assert_eq!(long.message.as_str().len(), MAX_DIAGNOSTIC_BYTES);
-        assert_eq!(
-            classified(TOOL_START_FAILED, "no"),
-            StepError::Classified(failure(TOOL_START_FAILED, "no"))
-        );
+        assert_eq!(classified(TOOL_START_FAILED, "no"), StepError::Classified(failure(TOOL_START_FAILED, "no")));
     }
 }

@@ -92,8 +92,7 @@ impl CompletionDecision {
 /// belongs in the Deployment's configuration digest. `Err(text)` fails the Process with
 /// `interaction.completion.validator_failed` (text normalized); a panic fails it with kind
 /// `panic`, code `execution.step.failed`.
-pub type CompletionValidator =
-    Arc<dyn Fn(&CompletionCandidate) -> Result<CompletionDecision, String> + Send + Sync>;
+pub type CompletionValidator = Arc<dyn Fn(&CompletionCandidate) -> Result<CompletionDecision, String> + Send + Sync>;
 
 #[cfg(test)]
 mod tests {
@@ -120,10 +119,8 @@ mod tests {
 
     #[test]
     fn validator_sees_the_candidate() {
-        let output = Output::model_response(
-            Response::new(Message::assistant("done"), FinishReason::Stop, Usage::default()),
-            1,
-        );
+        let output =
+            Output::model_response(Response::new(Message::assistant("done"), FinishReason::Stop, Usage::default()), 1);
         let context = Request::new(vec![Message::user("q")]);
         let candidate = CompletionCandidate::new(context.clone(), output.clone(), Artifacts::default());
         let validator: CompletionValidator = Arc::new(|c: &CompletionCandidate| {

@@ -106,11 +106,7 @@ impl InteractionError {
 
     /// A strict-decoding failure of `what` (for example "model_call effect").
     pub fn decode(kind: ErrorKind, what: &str, error: DecodeError) -> InteractionError {
-        InteractionError {
-            kind,
-            detail: normalize(format!("{what}: {error}").as_bytes()),
-            decode: Some(error),
-        }
+        InteractionError { kind, detail: normalize(format!("{what}: {error}").as_bytes()), decode: Some(error) }
     }
 
     /// Shorthand for [`ErrorKind::InvalidExecutionState`].
@@ -174,10 +170,7 @@ mod tests {
     #[test]
     fn display_names_the_family() {
         let e = InteractionError::invalid_state("phase ready_model holds a tool round");
-        assert_eq!(
-            e.to_string(),
-            "interaction: invalid execution state: phase ready_model holds a tool round"
-        );
+        assert_eq!(e.to_string(), "interaction: invalid execution state: phase ready_model holds a tool round");
         assert!(e.is(ErrorKind::InvalidExecutionState));
         assert_eq!(e.kind(), ErrorKind::InvalidExecutionState);
         assert_eq!(e.detail(), "phase ready_model holds a tool round");

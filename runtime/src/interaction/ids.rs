@@ -112,8 +112,7 @@ pub fn tool_input_wait_key(
             "tool input wait key: model call sequence and pause count must be ≥ 1",
         ));
     }
-    validate_call_id(call_id)
-        .map_err(|e| InteractionError::invalid_state(format!("tool input wait key: {e}")))?;
+    validate_call_id(call_id).map_err(|e| InteractionError::invalid_state(format!("tool input wait key: {e}")))?;
     let sequence = model_call_sequence.to_string();
     let pauses = pause_count.to_string();
     let hash = hex_sha256(&nul_joined(&[&sequence, call_id, &pauses]));

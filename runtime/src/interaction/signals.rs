@@ -88,16 +88,17 @@ pub fn classify_signal(signal: &Signal) -> Result<IncomingSignal<'_>, Interactio
     let has = |member: &str| payload.get(member).is_some();
     match op {
         Operation::Steer => parse_steer(signal).map(IncomingSignal::Steer),
-        Operation::ModelCall if has("model_result") => ModelResult::from_signal(signal).map(IncomingSignal::ModelResult),
+        Operation::ModelCall if has("model_result") => {
+            ModelResult::from_signal(signal).map(IncomingSignal::ModelResult)
+        }
         Operation::ToolCall if has("tool_result") => {
             ToolCallSettlement::from_signal(signal).map(IncomingSignal::ToolResult)
         }
         Operation::InputResponse => InputResponse::from_signal(signal)
             .map(|(wait_id, response)| IncomingSignal::InputResponse { wait_id, response }),
-        Operation::ModelCall | Operation::ToolCall => Err(InteractionError::invalid_state(format!(
-            "signal {} carries a {op} Effect payload",
-            signal.id()
-        ))),
+        Operation::ModelCall | Operation::ToolCall => {
+            Err(InteractionError::invalid_state(format!("signal {} carries a {op} Effect payload", signal.id())))
+        }
         Operation::WaitOpened => Err(InteractionError::invalid_state(format!(
             "signal {} carries a wait_opened payload outside a kernel wait opening",
             signal.id()
@@ -148,8 +149,8 @@ mod tests {
 
     #[test]
     fn steer_builder() {
-        let r = steer_signal(sid("signal:user-correction"), vec![Message::user("Use the newer requirements.")])
-            .unwrap();
+        let r =
+            steer_signal(sid("signal:user-correction"), vec![Message::user("Use the newer requirements.")]).unwrap();
         assert_eq!(r.id().as_str(), "signal:user-correction");
         assert!(r.wait_id().is_none());
         assert_eq!(

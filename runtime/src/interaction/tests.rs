@@ -64,11 +64,8 @@ fn output_member_must_match_source() {
 
 #[test]
 fn output_rules() {
-    let with_call = Response::new(
-        Message::assistant_with_calls("x", vec![call("c", "t")]),
-        FinishReason::Stop,
-        Usage::default(),
-    );
+    let with_call =
+        Response::new(Message::assistant_with_calls("x", vec![call("c", "t")]), FinishReason::Stop, Usage::default());
     let invalid = [
         Output::model_response(final_response("x"), 0),
         Output::direct_tool_results(vec![ok_result("c", "t", "x")], 0),
@@ -105,7 +102,10 @@ fn artifact_rules_and_decode() {
     assert_round_trip(&a);
     // (The output is the delegate's own value, so the probe runs on a scalar output.)
     assert_rejects_unknown_members_everywhere(&Artifact::new(2, 1, "call_9", "research", payload("7")).unwrap());
-    assert_eq!((a.model_call_sequence(), a.tool_call_index(), a.tool_call_id(), a.delegate_name()), (2, 1, "call_9", "research"));
+    assert_eq!(
+        (a.model_call_sequence(), a.tool_call_index(), a.tool_call_id(), a.delegate_name()),
+        (2, 1, "call_9", "research")
+    );
     // Typed decode.
     #[derive(Debug, PartialEq)]
     struct Found {
@@ -126,7 +126,9 @@ fn artifact_rules_and_decode() {
     assert!(e.detail().contains("execution.output.invalid"), "{}", e.detail());
     assert!(e.decode_error().is_some());
     // Construction rules: there is no zero or invalid Artifact.
-    for (seq, id, name) in [(0, "c", "research"), (1, "", "research"), (1, "c\u{0}", "research"), (1, "c", "bad/name"), (1, "c", "")] {
+    for (seq, id, name) in
+        [(0, "c", "research"), (1, "", "research"), (1, "c\u{0}", "research"), (1, "c", "bad/name"), (1, "c", "")]
+    {
         assert_eq!(Artifact::new(seq, 0, id, name, Payload::null()).unwrap_err().kind(), ErrorKind::InvalidArtifact);
     }
     // Output may be any JSON value, `null` included; it is required.
@@ -163,11 +165,9 @@ fn artifacts_are_ordered_copies() {
 
 fn arb_output() -> impl Strategy<Value = Output> {
     prop_oneof![
-        (arb_text(), proptest::sample::select(FinishReason::ALL.to_vec()), 1u32..)
-            .prop_map(|(text, reason, calls)| Output::model_response(
-                Response::new(Message::assistant(text), reason, Usage::new(1, 2)),
-                calls
-            )),
+        (arb_text(), proptest::sample::select(FinishReason::ALL.to_vec()), 1u32..).prop_map(|(text, reason, calls)| {
+            Output::model_response(Response::new(Message::assistant(text), reason, Usage::new(1, 2)), calls)
+        }),
         (prop::collection::vec(arb_result(), 1..4), 1u32..).prop_map(|(results, calls)| {
             let results = results
                 .into_iter()

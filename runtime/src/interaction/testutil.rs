@@ -141,10 +141,7 @@ pub fn assert_rejects_unknown_members_everywhere<T: Wire + std::fmt::Debug>(valu
             o.insert("zz_unknown".into(), Json::u64(1));
         }
         let e = T::from_json(&probe).expect_err(&format!("unknown member at {path:?} accepted for {value:?}"));
-        assert!(
-            e.to_string().contains("zz_unknown"),
-            "rejection at {path:?} does not name the member: {e}"
-        );
+        assert!(e.to_string().contains("zz_unknown"), "rejection at {path:?} does not name the member: {e}");
     }
     paths.len()
 }
@@ -246,8 +243,12 @@ pub fn arb_output() -> impl Strategy<Value = ToolOutput> {
 }
 
 pub fn arb_result() -> impl Strategy<Value = ToolResult> {
-    (arb_call_id(), arb_tool_name(), arb_output(), any::<bool>())
-        .prop_map(|(id, name, output, is_error)| ToolResult { id, name, output, is_error })
+    (arb_call_id(), arb_tool_name(), arb_output(), any::<bool>()).prop_map(|(id, name, output, is_error)| ToolResult {
+        id,
+        name,
+        output,
+        is_error,
+    })
 }
 
 pub fn arb_user_message() -> impl Strategy<Value = Message> {

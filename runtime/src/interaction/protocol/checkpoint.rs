@@ -49,10 +49,7 @@ impl Wire for ToolCheckpoint {
 
 impl ToJson for ToolCheckpoint {
     fn to_json(&self) -> Json {
-        ObjectBuilder::new()
-            .field("pause_count", &self.pause_count)
-            .field("input_request", &self.input_request)
-            .build()
+        ObjectBuilder::new().field("pause_count", &self.pause_count).field("input_request", &self.input_request).build()
     }
 }
 

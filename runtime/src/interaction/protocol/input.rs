@@ -1,8 +1,8 @@
 //! The Interaction's Start input (spec §1 `Start`).
 
+use crate::chat::{Message, Options, Request};
 use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::interaction::wire::Wire;
-use crate::chat::{Message, Options, Request};
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
 
 /// The complete caller-supplied starting context: messages and options, never tools (the
@@ -35,9 +35,7 @@ impl Wire for InteractionInput {
     const WHAT: &'static str = "interaction input";
 
     fn validate(&self) -> Result<(), InteractionError> {
-        self.working_context()
-            .validate()
-            .map_err(|e| InteractionError::new(ErrorKind::InvalidInput, e.to_string()))
+        self.working_context().validate().map_err(|e| InteractionError::new(ErrorKind::InvalidInput, e.to_string()))
     }
 }
 
@@ -51,10 +49,8 @@ impl ToJson for InteractionInput {
 impl FromJson for InteractionInput {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;
-        let input = InteractionInput {
-            messages: r.required("messages")?,
-            options: r.optional("options")?.unwrap_or_default(),
-        };
+        let input =
+            InteractionInput { messages: r.required("messages")?, options: r.optional("options")?.unwrap_or_default() };
         r.finish()?;
         input.validate()?;
         Ok(input)

@@ -55,7 +55,8 @@ impl ToJson for InputResponse {
 impl FromJson for InputResponse {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let body = open_any(value, Operation::InputResponse, "input_response")?;
-        let response = Payload::from_json(body.clone()).map_err(|e| DecodeError::from(e).in_member("input_response"))?;
+        let response =
+            Payload::from_json(body.clone()).map_err(|e| DecodeError::from(e).in_member("input_response"))?;
         Ok(InputResponse { response })
     }
 }

@@ -48,8 +48,8 @@ pub use input_response::InputResponse;
 pub use model_call::ModelCallEffect;
 pub use model_result::ModelResult;
 pub use names::{validate_advertised_names, validate_signal_ids};
-pub use steer::Steer;
 pub(crate) use steer::check_user_messages;
+pub use steer::Steer;
 pub use tool_call::{ToolCallEffect, ToolCallInput, ToolResume};
 pub use tool_result::{SettledToolResult, ToolCallSettlement};
 pub use wait_opened::{OpenedInputWait, WaitOpenedPayload};
@@ -67,13 +67,8 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Operation; 5] = [
-        Operation::ModelCall,
-        Operation::ToolCall,
-        Operation::WaitOpened,
-        Operation::InputResponse,
-        Operation::Steer,
-    ];
+    pub const ALL: [Operation; 5] =
+        [Operation::ModelCall, Operation::ToolCall, Operation::WaitOpened, Operation::InputResponse, Operation::Steer];
 
     /// The wire name.
     pub fn as_str(self) -> &'static str {
@@ -128,8 +123,9 @@ fn check_operation(r: &mut ObjectReader<'_>, op: Operation) -> Result<(), Decode
     let name: String = r.required("operation")?;
     if name != op.as_str() {
         let shown = crate::interaction::diagnostic::normalize_str(&name);
-        return Err(DecodeError::invalid(format!("operation `{}`, expected `{op}`", excerpt(&shown)))
-            .in_member("operation"));
+        return Err(
+            DecodeError::invalid(format!("operation `{}`, expected `{op}`", excerpt(&shown))).in_member("operation")
+        );
     }
     Ok(())
 }

@@ -2,7 +2,9 @@
 //! proptests for canonical idempotence.
 
 use super::*;
-use crate::chat::{FinishReason, Message, Request, Response, ResponseDelta, ToolCall, ToolDefinition, ToolResult, Usage};
+use crate::chat::{
+    FinishReason, Message, Request, Response, ResponseDelta, ToolCall, ToolDefinition, ToolResult, Usage,
+};
 use crate::interaction::error::ErrorKind;
 use crate::interaction::testutil::*;
 use crate::interaction::wire::Wire;
@@ -314,7 +316,11 @@ fn model_result_rules() {
         for (k, v) in members {
             b = b.value(k, v.clone());
         }
-        ObjectBuilder::new().field("operation", "model_call").value("model_result", b.build()).build().to_canonical_string()
+        ObjectBuilder::new()
+            .field("operation", "model_call")
+            .value("model_result", b.build())
+            .build()
+            .to_canonical_string()
     };
     let response = final_response("done").to_json();
     let messages = Json::Array(vec![Message::user("q").to_json()]);
@@ -326,7 +332,10 @@ fn model_result_rules() {
         body(&[("error", Json::str("e")), ("replacement_messages", messages.clone())]),
         body(&[("host_error", Json::str("e")), ("replacement_messages", messages.clone())]),
         body(&[("replacement_messages", messages.clone())]),
-        body(&[("response", response.clone()), ("replacement_messages", Json::Array(vec![Message::user("").to_json()]))]),
+        body(&[
+            ("response", response.clone()),
+            ("replacement_messages", Json::Array(vec![Message::user("").to_json()])),
+        ]),
         // Error texts must already be normalized diagnostics.
         body(&[("error", Json::str(""))]),
         body(&[("error", Json::str(" padded "))]),
@@ -338,8 +347,14 @@ fn model_result_rules() {
     for text in &rejected {
         assert_rejected::<ModelResult>(text);
     }
-    assert!(ModelResult::from_wire_bytes(body(&[("response", response), ("replacement_messages", messages)]).as_bytes()).is_ok());
-    assert_eq!(ModelResult::provider_error("").to_canonical_string(), body(&[("error", Json::str("Interaction operation failed"))]));
+    assert!(ModelResult::from_wire_bytes(
+        body(&[("response", response), ("replacement_messages", messages)]).as_bytes()
+    )
+    .is_ok());
+    assert_eq!(
+        ModelResult::provider_error("").to_canonical_string(),
+        body(&[("error", Json::str("Interaction operation failed"))])
+    );
     // Status follows the variant.
     let statuses: Vec<_> = model_results().iter().map(ModelResult::status).collect();
     use SettlementStatus::*;
@@ -467,7 +482,11 @@ fn settled_result_rules() {
             direct: false,
             advertised_tool_names: vec!["later".into()],
         },
-        SettledToolResult { result: ok_result("c", "t", "x"), direct: false, advertised_tool_names: vec!["a".into(), "a".into()] },
+        SettledToolResult {
+            result: ok_result("c", "t", "x"),
+            direct: false,
+            advertised_tool_names: vec!["a".into(), "a".into()],
+        },
         SettledToolResult { result: ok_result("c", "t", "x"), direct: false, advertised_tool_names: vec!["a ".into()] },
         SettledToolResult { result: ok_result("", "t", "x"), direct: false, advertised_tool_names: vec![] },
     ];
@@ -477,7 +496,8 @@ fn settled_result_rules() {
         assert_rejected::<ToolCallSettlement>(&ToolCallSettlement::Result(s).to_canonical_string());
     }
     // A successful direct result with advertisements is fine.
-    let good = SettledToolResult { result: ok_result("c", "t", "x"), direct: true, advertised_tool_names: vec!["a".into()] };
+    let good =
+        SettledToolResult { result: ok_result("c", "t", "x"), direct: true, advertised_tool_names: vec!["a".into()] };
     assert_round_trip(&good);
     // `toolCallResult` is the settlement body without the envelope.
     let body = edited(&ToolCallSettlement::Result(good.clone()), |j| *j = j.get("tool_result").unwrap().clone());
@@ -651,7 +671,8 @@ fn arb_checkpoint() -> impl Strategy<Value = (ToolCheckpoint, Json)> {
 fn arb_tool_effect() -> impl Strategy<Value = ToolCallEffect> {
     (arb_tool_input(), proptest::option::of(arb_checkpoint())).prop_map(|(input, resume)| ToolCallEffect {
         input,
-        resume: resume.map(|(checkpoint, answer)| ToolResume { checkpoint, response: Payload::from_json(answer).unwrap() }),
+        resume: resume
+            .map(|(checkpoint, answer)| ToolResume { checkpoint, response: Payload::from_json(answer).unwrap() }),
     })
 }
 

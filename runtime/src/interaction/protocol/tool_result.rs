@@ -142,9 +142,7 @@ impl ToJson for ToolCallSettlement {
     fn to_json(&self) -> Json {
         let body = match self {
             ToolCallSettlement::Result(settled) => settled.to_json(),
-            ToolCallSettlement::Checkpoint(checkpoint) => {
-                ObjectBuilder::new().field("checkpoint", checkpoint).build()
-            }
+            ToolCallSettlement::Checkpoint(checkpoint) => ObjectBuilder::new().field("checkpoint", checkpoint).build(),
         };
         envelope(Operation::ToolCall, "tool_result", body)
     }

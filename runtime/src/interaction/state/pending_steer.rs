@@ -31,7 +31,9 @@ impl PendingSteer {
 
     /// The §3.2 rules: ≥ 1 valid user messages; ≥ 1 unique ids.
     pub fn validate(&self) -> Result<(), InteractionError> {
-        let invalid = |detail: String| InteractionError::new(ErrorKind::InvalidExecutionState, format!("pending steer: {detail}"));
+        let invalid = |detail: String| {
+            InteractionError::new(ErrorKind::InvalidExecutionState, format!("pending steer: {detail}"))
+        };
         crate::interaction::protocol::check_user_messages(&self.messages).map_err(invalid)?;
         if self.signal_ids.is_empty() {
             return Err(invalid("no signal ids".into()));

@@ -1,9 +1,11 @@
 //! The tool round and its active child batch (spec §3.1 `tool_round`).
 
 use crate::chat::{Response, ToolCall, ToolResult};
+use crate::interaction::error::InteractionError;
+use crate::interaction::ids::child_wait_key;
 use crate::interaction::protocol::SettledToolResult;
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
-use crate::kernel::ids::{ChildKey, ProcessId, WaitId};
+use crate::kernel::ids::{ChildKey, ProcessId, WaitId, WaitKey};
 
 /// The assistant response whose calls are being executed, and the settled prefix.
 ///
@@ -35,6 +37,14 @@ impl ToolRound {
     /// The index of the first unsettled call (= the first call of the active segment).
     pub fn next_index(&self) -> usize {
         self.results.len()
+    }
+
+    /// The key of the next child wait of the active batch (§2.3 W):
+    /// `interaction.children:<model_call_sequence>:<next_index>:<settled invocations>`.
+    pub fn child_wait_key(&self, model_call_sequence: u32) -> Result<WaitKey, InteractionError> {
+        let settled = self.child_batch.as_ref().map_or(0, ChildBatch::settled_count);
+        let count = |n: usize| u32::try_from(n).map_err(|_| InteractionError::invalid_state("tool round too large"));
+        child_wait_key(model_call_sequence, count(self.next_index())?, count(settled)?)
     }
 }
 

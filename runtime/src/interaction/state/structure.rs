@@ -63,7 +63,8 @@ impl ParentState {
                 if self.model_call_count == 0 {
                     return Err(invalid(format!("phase {phase} needs model_call_count ≥ 1")));
                 }
-                let round = self.tool_round.as_ref().ok_or_else(|| invalid(format!("phase {phase} needs a tool_round")))?;
+                let round =
+                    self.tool_round.as_ref().ok_or_else(|| invalid(format!("phase {phase} needs a tool_round")))?;
                 check_round(phase, self.model_call_count, round).map_err(|e| e.context("tool_round"))
             }
             Phase::Completed => {
@@ -165,7 +166,11 @@ fn check_round(phase: Phase, sequence: u32, round: &ToolRound) -> Result<(), Int
     }
     check_batch(phase, sequence, batch, &calls[next..next + batch.invocations.len()])
         .map_err(|e| e.context("child_batch"))?;
-    if next == 0 && phase == Phase::AwaitingChildStarts && batch.kind == BatchKind::Tool && !round.direct_result_eligible {
+    if next == 0
+        && phase == Phase::AwaitingChildStarts
+        && batch.kind == BatchKind::Tool
+        && !round.direct_result_eligible
+    {
         return Err(invalid("fresh tool batch lost its direct-result candidate"));
     }
     Ok(())

@@ -49,7 +49,11 @@ fn artifact(seq: u32, index: u32, id: &str) -> Artifact {
 }
 
 fn base(phase: Phase) -> ParentState {
-    ParentState { phase, model_call_count: SEQ, ..ParentState::start(&InteractionInput { messages: context().messages, options: Default::default() }) }
+    ParentState {
+        phase,
+        model_call_count: SEQ,
+        ..ParentState::start(&InteractionInput { messages: context().messages, options: Default::default() })
+    }
 }
 
 fn ready() -> ParentState {
@@ -421,7 +425,11 @@ fn round_rules() {
     reject(edit(tool_starts(), |s| response(s, vec![], Some(FinishReason::ToolCalls))), "no tool calls");
     reject(
         edit(tool_starts(), |s| {
-            response(s, vec![call("c1", "weather"), call("c1", "weather"), call("c3", "weather")], Some(FinishReason::ToolCalls))
+            response(
+                s,
+                vec![call("c1", "weather"), call("c1", "weather"), call("c3", "weather")],
+                Some(FinishReason::ToolCalls),
+            )
         }),
         "repeated",
     );
@@ -483,7 +491,10 @@ fn invocation_rules() {
     reject(edit(tool_starts(), |s| batch(s).invocations[2].child_key = Some(tkey("c3"))), "unplanned");
     reject(edit(tool_starts(), |s| batch(s).invocations[2].process_id = Some(pid("process:x"))), "unplanned");
     // Process ids are unique.
-    reject(edit(tool_waiting(), |s| batch(s).invocations[2].process_id = Some(pid("process:p2"))), "repeats a process_id");
+    reject(
+        edit(tool_waiting(), |s| batch(s).invocations[2].process_id = Some(pid("process:p2"))),
+        "repeats a process_id",
+    );
     // Results answer their own call and are valid.
     reject(
         edit(tool_waiting(), |s| batch(s).invocations[0].result = Some(settled("c2", "weather"))),
@@ -491,8 +502,11 @@ fn invocation_rules() {
     );
     reject(
         edit(tool_waiting(), |s| {
-            batch(s).invocations[0].result =
-                Some(SettledToolResult { result: ToolResult::error("c1", "weather", "x"), direct: true, advertised_tool_names: vec![] })
+            batch(s).invocations[0].result = Some(SettledToolResult {
+                result: ToolResult::error("c1", "weather", "x"),
+                direct: true,
+                advertised_tool_names: vec![],
+            })
         }),
         "direct",
     );
@@ -510,14 +524,18 @@ fn invocation_rules() {
     ok = SettledToolResult::new(ToolResult::error("d2", "research", "x"), false);
     reject(
         edit(delegate_waiting(), |s| {
-            batch(s).invocations[1] =
-                BatchInvocation { child_key: Some(dkey(&mixed_calls()[2])), process_id: Some(pid("process:d2")), result: Some(ok.clone()) }
+            batch(s).invocations[1] = BatchInvocation {
+                child_key: Some(dkey(&mixed_calls()[2])),
+                process_id: Some(pid("process:d2")),
+                result: Some(ok.clone()),
+            }
         }),
         "delegate result",
     );
     // A start failure (key, no process, error result) is fine.
     assert!(edit(delegate_waiting(), |s| {
-        batch(s).invocations[1] = BatchInvocation { child_key: Some(dkey(&mixed_calls()[2])), process_id: None, result: Some(ok) }
+        batch(s).invocations[1] =
+            BatchInvocation { child_key: Some(dkey(&mixed_calls()[2])), process_id: None, result: Some(ok) }
     })
     .validate_structure()
     .is_ok());
@@ -542,7 +560,8 @@ fn pending_and_active_counts() {
         edit(delegate_starts(), |s| {
             let calls = mixed_calls();
             batch(s).invocations.push(BatchInvocation::default());
-            round(s).response = tool_calls_response(vec![calls[0].clone(), calls[1].clone(), calls[2].clone(), call("d3", "research")]);
+            round(s).response =
+                tool_calls_response(vec![calls[0].clone(), calls[1].clone(), calls[2].clone(), call("d3", "research")]);
             batch(s).invocations[2] = started(dkey(&call("d3", "research")), "process:d3");
             batch(s).next_start_index = 3;
         }),
@@ -562,6 +581,12 @@ fn pending_and_active_counts() {
     assert_eq!(b.active_children(), vec![pid("process:p2"), pid("process:p3")]);
     let b = tool_starts().tool_round.unwrap().child_batch.unwrap();
     assert_eq!((b.pending_count(), b.active_count(), b.settled_count()), (2, 0, 0));
+    // The wait key embeds the first index of the batch and the settled count.
+    assert_eq!(tool_waiting().tool_round.unwrap().child_wait_key(1).unwrap().as_str(), "interaction.children:1:0:1");
+    assert_eq!(
+        delegate_waiting().tool_round.unwrap().child_wait_key(1).unwrap().as_str(),
+        "interaction.children:1:1:1"
+    );
 }
 
 // ---------------------------------------------------------------- artifacts
@@ -581,19 +606,13 @@ fn artifact_ordering_rules() {
         edit(completed_model(), |s| s.artifact_records = vec![artifact(1, 1, "a"), artifact(1, 0, "b")]),
         "strictly increasing",
     );
-    reject(
-        edit(completed_model(), |s| s.artifact_records = vec![artifact(1, 0, "a"), artifact(1, 1, "a")]),
-        "repeats",
-    );
+    reject(edit(completed_model(), |s| s.artifact_records = vec![artifact(1, 0, "a"), artifact(1, 1, "a")]), "repeats");
     // Same call id in another model call is fine.
     assert!(edit(completed_model(), |s| s.artifact_records = vec![artifact(1, 0, "a"), artifact(2, 0, "a")])
         .validate_structure()
         .is_ok());
     // A record with sequence 0 cannot be built or decoded.
-    assert_eq!(
-        Artifact::new(0, 0, "a", "research", Payload::null()).unwrap_err().kind(),
-        ErrorKind::InvalidArtifact
-    );
+    assert_eq!(Artifact::new(0, 0, "a", "research", Payload::null()).unwrap_err().kind(), ErrorKind::InvalidArtifact);
     let text = edited(&completed_model(), |j| {
         let records = obj(j, &[]).get_mut("artifact_records").unwrap();
         if let Json::Array(items) = records {
@@ -652,7 +671,8 @@ fn validate_against_rules() {
     assert!(edit(ready(), |s| s.model_call_count = 4).validate(&rules).is_ok());
     // Artifacts: configured delegate, schema-valid output.
     let unknown = Artifact::new(1, 0, "d1", "summarize", Payload::from_json(delegate_output()).unwrap()).unwrap();
-    assert!(against(&edit(completed_model(), |s| s.artifact_records = vec![unknown]), &rules).contains("no configured delegate"));
+    assert!(against(&edit(completed_model(), |s| s.artifact_records = vec![unknown]), &rules)
+        .contains("no configured delegate"));
     let wrong = Artifact::new(1, 0, "d1", "research", payload(r#"{"other":1}"#)).unwrap();
     assert!(against(&edit(completed_model(), |s| s.artifact_records = vec![wrong]), &rules).contains("output schema"));
     // Bindings: delegate batch ⇔ delegate names; tool batch names tools.
@@ -663,7 +683,8 @@ fn validate_against_rules() {
     research_is_tool.tools.push("research");
     research_is_tool.delegates.clear();
     let tool_batch_with_delegate = edit(tool_starts(), |s| {
-        round(s).response = tool_calls_response(vec![call("c1", "weather"), call("c2", "research"), call("c3", "weather")]);
+        round(s).response =
+            tool_calls_response(vec![call("c1", "weather"), call("c2", "research"), call("c3", "weather")]);
     });
     assert!(tool_batch_with_delegate.validate(&research_is_tool).is_ok());
     assert!(against(&tool_batch_with_delegate, &rules).contains("names a delegate"));
@@ -703,7 +724,8 @@ fn child(phase: ToolChildPhase, checkpoint: bool, wait: bool, result: bool) -> T
     ToolCallState {
         phase,
         call: tool_input(),
-        checkpoint: checkpoint.then(|| ToolCheckpoint { pause_count: 1, input_request: input_request(r#"{"type":"boolean"}"#) }),
+        checkpoint: checkpoint
+            .then(|| ToolCheckpoint { pause_count: 1, input_request: input_request(r#"{"type":"boolean"}"#) }),
         wait_id: wait.then(|| wid("wait:input")),
         result: result.then(|| SettledToolResult::new(ok_result("c1", "weather", "18C"), true)),
     }
@@ -766,10 +788,7 @@ fn tool_child_rules() {
     assert!(ToolCallState::from_execution_state(&wrong).is_err());
     // The wait key of the current pause.
     let waiting = child(ToolChildPhase::WaitingInput, true, true, false);
-    assert_eq!(
-        waiting.input_wait_key().unwrap(),
-        crate::interaction::ids::tool_input_wait_key(2, "c1", 1).unwrap()
-    );
+    assert_eq!(waiting.input_wait_key().unwrap(), crate::interaction::ids::tool_input_wait_key(2, "c1", 1).unwrap());
     assert!(child(ToolChildPhase::Ready, false, false, false).input_wait_key().is_err());
     assert_eq!(ToolCallState::start(tool_input()), child(ToolChildPhase::Ready, false, false, false));
 }
@@ -797,8 +816,8 @@ fn arb_simple_state() -> impl Strategy<Value = ParentState> {
 
 /// A tool window over arbitrary calls: `settled` of the planned invocations have results.
 fn arb_tool_batch_state() -> impl Strategy<Value = ParentState> {
-    (arb_calls(4), any::<prop::sample::Index>(), any::<prop::sample::Index>(), arb_signal_ids())
-        .prop_map(|(calls, planned, settled_n, ids)| {
+    (arb_calls(4), any::<prop::sample::Index>(), any::<prop::sample::Index>(), arb_signal_ids()).prop_map(
+        |(calls, planned, settled_n, ids)| {
             let planned = planned.index(calls.len()) + 1;
             let settled_n = settled_n.index(planned);
             let invocations = (0..calls.len())
@@ -829,7 +848,8 @@ fn arb_tool_batch_state() -> impl Strategy<Value = ParentState> {
                 s.pending_steer = Some(PendingSteer { messages, signal_ids: ids });
             }
             s
-        })
+        },
+    )
 }
 
 proptest! {
