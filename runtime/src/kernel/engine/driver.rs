@@ -18,8 +18,8 @@ use crate::kernel::effect::Settlement;
 use crate::kernel::event::{names, phase_of, Event};
 use crate::kernel::ids::{AttemptId, EffectId, ProcessId};
 use crate::kernel::owner::{
-    panic_text, Action, Command, CommandError, CommandId, CommitRequest, Input, Owner, ProcessInfo, Publication,
-    Reply, RuntimeError,
+    panic_text, Action, Command, CommandError, CommandId, CommitRequest, Input, Owner, ProcessInfo,
+    Publication, Reply, RuntimeError,
 };
 use crate::limits::MAX_DIAGNOSTIC_BYTES;
 use crate::text::normalize_diagnostic;
@@ -38,7 +38,10 @@ pub(super) enum Msg {
     /// The outstanding commit finished.
     CommitDone(Result<(), CommitError>),
     /// A dispatch attempt finished (panics already normalized).
-    DispatchDone { effect: EffectId, outcome: Result<Settlement, DispatchError> },
+    DispatchDone {
+        effect: EffectId,
+        outcome: Result<Settlement, DispatchError>,
+    },
 }
 
 pub(super) struct Driver {
@@ -61,13 +64,24 @@ impl Driver {
         tx: mpsc::UnboundedSender<Msg>,
         rx: mpsc::UnboundedReceiver<Msg>,
     ) -> Driver {
-        Driver { owner, tree, shared, tx, rx, replies: BTreeMap::new(), next_command: 1, sequences: BTreeMap::new() }
+        Driver {
+            owner,
+            tree,
+            shared,
+            tx,
+            rx,
+            replies: BTreeMap::new(),
+            next_command: 1,
+            sequences: BTreeMap::new(),
+        }
     }
 
     /// The task body.
     pub async fn run(mut self) {
         // Marks the tree exited however this future ends (completion or being dropped).
-        let _guard = ExitGuard { tree: self.tree.clone() };
+        let _guard = ExitGuard {
+            tree: self.tree.clone(),
+        };
         loop {
             self.perform_actions();
             if self.owner.stopped().is_some() || (self.owner.is_finished() && self.owner.is_quiescent()) {
@@ -75,7 +89,9 @@ impl Driver {
             }
             // Every sender clone lives in a job of ours or in the registry, which outlives us:
             // the stream cannot end while the tree is live. Treat an end like a stop anyway.
-            let Some(msg) = self.rx.next().await else { break };
+            let Some(msg) = self.rx.next().await else {
+                break;
+            };
             let now = self.shared.env.clock.now();
             let input = match msg {
                 Msg::Command { command, reply } => {
@@ -101,11 +117,18 @@ impl Driver {
 
     fn perform_actions(&mut self) {
         let head = self.owner.head().cloned();
-        self.tree.update(|s| s.head = head);
+        let moved = !matches!((&head, &self.tree.head()), (Some(a), Some(b)) if Arc::ptr_eq(a, b));
+        if moved {
+            self.tree.update(|s| s.head = head);
+        }
         while let Some(action) = self.owner.poll_action() {
             match action {
                 Action::Commit(request) => self.spawn_commit(request),
-                Action::Dispatch { deployment, request, cx } => self.spawn_dispatch(deployment, request, cx),
+                Action::Dispatch {
+                    deployment,
+                    request,
+                    cx,
+                } => self.spawn_dispatch(deployment, request, cx),
                 Action::Publish(p) => self.publish(p),
                 Action::Reply { id, result } => {
                     if let Some((reply, _)) = self.replies.remove(&id) {
@@ -126,7 +149,11 @@ impl Driver {
             let outcome = AssertUnwindSafe(commit(committer.as_ref(), &request))
                 .catch_unwind()
                 .await
-                .unwrap_or_else(|p| Err(CommitError::Storage { message: bounded(&panic_text(&p), "committer panicked") }));
+                .unwrap_or_else(|p| {
+                    Err(CommitError::Storage {
+                        message: bounded(&panic_text(&p), "committer panicked"),
+                    })
+                });
             // A closed channel means the tree already stopped; the answer is moot.
             let _ = tx.unbounded_send(Msg::CommitDone(outcome));
         }));

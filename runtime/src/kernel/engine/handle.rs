@@ -51,7 +51,13 @@ impl ProcessHandle {
     /// Admits external Signals atomically. `Ok(true)` once at least one new Signal is
     /// committed; `Ok(false)` when every request was an identical redelivery.
     pub async fn deliver_signals(&self, requests: Vec<SignalRequest>) -> Result<bool, EngineError> {
-        match self.command(Command::Deliver { process: self.id().clone(), requests }).await? {
+        match self
+            .command(Command::Deliver {
+                process: self.id().clone(),
+                requests,
+            })
+            .await?
+        {
             Reply::Delivered { accepted } => Ok(accepted),
             _ => Err(EngineError::UnexpectedReply("deliver")),
         }
@@ -59,18 +65,34 @@ impl ProcessHandle {
 
     /// Records a host cancellation intent (returns once recorded, not once applied).
     pub async fn request_cancellation(&self, reason: impl Into<String>) -> Result<(), EngineError> {
-        self.intent(Command::Cancel { process: self.id().clone(), reason: reason.into() }).await
+        self.intent(Command::Cancel {
+            process: self.id().clone(),
+            reason: reason.into(),
+        })
+        .await
     }
 
     /// Records a kill intent (highest precedence).
     pub async fn kill(&self, reason: impl Into<String>) -> Result<(), EngineError> {
-        self.intent(Command::Kill { process: self.id().clone(), reason: reason.into() }).await
+        self.intent(Command::Kill {
+            process: self.id().clone(),
+            reason: reason.into(),
+        })
+        .await
     }
 
     /// Replaces the current Unknown `effect` with a definite settlement; returns once the
     /// `resolved` boundary is acknowledged.
-    pub async fn resolve_unknown_effect(&self, effect: EffectId, settlement: Settlement) -> Result<(), EngineError> {
-        let command = Command::Resolve { process: self.id().clone(), effect, settlement };
+    pub async fn resolve_unknown_effect(
+        &self,
+        effect: EffectId,
+        settlement: Settlement,
+    ) -> Result<(), EngineError> {
+        let command = Command::Resolve {
+            process: self.id().clone(),
+            effect,
+            settlement,
+        };
         match self.command(command).await? {
             Reply::Resolved => Ok(()),
             _ => Err(EngineError::UnexpectedReply("resolve")),
@@ -99,7 +121,9 @@ impl ProcessHandle {
     }
 
     async fn command(&self, command: Command) -> Result<Reply, EngineError> {
-        send_command(&self.tree, command).await.map_err(EngineError::Command)
+        send_command(&self.tree, command)
+            .await
+            .map_err(EngineError::Command)
     }
 }
 
@@ -107,7 +131,9 @@ impl ProcessHandle {
 /// (or drops the reply) is answered from the registry.
 pub(super) async fn send_command(tree: &Tree, command: Command) -> Result<Reply, CommandError> {
     let target = Target::of(&command);
-    let Some(sender) = tree.sender() else { return tree.answer_locally(&target) };
+    let Some(sender) = tree.sender() else {
+        return tree.answer_locally(&target);
+    };
     let (reply, answer) = oneshot::channel();
     if sender.unbounded_send(Msg::Command { command, reply }).is_err() {
         return tree.answer_locally(&target);
@@ -120,6 +146,8 @@ pub(super) async fn send_command(tree: &Tree, command: Command) -> Result<Reply,
 
 impl std::fmt::Debug for ProcessHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProcessHandle").field("id", &self.info.id).finish_non_exhaustive()
+        f.debug_struct("ProcessHandle")
+            .field("id", &self.info.id)
+            .finish_non_exhaustive()
     }
 }

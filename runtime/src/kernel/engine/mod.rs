@@ -60,7 +60,7 @@ pub enum EngineError {
     /// The tree's writer stopped (a start or restore that never published gets this when no
     /// commit error explains it).
     #[error("{0}")]
-    Stopped(RuntimeError),
+    Stopped(Box<RuntimeError>),
     /// The start checkpoint, the activation, or a head load failed; nothing was published.
     #[error("commit failed: {0}")]
     Commit(CommitError),
@@ -82,6 +82,12 @@ pub enum EngineError {
     /// The owner answered with a reply of another command (a kernel bug).
     #[error("unexpected reply to a {0} command")]
     UnexpectedReply(&'static str),
+}
+
+impl EngineError {
+    fn stopped(error: RuntimeError) -> EngineError {
+        EngineError::Stopped(Box::new(error))
+    }
 }
 
 /// State shared by the Engine, its handles and its owner tasks.
@@ -143,19 +149,39 @@ impl Engine {
     /// Restores a captured cut under a new incarnation. Returns once the activation commit is
     /// acknowledged (which fences the previous writer) and the tree is published. Restored
     /// terminal Processes publish their Results immediately.
-    pub async fn restore(&self, root_deployment: Deployment, snapshot: TreeSnapshot) -> Result<ProcessHandle, EngineError> {
+    pub async fn restore(
+        &self,
+        root_deployment: Deployment,
+        snapshot: TreeSnapshot,
+    ) -> Result<ProcessHandle, EngineError> {
         let root = snapshot.root_id.clone();
-        if self.shared.lock_index().roots.get(&root).is_some_and(|t| !t.is_exited()) {
+        if self
+            .shared
+            .lock_index()
+            .roots
+            .get(&root)
+            .is_some_and(|t| !t.is_exited())
+        {
             return Err(EngineError::TreeActive(root));
         }
         let incarnation = self.mint_incarnation()?;
         let now = self.shared.env.clock.now();
-        let owner = Owner::restore(self.shared.resolver.clone(), root_deployment, &snapshot, incarnation.clone(), now)?;
+        let owner = Owner::restore(
+            self.shared.resolver.clone(),
+            root_deployment,
+            &snapshot,
+            incarnation.clone(),
+            now,
+        )?;
         self.activate(owner, root, incarnation).await
     }
 
     /// Loads the committer's head for `root` and restores it.
-    pub async fn load_and_restore(&self, root_deployment: Deployment, root: &ProcessId) -> Result<ProcessHandle, EngineError> {
+    pub async fn load_and_restore(
+        &self,
+        root_deployment: Deployment,
+        root: &ProcessId,
+    ) -> Result<ProcessHandle, EngineError> {
         let head = self
             .shared
             .committer
@@ -166,10 +192,14 @@ impl Engine {
         let snapshot = TreeSnapshot::decode(&head.cut.bytes)?;
         // Pair check: what we read must be exactly what the store says it holds.
         if snapshot.digest() != head.cut.digest {
-            return Err(EngineError::CorruptHead("snapshot digest differs from the head digest".into()));
+            return Err(EngineError::CorruptHead(
+                "snapshot digest differs from the head digest".into(),
+            ));
         }
         if &snapshot.root_id != root || snapshot.incarnation != head.cut.incarnation {
-            return Err(EngineError::CorruptHead("snapshot root or incarnation differs from the head".into()));
+            return Err(EngineError::CorruptHead(
+                "snapshot root or incarnation differs from the head".into(),
+            ));
         }
         self.restore(root_deployment, snapshot).await
     }
@@ -177,8 +207,8 @@ impl Engine {
     /// Start + Join + Await (spec §6.4): returns once the whole tree settled.
     pub async fn run(&self, deployment: Deployment, input: Payload) -> Result<ProcessResult, EngineError> {
         let handle = self.start(deployment, input).await?;
-        handle.join().await.map_err(EngineError::Stopped)?;
-        handle.await_result().await.map_err(EngineError::Stopped)
+        handle.join().await.map_err(EngineError::stopped)?;
+        handle.await_result().await.map_err(EngineError::stopped)
     }
 
     /// The handle of a published Process.
@@ -226,15 +256,28 @@ impl Engine {
     }
 
     fn tree_of(&self, root: &ProcessId) -> Result<Arc<Tree>, EngineError> {
-        self.shared.lock_index().roots.get(root).cloned().ok_or_else(|| EngineError::NotFound(root.clone()))
+        self.shared
+            .lock_index()
+            .roots
+            .get(root)
+            .cloned()
+            .ok_or_else(|| EngineError::NotFound(root.clone()))
     }
 
     fn mint_incarnation(&self) -> Result<IncarnationId, EngineError> {
-        Ok(IncarnationId::from_hex(&random_hex(self.shared.env.rng.as_ref(), 16))?)
+        Ok(IncarnationId::from_hex(&random_hex(
+            self.shared.env.rng.as_ref(),
+            16,
+        ))?)
     }
 
     /// Spawns the owner task and waits until the root is published or the writer stops.
-    async fn activate(&self, owner: Owner, root: ProcessId, incarnation: IncarnationId) -> Result<ProcessHandle, EngineError> {
+    async fn activate(
+        &self,
+        owner: Owner,
+        root: ProcessId,
+        incarnation: IncarnationId,
+    ) -> Result<ProcessHandle, EngineError> {
         let (tx, rx) = mpsc::unbounded();
         let tree = Tree::new(root.clone(), incarnation, tx.clone());
         let driver = Driver::new(owner, tree.clone(), self.shared.clone(), tx, rx);
@@ -248,7 +291,7 @@ impl Engine {
                 let stopped = s.stopped.clone()?;
                 Some(Err(match &s.commit_error {
                     Some(e) => EngineError::Commit(e.clone()),
-                    None => EngineError::Stopped(stopped),
+                    None => EngineError::Stopped(Box::new(stopped)),
                 }))
             })
             .await?;

@@ -105,7 +105,10 @@ impl Tree {
     }
 
     /// Resolves with the first `Some` that `check` returns; re-checked after every update.
-    pub fn wait<T>(self: &Arc<Self>, mut check: impl FnMut(&TreeState) -> Option<T>) -> impl Future<Output = T> {
+    pub fn wait<T>(
+        self: &Arc<Self>,
+        mut check: impl FnMut(&TreeState) -> Option<T>,
+    ) -> impl Future<Output = T> {
         let tree = self.clone();
         futures::future::poll_fn(move |cx| {
             let mut state = tree.lock();
@@ -139,8 +142,14 @@ impl Tree {
             return Err(CommandError::Stopped(Some(Box::new(e.clone()))));
         }
         match target {
-            Target::Capture => state.head.clone().map(Reply::Captured).ok_or(CommandError::Stopped(None)),
-            Target::Process(p) if state.members.contains_key(p) => Err(CommandError::ProcessFinished(p.clone())),
+            Target::Capture => state
+                .head
+                .clone()
+                .map(Reply::Captured)
+                .ok_or(CommandError::Stopped(None)),
+            Target::Process(p) if state.members.contains_key(p) => {
+                Err(CommandError::ProcessFinished(p.clone()))
+            }
             Target::Process(p) => Err(CommandError::NotFound(p.clone())),
         }
     }
@@ -161,7 +170,12 @@ impl TreeState {
         for _ in 0..=self.members.len() {
             match current {
                 Some(c) if c == ancestor => return true,
-                Some(c) => current = self.members.get(c).and_then(|m| m.info.relation.parent_id.as_ref()),
+                Some(c) => {
+                    current = self
+                        .members
+                        .get(c)
+                        .and_then(|m| m.info.relation.parent_id.as_ref())
+                }
                 None => return false,
             }
         }
@@ -212,7 +226,14 @@ impl TreeState {
 
     pub fn add_member(&mut self, info: ProcessInfo) -> Arc<ProcessInfo> {
         let info = Arc::new(info);
-        self.members.insert(info.id.clone(), Member { info: info.clone(), result: None, error: None });
+        self.members.insert(
+            info.id.clone(),
+            Member {
+                info: info.clone(),
+                result: None,
+                error: None,
+            },
+        );
         info
     }
 
