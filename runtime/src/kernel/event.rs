@@ -118,7 +118,10 @@ pub struct EventFanout {
 
 impl EventFanout {
     pub fn new(listeners: Vec<std::sync::Arc<dyn EventListener>>) -> EventFanout {
-        EventFanout { listeners, failures: std::sync::Mutex::new(ObservationFailures::default()) }
+        EventFanout {
+            listeners,
+            failures: std::sync::Mutex::new(ObservationFailures::default()),
+        }
     }
 
     /// Calls every listener once, in registration order. A panicking listener does not stop
@@ -135,20 +138,28 @@ impl EventFanout {
                     crate::limits::MAX_DIAGNOSTIC_BYTES,
                     "event listener panicked",
                 );
-                self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).record_event_listener_panic(diagnostic);
+                self.failures
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .record_event_listener_panic(diagnostic);
             }
         }
     }
 
     /// The current failure counters.
     pub fn failures(&self) -> ObservationFailures {
-        self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 
 impl std::fmt::Debug for EventFanout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventFanout").field("listeners", &self.listeners.len()).finish_non_exhaustive()
+        f.debug_struct("EventFanout")
+            .field("listeners", &self.listeners.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -183,7 +194,9 @@ mod tests {
         Event {
             process_sequence: 1,
             process_id: root.clone(),
-            deployment_ref: script_deployment("keel.test.event", None, vec![]).reference().clone(),
+            deployment_ref: script_deployment("keel.test.event", None, vec![])
+                .reference()
+                .clone(),
             relation: Relation::root(root),
             tree_incarnation_id: None,
             step_sequence: None,
@@ -207,7 +220,11 @@ mod tests {
             names::DELTA_DROPPED,
         ];
         for name in ALL_EVENT_NAMES {
-            let expected = if attempt.contains(&name) { EventPhase::Attempt } else { EventPhase::Committed };
+            let expected = if attempt.contains(&name) {
+                EventPhase::Attempt
+            } else {
+                EventPhase::Committed
+            };
             assert_eq!(phase_of(name), expected, "{name}");
             assert!(name.starts_with("agent."), "{name}");
         }
@@ -241,17 +258,27 @@ mod tests {
         assert_eq!(fanout.failures(), ObservationFailures::default());
         fanout.publish(&event(names::PROCESS_STARTED));
         fanout.publish(&event(names::STEP_STARTED));
-        assert_eq!(counting.0.load(Ordering::SeqCst), 2, "the healthy listener saw every event");
+        assert_eq!(
+            counting.0.load(Ordering::SeqCst),
+            2,
+            "the healthy listener saw every event"
+        );
         let failures = fanout.failures();
         assert_eq!(failures.event_listener_panics, 4);
         let last = failures.last_event_listener_diagnostic.expect("diagnostic kept");
-        assert!(last.len() <= crate::limits::MAX_DIAGNOSTIC_BYTES, "diagnostic is bounded");
+        assert!(
+            last.len() <= crate::limits::MAX_DIAGNOSTIC_BYTES,
+            "diagnostic is bounded"
+        );
         assert!(last.contains("xxx"), "the latest panic wins: {last:.40}");
     }
 
     #[test]
     fn the_panic_counter_saturates() {
-        let mut f = ObservationFailures { event_listener_panics: u64::MAX, last_event_listener_diagnostic: None };
+        let mut f = ObservationFailures {
+            event_listener_panics: u64::MAX,
+            last_event_listener_diagnostic: None,
+        };
         f.record_event_listener_panic("again".into());
         assert_eq!(f.event_listener_panics, u64::MAX);
         assert_eq!(f.last_event_listener_diagnostic.as_deref(), Some("again"));
