@@ -1028,3 +1028,115 @@ fn an_owner_task_whose_intake_closes_stops_the_tree() {
     assert!(tree.is_exited());
     assert!(tree.sender().is_none());
 }
+
+#[test]
+fn the_same_engine_can_restore_a_tree_whose_writer_stopped() {
+    let w = echo_world();
+    w.committer.set_fault_plan(Box::new(|call| {
+        if fails_settled(&call.kind) {
+            Fault::FailBefore
+        } else {
+            Fault::Pass
+        }
+    }));
+    let engine = w.engine();
+    let old = w
+        .sim
+        .block_on(engine.start(w.deployment.clone(), script_input(&[dispatch("x")])))
+        .unwrap();
+    let root = old.id().clone();
+    assert!(w.sim.block_on(old.await_result()).is_err());
+    w.committer.clear_fault_plan();
+    let handle = w
+        .sim
+        .block_on(engine.load_and_restore(w.deployment.clone(), &root))
+        .unwrap();
+    w.sim.settle();
+    assert!(
+        engine.runtime_error(&root).is_none(),
+        "lookup now reaches the new activation"
+    );
+    let effect = engine
+        .inspect_head(&root)
+        .unwrap()
+        .root()
+        .prepared
+        .as_ref()
+        .unwrap()
+        .unknown_ids()[0]
+        .clone();
+    let fresh = engine.lookup(&root).expect("published again");
+    w.sim
+        .block_on(fresh.resolve_unknown_effect(effect, settlement("ok")))
+        .unwrap();
+    assert_eq!(
+        w.sim.block_on(handle.await_result()).unwrap().status(),
+        Status::Completed
+    );
+    assert!(
+        w.sim.block_on(old.await_result()).is_err(),
+        "the old activation's handle keeps its error"
+    );
+}
+
+/// A committer that panics on effect boundaries (a backend bug).
+struct PanickingCommitter(Memory);
+impl Committer for PanickingCommitter {
+    fn commit_checkpoint(
+        &self,
+        c: &crate::kernel::commit::Checkpoint,
+    ) -> BoxFuture<'_, Result<(), CommitError>> {
+        self.0.commit_checkpoint(c)
+    }
+    fn commit_effect(
+        &self,
+        _: &crate::kernel::commit::EffectBoundary,
+    ) -> BoxFuture<'_, Result<(), CommitError>> {
+        panic!("backend bug")
+    }
+    fn activate_tree(&self, a: &crate::kernel::commit::Activation) -> BoxFuture<'_, Result<(), CommitError>> {
+        self.0.activate_tree(a)
+    }
+    fn load_tree(
+        &self,
+        root: &ProcessId,
+    ) -> BoxFuture<'_, Result<Option<crate::kernel::commit::Head>, CommitError>> {
+        self.0.load_tree(root)
+    }
+}
+
+#[test]
+fn a_committer_panic_is_a_storage_failure_that_stops_the_tree() {
+    let w = echo_world();
+    let env = Env::new(
+        Arc::new(StepClock(AtomicU64::new(0))),
+        Arc::new(w.sim.clone()),
+        Arc::new(SeededRng::new(4)),
+    );
+    let engine = Engine::new(EngineConfig {
+        env,
+        committer: Arc::new(PanickingCommitter(w.memory.clone())),
+        resolver: w.resolver.clone(),
+        root: RootConfig {
+            budget: Budget::unlimited(),
+            capabilities: CapabilitySet::empty(),
+            limits: TreeLimits::default(),
+        },
+        listeners: vec![],
+    });
+    let handle = w
+        .sim
+        .block_on(engine.start(w.deployment.clone(), script_input(&[dispatch("x")])))
+        .unwrap();
+    let err = w.sim.block_on(handle.await_result()).unwrap_err();
+    assert!(err.cause.contains("backend bug"), "{}", err.cause);
+    assert!(
+        err.unresolved_effect_ids.is_empty(),
+        "a failed pending commit adds nothing: {err:?}"
+    );
+    assert_eq!(
+        w.dispatches(),
+        0,
+        "nothing dispatched without an acknowledged pending boundary"
+    );
+}
