@@ -430,7 +430,16 @@ impl Owner {
             return;
         };
         if let Err(e) = result {
+            let owed = match in_flight.after {
+                AfterCommit::Reply { id, .. } | AfterCommit::ReplyCaptured { id } => Some(id),
+                _ => None,
+            };
             self.stop(format!("commit failed: {e}"), in_flight.effect);
+            // The command whose commit failed is still owed its reply.
+            if let Some(id) = owed {
+                let err = CommandError::Stopped(self.stopped.clone().map(Box::new));
+                self.actions.push_back(Action::Reply { id, result: Err(err) });
+            }
             return;
         }
         self.head = Some((in_flight.prospective, in_flight.sequence));
@@ -495,7 +504,13 @@ impl Owner {
             cause,
         };
         self.staged.clear();
-        self.in_flight = None;
+        // A command whose commit was in flight is still owed its reply.
+        if let Some(f) = self.in_flight.take() {
+            if let AfterCommit::Reply { id, .. } | AfterCommit::ReplyCaptured { id } = f.after {
+                let err = CommandError::Stopped(Some(Box::new(error.clone())));
+                self.actions.push_back(Action::Reply { id, result: Err(err) });
+            }
+        }
         for input in std::mem::take(&mut self.deferred) {
             if let Input::Command { id, .. } = input {
                 let err = CommandError::Stopped(Some(Box::new(error.clone())));
