@@ -185,6 +185,8 @@ impl fmt::Display for RunReport {
 /// Runs `body`, turning a panic into a report with a [`PANIC_INVARIANT`] violation, so one bad
 /// seed cannot end a campaign.
 pub fn run_guarded(scenario: &str, seed: u64, body: impl FnOnce() -> RunReport) -> RunReport {
+    // Process-global lazy state must not draw from a simulated rng on the first run only.
+    keel::schema::prime();
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(report) => report,
         Err(payload) => RunReport::panicked(scenario, seed, &panic_message(payload.as_ref())),
