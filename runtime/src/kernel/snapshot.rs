@@ -99,7 +99,7 @@ impl TreeSnapshot {
     }
     /// Re-stamps the cut with a new writer (activation).
     pub fn with_incarnation(&self, incarnation: IncarnationId) -> Result<TreeSnapshot, SnapshotError> {
-        TreeSnapshot::build(self.root_id.clone(), incarnation, self.limits.clone(), self.processes.clone())
+        TreeSnapshot::build(self.root_id.clone(), incarnation, self.limits, self.processes.clone())
     }
 
     fn validate(&self) -> Result<(), SnapshotError> {

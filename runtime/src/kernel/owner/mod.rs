@@ -73,6 +73,7 @@ pub enum Input {
 }
 
 /// One commit request; the caller sends it to the Committer.
+#[allow(clippy::large_enum_variant)] // few per Step and short-lived: boxing buys nothing
 #[derive(Clone, Debug)]
 pub enum CommitRequest {
     Checkpoint(Checkpoint),
@@ -99,6 +100,7 @@ impl CommitRequest {
 }
 
 /// Something the caller must do.
+#[allow(clippy::large_enum_variant)] // transient: polled and performed at once
 pub enum Action {
     /// Send this commit to the committer and feed back `Input::CommitDone`.
     Commit(CommitRequest),
@@ -142,7 +144,7 @@ impl ProcessInfo {
             relation: p.relation.clone(),
             deployment_ref: p.deployment_ref.clone(),
             started_at: p.started_at,
-            budget: p.budget.clone(),
+            budget: p.budget,
             capabilities: p.capabilities.clone(),
         }
     }
@@ -324,7 +326,7 @@ impl Owner {
         TreeSnapshot::build(
             self.root_id.clone(),
             self.incarnation.clone(),
-            self.limits.clone(),
+            self.limits,
             self.processes.values().cloned(),
         )
     }
