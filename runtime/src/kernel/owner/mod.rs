@@ -73,7 +73,6 @@ pub enum Input {
 }
 
 /// One commit request; the caller sends it to the Committer.
-#[allow(clippy::large_enum_variant)] // few per Step and short-lived: boxing buys nothing
 #[derive(Clone, Debug)]
 pub enum CommitRequest {
     Checkpoint(Checkpoint),
