@@ -6,6 +6,7 @@
 
 pub mod chat;
 pub mod env;
+pub mod interaction;
 pub mod json;
 pub mod kernel;
 pub mod limits;

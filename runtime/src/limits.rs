@@ -49,6 +49,10 @@ pub const MAX_REQUEST_TOOLS: usize = 128;
 /// Maximum number of parts in one chat message (so at most this many tool calls per response
 /// and tool results per tool message).
 pub const MAX_MESSAGE_PARTS: usize = 1024;
+
+/// Maximum number of tool calls in one model response (each is a message part). Bounds every
+/// per-round scan, such as concurrency-window planning.
+pub const MAX_TOOL_CALLS_PER_RESPONSE: usize = MAX_MESSAGE_PARTS;
 /// Default `TreeLimits::max_pending_signals` (also what a zero configures).
 pub const DEFAULT_MAX_PENDING_SIGNALS: u32 = 10_000;
 
