@@ -6,10 +6,12 @@
 //! Why a log file and not SQLite (the issue allowed either): the kernel already serializes
 //! commits per tree and needs exactly one durable operation, "append this record, then
 //! acknowledge", plus a full replay on open. An append-only file does that with `std::fs`
-//! alone: no C toolchain (rusqlite bundled compiles SQLite from source, minutes on two cores),
-//! no new dependency, one `fdatasync` per commit, which is the same floor SQLite pays per
-//! transaction in WAL mode with `synchronous=FULL`. What SQLite would add (queries, secondary
-//! indexes, compaction) the store does not need: the index lives in memory, rebuilt on open.
+//! alone: no C toolchain and no new dependency (rusqlite `bundled` compiles the SQLite C
+//! amalgamation into every clean build), and one `fdatasync` per commit, the same floor SQLite
+//! pays per transaction in WAL mode with `synchronous=FULL`. What SQLite would add (queries,
+//! secondary indexes, in-place compaction) the store does not need: the index lives in memory
+//! and is rebuilt on open. Measured here, a commit costs one `sync_data` plus a SHA-256 over
+//! the record (see `tests/tests/durable_kill.rs`, `commit_cost_per_fsync`).
 //!
 //! # Layout (all integers little-endian)
 //!
@@ -104,7 +106,9 @@ pub enum OpenError {
     #[error("commit log record at byte {offset} breaks the commit rules: {reason}")]
     Inconsistent { offset: u64, reason: String },
     /// A complete record larger than this open's bound (open with a larger bound).
-    #[error("commit log record at byte {offset} has {bytes} payload bytes, above the maximum {max}")]
+    #[error(
+        "commit log record at byte {offset} has {bytes} payload bytes, above the maximum {max}"
+    )]
     RecordTooLarge { offset: u64, bytes: u64, max: u64 },
 }
 
@@ -180,11 +184,8 @@ impl FileCommitter {
             let path = path.clone();
             move |source| OpenError::Io { operation, path, source }
         };
-        let mut log = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .open(&path)
-            .map_err(io_err("open"))?;
+        let mut log =
+            OpenOptions::new().read(true).append(true).open(&path).map_err(io_err("open"))?;
         let mut index = CommitIndex::new();
         let scan = replay(&mut log, &path, max_record_bytes, &mut index)?;
         if scan.truncated_bytes > 0 {
@@ -397,9 +398,14 @@ struct Scan {
 
 /// The outcome of reading the frame at one offset.
 enum Frame {
-    Valid { payload: Vec<u8>, end: u64 },
+    Valid {
+        payload: Vec<u8>,
+        end: u64,
+    },
     /// Complete and with a valid header, but above the bound; the payload was not read.
-    TooLarge { bytes: u64 },
+    TooLarge {
+        bytes: u64,
+    },
     /// Incomplete or failing a check.
     Invalid(&'static str),
 }
@@ -435,7 +441,8 @@ fn replay(
                 return Err(OpenError::RecordTooLarge { offset, bytes, max: to_u64(max) });
             }
             Frame::Invalid(reason) => {
-                if let Some(found) = find_frame(log, offset + 1, len, max).map_err(io_err("read"))?
+                if let Some(found) =
+                    find_frame(log, offset + 1, len, max).map_err(io_err("read"))?
                 {
                     return Err(OpenError::Corrupt {
                         offset,

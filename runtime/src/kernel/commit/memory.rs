@@ -3,7 +3,9 @@
 //! at once. Failed calls record nothing.
 
 use super::index::{CommitIndex, Decision};
-use super::port::{Activation, Checkpoint, CheckpointKind, CommitError, Committer, EffectBoundary, Head};
+use super::port::{
+    Activation, Checkpoint, CheckpointKind, CommitError, Committer, EffectBoundary, Head,
+};
 use crate::env::BoxFuture;
 use crate::kernel::ids::ProcessId;
 use std::collections::BTreeSet;

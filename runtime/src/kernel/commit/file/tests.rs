@@ -211,7 +211,8 @@ fn identical_retry_after_reopen_follows_the_only_while_current_rule() {
         assert!(
             matches!(
                 got,
-                Err(CommitError::CommitConflict { .. } | CommitError::TreeIncarnationConflict { .. })
+                Err(CommitError::CommitConflict { .. }
+                    | CommitError::TreeIncarnationConflict { .. })
             ),
             "historical {r:?} after reopen: {got:?}"
         );
@@ -236,7 +237,8 @@ fn torn_tail_is_truncated_at_every_length() {
     let lens = populate(&dir, &requests);
     let full = fs::read(dir.log()).unwrap();
     let (good, torn_end) = (lens[5], lens[6]);
-    let offsets: Vec<u64> = (good + 1..good + 64).chain((good + 64..torn_end).step_by(23)).collect();
+    let offsets: Vec<u64> =
+        (good + 1..good + 64).chain((good + 64..torn_end).step_by(23)).collect();
     for at in offsets.into_iter().chain([torn_end - 1]) {
         fs::write(dir.log(), &full[..usize::try_from(at).unwrap()]).unwrap();
         let f = FileCommitter::open(&dir.0).unwrap();
@@ -330,7 +332,14 @@ fn records_above_the_bound_are_refused_on_commit_and_on_replay() {
     drop(f);
     // A record written under a larger bound is refused (typed) when opened with a smaller one.
     let f = FileCommitter::open(&dir.0).unwrap();
-    send(&f, &Request::Checkpoint(progress(3, 2, { big.digest = Digest([3; 32]); big }))).unwrap();
+    send(
+        &f,
+        &Request::Checkpoint(progress(3, 2, {
+            big.digest = Digest([3; 32]);
+            big
+        })),
+    )
+    .unwrap();
     drop(f);
     match FileCommitter::open_with_limit(&dir.0, 600) {
         Err(OpenError::RecordTooLarge { max: 600, .. }) => {}
