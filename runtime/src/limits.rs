@@ -65,3 +65,7 @@ pub const DEFAULT_MAX_ACTIVE_CHILDREN: u32 = 16;
 /// tokio's own "far future"), so a huge user-supplied deadline cannot overflow a timer.
 pub const MAX_SLEEP: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 24 * 60 * 60);
 
+
+/// Default bound of one record in the durable commit log: a tree cut of up to 64 MiB plus
+/// room for the record's metadata (identities, digests, framing).
+pub const DEFAULT_MAX_COMMIT_RECORD_BYTES: usize = (64 << 20) + (64 << 10);
