@@ -1,1 +1,51 @@
 pub mod window;
+//! The Interaction strategy: the model/tool loop (spec interaction.md).
+//!
+//! This module is the shared foundation every part of the strategy codes against:
+//!
+//! * [`error`]: [`InteractionError`] with one [`ErrorKind`] per §12 family;
+//! * [`codes`]: the stable failure codes of Process termination; [`diagnostic`]: §12
+//!   normalization of failure and error texts;
+//! * [`protocol`]: every Effect/Signal payload envelope of §4 with strict codecs;
+//! * [`ids`]: the deterministic child, wait and delegate keys;
+//! * [`output`], [`artifact`], [`completion`]: the final Output, Delegate Artifacts, and the
+//!   completion validator contract;
+//! * [`signals`]: host-side Signal builders and classification of incoming Signals;
+//! * [`attribution`]: the ModelInvocation / ToolInvocation values Dispatchers install;
+//! * [`state`]: the parent and tool-child snapshot data models with their structural checks.
+//!
+//! Every wire value implements [`wire::Wire`]: strict decoding that rejects unknown members at
+//! every level, validation on decode, and canonical re-encoding.
+//!
+//! ```
+//! use keel::chat::Message;
+//! use keel::interaction::{protocol::Steer, signals::steer_signal, wire::Wire};
+//! use keel::kernel::ids::SignalId;
+//!
+//! let id = SignalId::parse("signal:user-correction").unwrap();
+//! let request = steer_signal(id, vec![Message::user("Use the newer requirements.")]).unwrap();
+//! assert!(request.wait_id().is_none());
+//! let steer = Steer::from_payload(request.payload()).unwrap();
+//! assert_eq!(steer.messages[0].text(), "Use the newer requirements.");
+//! ```
+
+pub mod artifact;
+pub mod attribution;
+pub mod codes;
+pub mod completion;
+pub mod diagnostic;
+pub mod error;
+pub mod ids;
+pub mod output;
+pub mod protocol;
+pub mod signals;
+pub mod state;
+pub mod wire;
+
+pub use error::{ErrorKind, InteractionError};
+
+#[cfg(test)]
+mod testutil;
+
+#[cfg(test)]
+mod tests;

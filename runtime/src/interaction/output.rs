@@ -1,0 +1,181 @@
+//! The final semantic result of an Interaction (spec §1 Output, §10).
+
+use super::error::{ErrorKind, InteractionError};
+use super::wire::Wire;
+use crate::chat::{Response, ToolResult};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use std::collections::BTreeSet;
+
+/// Which value completed the Interaction. Wire form: `"model_response" | "direct_tool_results"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CompletionSource {
+    /// A model response without tool calls.
+    ModelResponse,
+    /// Every call of one tool batch targeted a direct-result tool and succeeded (§5.7).
+    DirectToolResults,
+}
+
+impl CompletionSource {
+    pub const ALL: [CompletionSource; 2] = [CompletionSource::ModelResponse, CompletionSource::DirectToolResults];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompletionSource::ModelResponse => "model_response",
+            CompletionSource::DirectToolResults => "direct_tool_results",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<CompletionSource> {
+        CompletionSource::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for CompletionSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl ToJson for CompletionSource {
+    fn to_json(&self) -> Json {
+        Json::str(self.as_str())
+    }
+}
+
+impl FromJson for CompletionSource {
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        let name = String::from_json(value)?;
+        CompletionSource::from_name(&name)
+            .ok_or_else(|| DecodeError::invalid("completion source must be model_response or direct_tool_results"))
+    }
+}
+
+/// The authoritative value of an [`Output`], one variant per [`CompletionSource`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Completion {
+    ModelResponse(Response),
+    /// In tool-call order.
+    DirectToolResults(Vec<ToolResult>),
+}
+
+/// The final semantic result.
+///
+/// Wire form: `{"source":CompletionSource,"model_response"?:Response,
+/// "direct_tool_results"?:[ToolResult],"model_calls":u32}`, with exactly the member that
+/// `source` names (the other is rejected).
+///
+/// Valid when `model_calls > 0` and:
+/// * `model_response`: the response is valid, has a message and a finish reason, and its
+///   message holds no tool-call parts;
+/// * `direct_tool_results`: the list is non-empty, every result is valid and **not** an error,
+///   and the call ids are unique.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Output {
+    pub completion: Completion,
+    /// The number of model Effects the Interaction declared.
+    pub model_calls: u32,
+}
+
+impl Output {
+    pub fn model_response(response: Response, model_calls: u32) -> Output {
+        Output { completion: Completion::ModelResponse(response), model_calls }
+    }
+
+    pub fn direct_tool_results(results: Vec<ToolResult>, model_calls: u32) -> Output {
+        Output { completion: Completion::DirectToolResults(results), model_calls }
+    }
+
+    pub fn source(&self) -> CompletionSource {
+        match self.completion {
+            Completion::ModelResponse(_) => CompletionSource::ModelResponse,
+            Completion::DirectToolResults(_) => CompletionSource::DirectToolResults,
+        }
+    }
+
+    /// The response when the source is `model_response`.
+    pub fn response(&self) -> Option<&Response> {
+        match &self.completion {
+            Completion::ModelResponse(r) => Some(r),
+            Completion::DirectToolResults(_) => None,
+        }
+    }
+
+    /// The results when the source is `direct_tool_results`.
+    pub fn tool_results(&self) -> Option<&[ToolResult]> {
+        match &self.completion {
+            Completion::DirectToolResults(r) => Some(r),
+            Completion::ModelResponse(_) => None,
+        }
+    }
+}
+
+impl Wire for Output {
+    const INVALID: ErrorKind = ErrorKind::InvalidExecutionState;
+    const WHAT: &'static str = "output";
+
+    fn validate(&self) -> Result<(), InteractionError> {
+        let invalid = |detail: String| InteractionError::invalid_state(format!("output: {detail}"));
+        if self.model_calls == 0 {
+            return Err(invalid("model_calls must be > 0".into()));
+        }
+        match &self.completion {
+            Completion::ModelResponse(response) => {
+                response.validate().map_err(|e| invalid(format!("model_response: {e}")))?;
+                let Some(message) = &response.message else {
+                    return Err(invalid("model_response has no message".into()));
+                };
+                if response.finish_reason.is_none() {
+                    return Err(invalid("model_response has no finish reason".into()));
+                }
+                if message.tool_calls().next().is_some() {
+                    return Err(invalid("model_response holds tool calls".into()));
+                }
+            }
+            Completion::DirectToolResults(results) => {
+                if results.is_empty() {
+                    return Err(invalid("direct_tool_results is empty".into()));
+                }
+                let mut ids = BTreeSet::new();
+                for (index, result) in results.iter().enumerate() {
+                    result.validate().map_err(|e| invalid(format!("direct tool result {index}: {e}")))?;
+                    if result.is_error {
+                        return Err(invalid(format!("direct tool result {index} is an error")));
+                    }
+                    if !ids.insert(result.id.as_str()) {
+                        return Err(invalid(format!("direct tool result {index} repeats a call id")));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ToJson for Output {
+    fn to_json(&self) -> Json {
+        let b = ObjectBuilder::new().field("source", &self.source()).field("model_calls", &self.model_calls);
+        match &self.completion {
+            Completion::ModelResponse(r) => b.field("model_response", r),
+            Completion::DirectToolResults(r) => b.field("direct_tool_results", r),
+        }
+        .build()
+    }
+}
+
+impl FromJson for Output {
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        let mut r = ObjectReader::new(value)?;
+        let source: CompletionSource = r.required("source")?;
+        let model_calls = r.required("model_calls")?;
+        // Reading only the member the source names leaves the other one unread, so `finish`
+        // rejects it as unknown.
+        let completion = match source {
+            CompletionSource::ModelResponse => Completion::ModelResponse(r.required("model_response")?),
+            CompletionSource::DirectToolResults => Completion::DirectToolResults(r.required("direct_tool_results")?),
+        };
+        r.finish()?;
+        let output = Output { completion, model_calls };
+        output.validate()?;
+        Ok(output)
+    }
+}

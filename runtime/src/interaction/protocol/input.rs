@@ -1,0 +1,58 @@
+//! The Interaction's Start input (spec §1 `Start`).
+
+use crate::chat::{Message, Options, Request};
+use crate::interaction::error::{ErrorKind, InteractionError};
+use crate::interaction::wire::Wire;
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+
+/// The complete caller-supplied starting context: messages and options, never tools (the
+/// Deployment freezes tools, so model-visible definitions cannot drift per Process).
+///
+/// Wire form: `{"messages":[Message],"options"?:Options}`; `options` is omitted when default
+/// (an explicit `{}` decodes to the same value, as in [`Request`]).
+///
+/// Valid when `{messages, options}` is a valid request: at least one message, every message
+/// valid, system messages only in the leading prefix, options valid.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InteractionInput {
+    pub messages: Vec<Message>,
+    pub options: Options,
+}
+
+impl InteractionInput {
+    pub fn new(messages: Vec<Message>) -> InteractionInput {
+        InteractionInput { messages, options: Options::default() }
+    }
+
+    /// The initial WorkingContext: these messages and options, no tools, automatic choice.
+    pub fn working_context(&self) -> Request {
+        Request { messages: self.messages.clone(), options: self.options.clone(), ..Request::default() }
+    }
+}
+
+impl Wire for InteractionInput {
+    const INVALID: ErrorKind = ErrorKind::InvalidInput;
+    const WHAT: &'static str = "interaction input";
+
+    fn validate(&self) -> Result<(), InteractionError> {
+        self.working_context().validate().map_err(|e| InteractionError::new(ErrorKind::InvalidInput, e.to_string()))
+    }
+}
+
+impl ToJson for InteractionInput {
+    fn to_json(&self) -> Json {
+        let b = ObjectBuilder::new().field("messages", &self.messages);
+        if self.options.is_default() { b } else { b.field("options", &self.options) }.build()
+    }
+}
+
+impl FromJson for InteractionInput {
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        let mut r = ObjectReader::new(value)?;
+        let input =
+            InteractionInput { messages: r.required("messages")?, options: r.optional("options")?.unwrap_or_default() };
+        r.finish()?;
+        input.validate()?;
+        Ok(input)
+    }
+}

@@ -1,0 +1,161 @@
+//! The model settlement (spec §4.2): model Dispatcher → parent.
+
+use super::{envelope, open, Operation};
+use crate::chat::{Message, Response};
+use crate::interaction::diagnostic::{is_normalized, normalize_str};
+use crate::interaction::error::{ErrorKind, InteractionError};
+use crate::interaction::wire::Wire;
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::kernel::effect::Settlement;
+use crate::kernel::signal::{SettlementStatus, Signal};
+
+/// The definite outcome of one model call.
+///
+/// Wire form: `{"operation":"model_call","model_result":{..}}` whose body holds exactly one of
+/// `"response":Response`, `"error":S` (provider failure) or `"host_error":S` (host failure,
+/// reducer failure, invalid reduced context), plus `"replacement_messages":[Message]` only
+/// beside a response.
+///
+/// Valid when: the response is valid; replacement messages, when present, are non-empty
+/// (present-but-empty is rejected, §14.22) and each valid; error texts are already normalized
+/// diagnostics (non-empty, trimmed, ≤ 2048 bytes: use [`ModelResult::provider_error`] and
+/// [`ModelResult::host_error`], which normalize).
+///
+/// Settlement status: `succeeded` for a response, `failed` for either error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelResult {
+    Response {
+        response: Response,
+        /// The complete reduced message list, present only when a reducer changed the
+        /// context; the parent then replaces its WorkingContext messages with it.
+        replacement_messages: Option<Vec<Message>>,
+    },
+    /// A provider failure (`interaction.model.failed`).
+    Error(String),
+    /// A host failure (`interaction.host.failed`).
+    HostError(String),
+}
+
+impl ModelResult {
+    /// A response with no context replacement.
+    pub fn response(response: Response) -> ModelResult {
+        ModelResult::Response { response, replacement_messages: None }
+    }
+
+    /// A provider failure; `raw` is normalized.
+    pub fn provider_error(raw: &str) -> ModelResult {
+        ModelResult::Error(normalize_str(raw))
+    }
+
+    /// A host failure; `raw` is normalized.
+    pub fn host_error(raw: &str) -> ModelResult {
+        ModelResult::HostError(normalize_str(raw))
+    }
+
+    /// The settlement status this result travels with.
+    pub fn status(&self) -> SettlementStatus {
+        match self {
+            ModelResult::Response { .. } => SettlementStatus::Succeeded,
+            ModelResult::Error(_) | ModelResult::HostError(_) => SettlementStatus::Failed,
+        }
+    }
+
+    /// The Dispatcher's settlement for this result.
+    pub fn to_settlement(&self) -> Result<Settlement, InteractionError> {
+        Ok(Settlement { status: self.status(), payload: self.to_payload()? })
+    }
+
+    /// Parses the parent's settlement Signal: unaddressed, carrying a settlement status that
+    /// agrees with the result.
+    pub fn from_signal(signal: &Signal) -> Result<ModelResult, InteractionError> {
+        if signal.wait_id().is_some() {
+            return Err(InteractionError::invalid_state(format!(
+                "model_call settlement {} must not be wait-addressed",
+                signal.id()
+            )));
+        }
+        let result = ModelResult::from_payload(signal.payload())?;
+        match signal.status() {
+            Some(status) if status == result.status() => Ok(result),
+            Some(status) => Err(InteractionError::invalid_state(format!(
+                "model_call settlement {} has status {} but carries a {} result",
+                signal.id(),
+                status.as_str(),
+                result.status().as_str()
+            ))),
+            None => Err(InteractionError::invalid_state(format!(
+                "signal {} carries a model_call result but is not a settlement",
+                signal.id()
+            ))),
+        }
+    }
+}
+
+impl Wire for ModelResult {
+    const INVALID: ErrorKind = ErrorKind::InvalidExecutionState;
+    const WHAT: &'static str = "model_call result";
+
+    fn validate(&self) -> Result<(), InteractionError> {
+        let invalid = |detail: String| InteractionError::invalid_state(format!("model_call result: {detail}"));
+        match self {
+            ModelResult::Response { response, replacement_messages } => {
+                response.validate().map_err(|e| invalid(format!("response: {e}")))?;
+                if let Some(messages) = replacement_messages {
+                    if messages.is_empty() {
+                        return Err(invalid("replacement_messages must not be empty".into()));
+                    }
+                    for (index, message) in messages.iter().enumerate() {
+                        message.validate().map_err(|e| invalid(format!("replacement message {index}: {e}")))?;
+                    }
+                }
+                Ok(())
+            }
+            ModelResult::Error(text) | ModelResult::HostError(text) if !is_normalized(text) => {
+                Err(invalid("error text must be a normalized, non-empty diagnostic".into()))
+            }
+            ModelResult::Error(_) | ModelResult::HostError(_) => Ok(()),
+        }
+    }
+}
+
+impl ToJson for ModelResult {
+    fn to_json(&self) -> Json {
+        let body = match self {
+            ModelResult::Response { response, replacement_messages } => ObjectBuilder::new()
+                .field("response", response)
+                .opt_field("replacement_messages", replacement_messages.as_ref()),
+            ModelResult::Error(text) => ObjectBuilder::new().field("error", text),
+            ModelResult::HostError(text) => ObjectBuilder::new().field("host_error", text),
+        }
+        .build();
+        envelope(Operation::ModelCall, "model_result", body)
+    }
+}
+
+impl FromJson for ModelResult {
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        let body = open(value, Operation::ModelCall, "model_result")?;
+        decode_body(body).map_err(|e| e.in_member("model_result"))
+    }
+}
+
+fn decode_body(body: &Json) -> Result<ModelResult, DecodeError> {
+    let mut r = ObjectReader::new(body)?;
+    let response: Option<Response> = r.optional("response")?;
+    let replacement_messages: Option<Vec<Message>> = r.optional("replacement_messages")?;
+    let error: Option<String> = r.optional("error")?;
+    let host_error: Option<String> = r.optional("host_error")?;
+    r.finish()?;
+    let replaced = replacement_messages.is_some();
+    let result = match (response, error, host_error) {
+        (Some(response), None, None) => ModelResult::Response { response, replacement_messages },
+        (None, Some(text), None) => ModelResult::Error(text),
+        (None, None, Some(text)) => ModelResult::HostError(text),
+        _ => return Err(DecodeError::invalid("exactly one of response, error and host_error is required")),
+    };
+    if replaced && !matches!(result, ModelResult::Response { .. }) {
+        return Err(DecodeError::invalid("replacement_messages are allowed only with a response"));
+    }
+    result.validate()?;
+    Ok(result)
+}

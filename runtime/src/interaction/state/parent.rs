@@ -1,0 +1,120 @@
+//! The parent Interaction snapshot (spec §3.1, kind `"interaction"`).
+
+use super::pending_steer::PendingSteer;
+use super::phase::Phase;
+use super::round::ToolRound;
+use crate::chat::Request;
+use crate::interaction::artifact::{Artifact, Artifacts};
+use crate::interaction::error::{ErrorKind, InteractionError};
+use crate::interaction::output::Output;
+use crate::interaction::protocol::InteractionInput;
+use crate::interaction::wire::{read_nonempty_list, Wire};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::kernel::waist::ExecutionState;
+
+/// The complete, self-sufficient state of one parent Interaction Execution.
+///
+/// Wire form (the `payload` of an [`ExecutionState`] of kind [`ParentState::KIND`]):
+/// `{"phase":Phase,"working_context":Request,"model_call_count":u32,
+/// "advertised_tool_names"?:[S],"tool_round"?:ToolRound,"pending_steer"?:PendingSteer,
+/// "artifact_records"?:[Artifact],"final_output"?:Output}`. Optional lists are omitted when
+/// empty and an explicit `[]` is rejected, so restore → snapshot is byte-identical.
+///
+/// Decoding runs [`ParentState::validate_structure`]; the Definition adds
+/// [`ParentState::validate_against`] (rules that need its configuration).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParentState {
+    pub phase: Phase,
+    /// Everything the next model call needs (history, steers, feedback, reduced context).
+    /// Never holds tool definitions: the Dispatcher adds the manifest per call.
+    pub working_context: Request,
+    /// Model Effects declared so far (counted when declared, not when settled).
+    pub model_call_count: u32,
+    /// Deferred tools made visible so far, append-only, in commit order.
+    pub advertised_tool_names: Vec<String>,
+    /// Exists only in the child phases.
+    pub tool_round: Option<ToolRound>,
+    /// Steers admitted but not yet applied.
+    pub pending_steer: Option<PendingSteer>,
+    /// Successful Delegate outputs, in tool-call order across model calls.
+    pub artifact_records: Vec<Artifact>,
+    /// Only in `completed`.
+    pub final_output: Option<Output>,
+}
+
+impl ParentState {
+    /// The state kind.
+    pub const KIND: &'static str = "interaction";
+
+    /// The state created by `Start`: `ready_model` with the input as WorkingContext.
+    pub fn start(input: &InteractionInput) -> ParentState {
+        ParentState {
+            phase: Phase::ReadyModel,
+            working_context: input.working_context(),
+            model_call_count: 0,
+            advertised_tool_names: Vec::new(),
+            tool_round: None,
+            pending_steer: None,
+            artifact_records: Vec::new(),
+            final_output: None,
+        }
+    }
+
+    /// The Artifacts as validators see them.
+    pub fn artifacts(&self) -> Artifacts {
+        Artifacts::new(self.artifact_records.clone())
+    }
+
+    /// Validates the structure, then encodes as an [`ExecutionState`] of kind `"interaction"`.
+    pub fn to_execution_state(&self) -> Result<ExecutionState, InteractionError> {
+        super::encode_state(Self::KIND, self)
+    }
+
+    /// Checks the kind, decodes strictly and validates the structure.
+    pub fn from_execution_state(state: &ExecutionState) -> Result<ParentState, InteractionError> {
+        super::decode_state(Self::KIND, state)
+    }
+}
+
+impl Wire for ParentState {
+    const INVALID: ErrorKind = ErrorKind::InvalidExecutionState;
+    const WHAT: &'static str = "interaction state";
+
+    fn validate(&self) -> Result<(), InteractionError> {
+        self.validate_structure()
+    }
+}
+
+impl ToJson for ParentState {
+    fn to_json(&self) -> Json {
+        ObjectBuilder::new()
+            .field("phase", &self.phase)
+            .field("working_context", &self.working_context)
+            .field("model_call_count", &self.model_call_count)
+            .nonempty_field("advertised_tool_names", &self.advertised_tool_names)
+            .opt_field("tool_round", self.tool_round.as_ref())
+            .opt_field("pending_steer", self.pending_steer.as_ref())
+            .nonempty_field("artifact_records", &self.artifact_records)
+            .opt_field("final_output", self.final_output.as_ref())
+            .build()
+    }
+}
+
+impl FromJson for ParentState {
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        let mut r = ObjectReader::new(value)?;
+        let state = ParentState {
+            phase: r.required("phase")?,
+            working_context: r.required("working_context")?,
+            model_call_count: r.required("model_call_count")?,
+            advertised_tool_names: read_nonempty_list(&mut r, "advertised_tool_names")?,
+            tool_round: r.optional("tool_round")?,
+            pending_steer: r.optional("pending_steer")?,
+            artifact_records: read_nonempty_list(&mut r, "artifact_records")?,
+            final_output: r.optional("final_output")?,
+        };
+        r.finish()?;
+        state.validate_structure()?;
+        Ok(state)
+    }
+}
