@@ -36,6 +36,8 @@ pub mod completion;
 pub mod diagnostic;
 pub mod error;
 pub mod ids;
+pub mod manifest;
+pub mod model;
 pub mod output;
 pub mod protocol;
 pub mod signals;
