@@ -97,7 +97,7 @@ impl TreeSnapshot {
     }
     /// Re-stamps the cut with a new writer (activation).
     pub fn with_incarnation(&self, incarnation: IncarnationId) -> Result<TreeSnapshot, SnapshotError> {
-        TreeSnapshot::build(self.root_id.clone(), incarnation, self.limits.clone(), self.processes.clone())
+        TreeSnapshot::build(self.root_id.clone(), incarnation, self.limits, self.processes.clone())
     }
 
     fn validate(&self) -> Result<(), SnapshotError> {
@@ -185,6 +185,30 @@ impl TreeSnapshot {
             return Err(SnapshotError::Tree("child debits reference an absent parent".into()));
         }
         Ok(())
+    }
+}
+
+/// Test-only escape hatches so the invariant oracle's tests can build cuts that `build`
+/// would reject (a real writer can never produce them).
+#[cfg(test)]
+impl TreeSnapshot {
+    /// Encodes `processes` canonically WITHOUT validating them.
+    pub(crate) fn build_unchecked_for_tests(
+        root_id: ProcessId,
+        incarnation: IncarnationId,
+        limits: TreeLimits,
+        processes: Vec<Process>,
+    ) -> TreeSnapshot {
+        let mut processes = processes;
+        processes.sort_by(|a, b| (a.relation.depth, &a.id).cmp(&(b.relation.depth, &b.id)));
+        let bytes: Arc<[u8]> = encode(&root_id, &incarnation, &limits, &processes).to_canonical_bytes().into();
+        let digest = Digest::of(&bytes);
+        TreeSnapshot { root_id, incarnation, limits, processes, bytes, digest }
+    }
+    /// Replaces the digest WITHOUT checking it against the bytes.
+    pub(crate) fn with_digest_unchecked_for_tests(mut self, digest: Digest) -> TreeSnapshot {
+        self.digest = digest;
+        self
     }
 }
 
