@@ -104,6 +104,11 @@ impl World {
         DirectRunner::new(owner, self.committer.clone() as Arc<dyn Committer>, now())
     }
 
+    /// The oracle over one runner of this world (see [`check_run`]).
+    pub fn check(&self, r: &DirectRunner) {
+        check_run(r, &self.committer);
+    }
+
     pub fn dispatches(&self) -> u64 {
         self.calls.load(Ordering::SeqCst)
     }
@@ -115,6 +120,22 @@ pub(crate) fn root_result(r: &DirectRunner) -> Option<ProcessResult> {
         Publication::Finished { result } if result.process_id == root => Some(result.clone()),
         _ => None,
     })
+}
+
+/// Runs the §12 oracle over everything one runner saw: every acknowledged cut it committed
+/// (one-cut checks, consecutive-head checks and boundary-aware checks), its publications
+/// against those heads, and the store's whole history of the tree.
+pub(crate) fn check_run(r: &DirectRunner, committer: &MemoryCommitter) {
+    use crate::kernel::invariants::{check_commits, check_history, check_publications};
+    let acknowledged: Vec<&crate::kernel::owner::CommitRequest> =
+        r.commits.iter().filter(|(_, ok)| *ok).map(|(c, _)| c).collect();
+    let mut violations = check_commits(acknowledged.iter().copied());
+    let heads: Vec<TreeSnapshot> =
+        acknowledged.iter().filter_map(|c| TreeSnapshot::decode(&c.cut().bytes).ok()).collect();
+    violations.extend(check_publications(&r.published, &heads));
+    violations.extend(check_history(&committer.history(r.owner.root_id())));
+    let report: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    assert!(report.is_empty(), "invariant violations:\n{}", report.join("\n"));
 }
 
 pub(crate) fn stopped(r: &DirectRunner) -> bool {

@@ -6,6 +6,7 @@ fn finished_head() -> TreeSnapshot {
     let w = echo_world();
     let mut r = w.start(&[Op::Dispatch(Json::str("x"))], Budget::unlimited());
     r.run_to_idle();
+    w.check(&r);
     w.head()
 }
 
@@ -42,6 +43,7 @@ fn a_waiting_process_without_an_open_wait_is_rejected() {
     let w = echo_world();
     let mut r = w.start(&[Op::Wait("k".into())], Budget::unlimited());
     r.run_to_idle();
+    w.check(&r);
     let text = String::from_utf8(w.head().bytes().to_vec()).unwrap();
     assert!(text.contains("\"current_wait_id\""));
     let start = text.find(",\"current_wait_id\":\"").unwrap();
