@@ -3,6 +3,7 @@
 
 mod crash;
 mod lifecycle;
+mod oracle;
 mod snapshot_rules;
 
 use crate::env::Timestamp;
