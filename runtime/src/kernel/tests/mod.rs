@@ -6,6 +6,7 @@ mod control;
 mod crash;
 mod lifecycle;
 mod oracle;
+mod reservations;
 mod signals;
 mod snapshot_rules;
 
