@@ -278,6 +278,10 @@ fn underived_identities_are_reported() {
 /// A cut where the child has completed and the parent holds its pending drained
 /// satisfaction, built from a real parked parent/child head.
 fn satisfied_tree(unresolved: Vec<(ProcessId, EffectId)>) -> TreeSnapshot {
+    satisfied_tree_with(unresolved, |_| {})
+}
+
+fn satisfied_tree_with(unresolved: Vec<(ProcessId, EffectId)>, edit: impl FnOnce(&mut ChildWaitSatisfied)) -> TreeSnapshot {
     let (pr, _) = parent_child_run();
     let tree = heads(&pr).pop().unwrap();
     mutate(&tree, |ps| {
@@ -306,6 +310,8 @@ fn satisfied_tree(unresolved: Vec<(ProcessId, EffectId)>) -> TreeSnapshot {
             boundary: Boundary::SubtreeDrained,
             outcomes: vec![ChildOutcome { key, result, boundary: Boundary::SubtreeDrained, subtree_unresolved_effects: unresolved }],
         };
+        let mut sat = sat;
+        edit(&mut sat);
         let mut records = root.mailbox.records().to_vec();
         let body = RecordBody::Pending(Payload::from_json(sat.payload_json()).unwrap());
         records.push(SignalRecord::new(SignalId::child_wait_satisfied(&wait), Some(wait), None, None, body).unwrap());
@@ -550,4 +556,246 @@ fn a_result_outside_every_acknowledged_head_is_reported() {
     assert_clean(&check_publications(&r.published, &hs));
     assert_reports(&check_publications(&r.published, &hs[..1]), 21);
     assert_reports(&check_publications(&r.published, &[]), 21);
+}
+
+// ------------------------------------------------------------------ remaining rules, one each
+
+fn tree_head() -> TreeSnapshot {
+    heads(&parent_child_run().0).pop().unwrap()
+}
+
+fn external(id: &str) -> SignalRecord {
+    SignalRecord::new(SignalId::external(id).unwrap(), None, None, None, RecordBody::Pending(payload(id))).unwrap()
+}
+
+#[test]
+fn remaining_one_cut_rules_are_each_reported() {
+    let unknown = unknown_head();
+    let tree = tree_head();
+    let (_, done_run) = finished_run(&[Op::Dispatch(Json::str("a"))], Budget::unlimited());
+    let done = heads(&done_run).pop().unwrap();
+    let w = echo_world();
+    let mut wr = w.start(&[Op::Wait("k".into())], Budget::unlimited());
+    wr.run_to_idle();
+    let waiting = w.head();
+
+    // 10: the prepared step consumes input that is not pending.
+    let v = check_snapshot(&mutate(&unknown, |ps| {
+        root_mut(ps).prepared.as_mut().unwrap().intent = crate::kernel::transition::Transition::Continue { consumed: 5, effects: vec![] };
+    }));
+    assert_reports(&v, 10);
+    // 13: an open child wait names a process that is not a direct child.
+    let v = check_snapshot(&mutate(&tree, |ps| ps.retain(|p| p.relation.is_root())));
+    assert_reports(&v, 13);
+    // 13: a wait key open twice.
+    let v = check_snapshot(&mutate(&waiting, |ps| {
+        let root = root_mut(ps);
+        let key = root.mailbox.wait(root.current_wait_id.as_ref().unwrap()).unwrap().key;
+        let other = WaitId::parse("wait:other").unwrap();
+        let mut records = root.mailbox.records().to_vec();
+        let opens = crate::kernel::mailbox::WaitOpening::External { key };
+        records.push(SignalRecord::new(SignalId::wait_opening(&other), Some(other), None, Some(opens), RecordBody::Pending(payload("o"))).unwrap());
+        root.mailbox = Mailbox::from_records_unchecked_for_tests(records, root.mailbox.cursor());
+    }));
+    assert_reports(&v, 13);
+    // 14: the budget no longer holds the prepared batch's settlement signal.
+    let v = check_snapshot(&mutate(&unknown, |ps| root_mut(ps).budget.signals = Quota::Finite(0)));
+    assert_reports(&v, 14);
+    // 16: a child start that succeeded with capabilities the parent lacks.
+    let (pr, _) = parent_child_run();
+    let start_cut = pr
+        .commits
+        .iter()
+        .find(|(c, _)| matches!(c, CommitRequest::Checkpoint(cp) if cp.kind == CheckpointKind::ChildStart))
+        .map(|(c, _)| TreeSnapshot::decode(&c.cut().bytes).unwrap())
+        .unwrap();
+    let v = check_snapshot(&mutate(&start_cut, |ps| {
+        let e = &mut root_mut(ps).prepared.as_mut().unwrap().effects[0];
+        if let Effect::Framework(crate::kernel::effect::FrameworkEffect::StartChild(spec)) = &mut e.effect {
+            spec.capabilities = CapabilitySet::from_names(&["net.fetch"]).unwrap();
+        }
+    }));
+    assert_reports(&v, 16);
+    // 17: pending signals over max_pending_signals.
+    let crowded = mutate(&done, |ps| {
+        let root = root_mut(ps);
+        let mut records = root.mailbox.records().to_vec();
+        records.extend([external("signal:u1"), external("signal:u2")]);
+        root.mailbox = Mailbox::from_records(records, root.mailbox.cursor()).unwrap();
+    });
+    assert_clean(&check_snapshot(&crowded));
+    let tight = TreeSnapshot::build_unchecked_for_tests(
+        crowded.root_id.clone(),
+        crowded.incarnation.clone(),
+        TreeLimits::default().with_max_pending_signals(1),
+        crowded.processes().to_vec(),
+    );
+    assert_reports(&check_snapshot(&tight), 17);
+    // 19: a completed process holding a prepared step; a terminal one holding a pending effect.
+    let v = check_snapshot(&mutate(&done, |ps| root_mut(ps).prepared = unknown.root().prepared.clone()));
+    assert_reports(&v, 19);
+    let v = check_snapshot(&mutate(&done, |ps| {
+        let root = root_mut(ps);
+        root.status = Status::Failed;
+        let mut prepared = unknown.root().prepared.clone().unwrap();
+        prepared.effects[0].phase = EffectPhase::Pending;
+        prepared.effects[0].diagnostic = None;
+        root.prepared = Some(prepared);
+    }));
+    assert_reports(&v, 19);
+    // 7 and 13 on a child-wait answer: the same child twice, and a foreign key.
+    let v = check_snapshot(&satisfied_tree_with(vec![], |sat| {
+        let o = sat.outcomes[0].clone();
+        sat.outcomes.push(o);
+    }));
+    assert_reports(&v, 7);
+    let v = check_snapshot(&satisfied_tree_with(vec![], |sat| sat.key = crate::kernel::ids::WaitKey::parse("not-mine").unwrap()));
+    assert_reports(&v, 13);
+    w.check(&wr);
+}
+
+/// The acknowledged cuts of a one-dispatch run: start, pending, settled, terminal.
+fn dispatch_cuts() -> (Vec<TreeSnapshot>, Vec<CommitRequest>) {
+    let (_, r) = finished_run(&[Op::Dispatch(Json::str("a"))], Budget::unlimited());
+    (heads(&r), r.commits.iter().map(|(c, _)| c.clone()).collect())
+}
+
+/// A cut with a two-effect batch: the first child start settled, the second still planned.
+fn half_started_cut() -> TreeSnapshot {
+    let w = echo_world();
+    let plan = |k: &str| crate::kernel::testkit::ChildPlan::new(k, w.deployment.reference(), vec![Op::Checkpoint], Budget::unlimited());
+    let op = Op::Children { children: vec![plan("a"), plan("b")], boundary: Boundary::SubtreeDrained, condition: crate::kernel::child::Condition::All };
+    let mut r = w.start(&[op], Budget::unlimited());
+    r.run_to_idle();
+    w.check(&r);
+    heads(&r)
+        .into_iter()
+        .find(|h| h.root().prepared.as_ref().is_some_and(|s| s.effects.len() == 2 && s.effects[1].phase == EffectPhase::Planned))
+        .expect("a cut between the two starts")
+}
+
+#[test]
+fn remaining_transition_rules_are_each_reported() {
+    let tree = tree_head();
+    let unknown = unknown_head();
+    let (cuts, _) = dispatch_cuts();
+    let (pending, settled) = (&cuts[1], &cuts[2]);
+    assert_eq!(pending.root().prepared.as_ref().unwrap().effects[0].phase, EffectPhase::Pending);
+    let half = half_started_cut();
+
+    assert_reports(&check_transition(&tree, &mutate(&tree, |ps| root_mut(ps).allocated.steps -= 1)), 15);
+    assert_reports(&check_transition(&tree, &mutate(&tree, |ps| root_mut(ps).capabilities = CapabilitySet::from_names(&["x"]).unwrap())), 16);
+    let later = crate::env::Timestamp::from_millis(1_800_000_000_000).unwrap();
+    assert_reports(&check_transition(&tree, &mutate(&tree, |ps| child_mut(ps).started_at = later)), 25);
+    let relimited = TreeSnapshot::build_unchecked_for_tests(tree.root_id.clone(), tree.incarnation.clone(), TreeLimits::default().with_max_depth(3), tree.processes().to_vec());
+    assert_reports(&check_transition(&tree, &relimited), 17);
+    // 1: a pending permission revoked while the process lives.
+    let revoked = mutate(pending, |ps| root_mut(ps).prepared.as_mut().unwrap().effects[0].phase = EffectPhase::Planned);
+    assert_reports(&check_transition(pending, &revoked), 1);
+    // 2: a planned Effect becoming unknown with no pending head in between.
+    let jumped = mutate(&half, |ps| root_mut(ps).prepared.as_mut().unwrap().effects[1].phase = EffectPhase::Unknown);
+    assert_reports(&check_transition(&half, &jumped), 2);
+    // 6: a definite settlement rewritten.
+    let rewritten = mutate(settled, |ps| {
+        root_mut(ps).prepared.as_mut().unwrap().effects[0].phase = EffectPhase::Settled(ok_settlement("other").unwrap());
+    });
+    assert_reports(&check_transition(settled, &rewritten), 6);
+    // 10: a batch dropped without being adopted.
+    let dropped = mutate(&half, |ps| root_mut(ps).prepared = None);
+    assert_reports(&check_transition(&half, &dropped), 10);
+    // 14: prepared_effects charged again while the same step stays prepared (a replay).
+    let recharged = mutate(&unknown, |ps| root_mut(ps).prepared_effects += 1);
+    assert_reports(&check_transition(&unknown, &recharged), 14);
+    // 18: a child appearing under a parent that was already terminal.
+    let ended = mutate(&tree, |ps| {
+        ps.retain(|p| p.relation.is_root());
+        let root = root_mut(ps);
+        root.status = Status::Canceled;
+        root.current_wait_id = None;
+        root.finish = Some(Finish {
+            finished_at: now(),
+            output: None,
+            termination: Termination { cause: Cause::HostCancellation, reason: "x".into(), failure: None, unresolved_effect_ids: vec![] },
+        });
+    });
+    let reborn = mutate(&tree, |ps| {
+        let root = root_mut(ps);
+        *root = ended.root().clone();
+    });
+    let v = check_transition(&ended, &reborn);
+    assert!(v.iter().any(|v| v.invariant == 18 && v.detail.contains("terminal parent")), "{v:?}");
+}
+
+#[test]
+fn remaining_commit_rules_are_each_reported() {
+    let (cuts, requests) = dispatch_cuts();
+    let with_cut = |request: &CommitRequest, cut: &TreeSnapshot| -> CommitRequest {
+        let tree_cut = TreeCut { root_id: cut.root_id.clone(), incarnation: cut.incarnation.clone(), digest: cut.digest(), bytes: cut.bytes().clone() };
+        match request.clone() {
+            CommitRequest::Effect(mut b) => {
+                b.cut = tree_cut;
+                CommitRequest::Effect(b)
+            }
+            CommitRequest::Checkpoint(mut c) => {
+                c.cut = tree_cut;
+                CommitRequest::Checkpoint(c)
+            }
+            CommitRequest::Activation(mut a) => {
+                a.cut = tree_cut;
+                CommitRequest::Activation(a)
+            }
+        }
+    };
+    // 2: a pending boundary whose cut does not hold the Effect pending.
+    let (_, v) = check_commit(Some(&cuts[0]), &with_cut(&requests[1], &cuts[0]));
+    assert_reports(&v, 2);
+    // 6: a settled boundary whose cut still holds the Effect pending.
+    let (_, v) = check_commit(Some(&cuts[1]), &with_cut(&requests[2], &cuts[1]));
+    assert_reports(&v, 6);
+    // 4: a resolved boundary for an Effect that was not unknown before it.
+    let CommitRequest::Effect(mut resolved) = requests[2].clone() else { panic!("settled boundary") };
+    resolved.kind = EffectBoundaryKind::Resolved;
+    let (_, v) = check_commit(Some(&cuts[1]), &CommitRequest::Effect(resolved));
+    assert_reports(&v, 4);
+    // 22: an activation that changes more than the incarnation.
+    let activation = CommitRequest::Activation(crate::kernel::commit::Activation {
+        previous_incarnation: cuts[1].incarnation.clone(),
+        previous_digest: cuts[1].digest(),
+        new_incarnation: cuts[2].incarnation.clone(),
+        cut: TreeCut { root_id: cuts[2].root_id.clone(), incarnation: cuts[2].incarnation.clone(), digest: cuts[2].digest(), bytes: cuts[2].bytes().clone() },
+    });
+    let (_, v) = check_commit(Some(&cuts[1]), &activation);
+    assert_reports(&v, 22);
+    // 22: a start after an acknowledged head.
+    let (_, v) = check_commit(Some(&cuts[3]), &requests[0]);
+    assert_reports(&v, 22);
+}
+
+#[test]
+fn remaining_history_rules_are_each_reported() {
+    let w = echo_world();
+    let mut r = w.start(&[Op::Wait("k".into())], Budget::unlimited());
+    r.run_to_idle();
+    let mut r2 = w.restore(200);
+    r2.run_to_idle();
+    w.check(&r2);
+    let history = w.committer.history(r.owner.root_id());
+    let at = history.iter().position(|h| matches!(h.kind, CommitRecordKind::Activation { .. })).unwrap();
+    let mut seq = history.clone();
+    seq[at].sequence = 7;
+    assert_reports(&check_history(&seq), 23);
+    let mut wrong = history.clone();
+    wrong[at].kind = CommitRecordKind::Activation { previous_incarnation: IncarnationId::from_hex(&hex(77)).unwrap() };
+    assert_reports(&check_history(&wrong), 22);
+    let mut reused = history.clone();
+    reused[at].incarnation = history[0].incarnation.clone();
+    if let CommitRecordKind::Activation { previous_incarnation } = &mut reused[at].kind {
+        *previous_incarnation = history[0].incarnation.clone();
+    }
+    assert_reports(&check_history(&reused), 22);
+    let mut restart = history.clone();
+    let mut start = history[0].clone();
+    start.identity.push_str(":again");
+    restart.push(start);
+    assert_reports(&check_history(&restart), 22);
 }
