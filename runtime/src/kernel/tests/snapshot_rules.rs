@@ -96,7 +96,7 @@ fn a_root_that_does_not_fit_its_byte_limit_is_not_started() {
     let started = Owner::start(
         w.resolver.clone(),
         w.deployment.clone(),
-        script_input(&[Op::Dispatch(Json::str(&"x".repeat(8192)))]),
+        script_input(&[Op::Dispatch(Json::str("x".repeat(8192)))]),
         ProcessId::root_from_hex(&hex(1)).unwrap(),
         IncarnationId::from_hex(&hex(100)).unwrap(),
         small_tree(),
