@@ -1,4 +1,3 @@
-pub mod window;
 //! The Interaction strategy: the model/tool loop (spec interaction.md).
 //!
 //! This module is the shared foundation every part of the strategy codes against:
@@ -42,6 +41,7 @@ pub mod output;
 pub mod protocol;
 pub mod signals;
 pub mod state;
+pub mod window;
 pub mod wire;
 
 pub use error::{ErrorKind, InteractionError};
