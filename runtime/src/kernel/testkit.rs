@@ -29,7 +29,6 @@ use crate::text::QualifiedName;
 use std::sync::Arc;
 
 /// One operation of a script.
-#[allow(clippy::large_enum_variant)] // few per Step and short-lived: boxing buys nothing
 // Scripts are tiny test inputs; boxing the large `Child` variant would only add noise.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
