@@ -1,0 +1,211 @@
+//! The Interaction Definition (spec §1): the immutable, validated strategy configuration that
+//! the kernel starts and restores parent Executions from.
+
+use super::completion::CompletionValidator;
+use super::config::DefinitionConfig;
+use super::delegate::Delegate;
+use super::error::{ErrorKind, InteractionError};
+use super::machine::ParentExecution;
+use super::manifest::ModelManifest;
+use super::protocol::InteractionInput;
+use super::state::{ParentState, StateRules};
+use super::toolset::ToolSet;
+use super::window::{next_segment, Segment, ToolCatalog};
+use super::wire::Wire;
+use crate::chat::ToolCall;
+use crate::json::{Json, Payload};
+use crate::kernel::capability::CapabilitySet;
+use crate::kernel::deployment::DeploymentRef;
+use crate::kernel::descriptor::Descriptor;
+use crate::kernel::resource::Budget;
+use crate::kernel::waist::{self, Execution, ExecutionState, StepContext, StepError};
+use crate::schema::Schema;
+use crate::tool::BoundTool;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The descriptor input schema: the shape of [`InteractionInput`] (strict decoding does the rest).
+const INPUT_SCHEMA: &str = r#"{"type":"object","required":["messages"],"additionalProperties":false,
+"properties":{"messages":{"type":"array","minItems":1},"options":{"type":"object"}}}"#;
+
+/// The descriptor output schema: the shape of [`super::output::Output`].
+const OUTPUT_SCHEMA: &str = r#"{"type":"object","required":["source","model_calls"],"additionalProperties":false,
+"properties":{"source":{"enum":["model_response","direct_tool_results"]},"model_response":{"type":"object"},
+"direct_tool_results":{"type":"array","minItems":1},"model_calls":{"type":"integer","minimum":1}}}"#;
+
+/// The Interaction strategy's Definition. Cheap to clone; Executions share its rules.
+#[derive(Clone)]
+pub struct Definition {
+    descriptor: Descriptor,
+    rules: Arc<Rules>,
+}
+
+/// The configuration the state machine and state validation read.
+pub(crate) struct Rules {
+    pub(crate) max_model_calls: u32,
+    pub(crate) tools: Option<ToolSet>,
+    pub(crate) tool_budget: Budget,
+    pub(crate) tool_capabilities: CapabilitySet,
+    /// Normalized: ≥ 1.
+    pub(crate) max_concurrent_tool_calls: u32,
+    pub(crate) delegates: Vec<Delegate>,
+    delegate_index: BTreeMap<String, usize>,
+    pub(crate) validator: Option<CompletionValidator>,
+}
+
+impl Rules {
+    pub(crate) fn delegate(&self, name: &str) -> Option<&Delegate> {
+        self.delegate_index.get(name).and_then(|i| self.delegates.get(*i))
+    }
+}
+
+fn invalid(detail: impl AsRef<str>) -> InteractionError {
+    InteractionError::new(ErrorKind::InvalidDefinitionConfig, detail)
+}
+
+fn static_schema(text: &str) -> Result<Json, InteractionError> {
+    crate::json::parse(text.as_bytes()).map_err(|e| invalid(format!("static schema: {e}")))
+}
+
+impl Definition {
+    /// Validates `config` (§12 `InvalidDefinitionConfig`) and freezes it.
+    pub fn new(config: DefinitionConfig) -> Result<Definition, InteractionError> {
+        config.validate()?;
+        let descriptor = Descriptor::new(
+            &config.name,
+            &config.description,
+            static_schema(INPUT_SCHEMA)?,
+            static_schema(OUTPUT_SCHEMA)?,
+            None,
+        )
+        .map_err(|e| invalid(format!("descriptor: {e}")))?;
+        let delegate_index =
+            config.delegates.iter().enumerate().map(|(i, d)| (d.name().to_owned(), i)).collect();
+        let rules = Rules {
+            max_model_calls: config.max_model_calls,
+            tools: config.tools,
+            tool_budget: config.tool_budget.unwrap_or_else(Budget::unlimited),
+            tool_capabilities: config.tool_capabilities,
+            max_concurrent_tool_calls: config.max_concurrent_tool_calls.max(1),
+            delegates: config.delegates,
+            delegate_index,
+            validator: config.completion_validator,
+        };
+        let definition = Definition { descriptor, rules: Arc::new(rules) };
+        definition.model_manifest().validate().map_err(|e| e.with_kind(ErrorKind::InvalidDefinitionConfig))?;
+        Ok(definition)
+    }
+
+    /// What the model Dispatcher copies at construction: initial tools (ToolSet order), the
+    /// delegates (definition order) and the deferred tools by name.
+    pub fn model_manifest(&self) -> ModelManifest {
+        let (initial, deferred) = match &self.rules.tools {
+            Some(t) => (t.initial_definitions(), t.deferred_definitions()),
+            None => (Vec::new(), BTreeMap::new()),
+        };
+        ModelManifest { initial, delegates: self.rules.delegates.iter().map(|d| d.definition().clone()).collect(), deferred }
+    }
+
+    pub fn tools(&self) -> Option<&ToolSet> {
+        self.rules.tools.as_ref()
+    }
+
+    pub fn delegates(&self) -> &[Delegate] {
+        &self.rules.delegates
+    }
+
+    pub fn max_model_calls(&self) -> u32 {
+        self.rules.max_model_calls
+    }
+
+    /// `MaxConcurrentToolCalls` after normalization (≥ 1).
+    pub fn max_concurrent_tool_calls(&self) -> u32 {
+        self.rules.max_concurrent_tool_calls
+    }
+
+    /// Restores and fully validates a parent state this Definition produced.
+    pub fn restore_state(&self, state: &ExecutionState) -> Result<ParentState, InteractionError> {
+        let parent = ParentState::from_execution_state(state)?;
+        parent.validate(self.rules.as_ref())?;
+        Ok(parent)
+    }
+}
+
+impl ToolCatalog for Rules {
+    fn tool(&self, name: &str) -> Option<&BoundTool> {
+        self.tools.as_ref().and_then(|t| t.entry(name)).map(|e| &e.bound)
+    }
+    fn is_delegate(&self, name: &str) -> bool {
+        self.delegate_index.contains_key(name)
+    }
+}
+
+impl StateRules for Rules {
+    fn max_model_calls(&self) -> u32 {
+        self.max_model_calls
+    }
+    fn max_concurrent_tool_calls(&self) -> u32 {
+        self.max_concurrent_tool_calls
+    }
+    fn is_tool(&self, name: &str) -> bool {
+        self.tools.as_ref().is_some_and(|t| t.entry(name).is_some())
+    }
+    fn delegate_output_schema(&self, name: &str) -> Option<&Schema> {
+        self.delegate(name).map(Delegate::output_schema)
+    }
+    fn plan_window(&self, calls: &[ToolCall]) -> Result<usize, InteractionError> {
+        match next_segment(calls, 0, self, self.max_concurrent_tool_calls) {
+            Ok(Segment::Tools { start: 0, end }) => Ok(end),
+            Ok(other) => Err(InteractionError::invalid_state(format!("planning forms no tool window: {other:?}"))),
+            Err(e) => Err(InteractionError::invalid_state(format!("planning: {e}"))),
+        }
+    }
+}
+
+impl StateRules for Definition {
+    fn max_model_calls(&self) -> u32 {
+        self.rules.max_model_calls
+    }
+    fn max_concurrent_tool_calls(&self) -> u32 {
+        self.rules.max_concurrent_tool_calls
+    }
+    fn is_tool(&self, name: &str) -> bool {
+        self.rules.is_tool(name)
+    }
+    fn delegate_output_schema(&self, name: &str) -> Option<&Schema> {
+        self.rules.delegate_output_schema(name)
+    }
+    fn plan_window(&self, calls: &[ToolCall]) -> Result<usize, InteractionError> {
+        self.rules.plan_window(calls)
+    }
+}
+
+impl waist::Definition for Definition {
+    fn descriptor(&self) -> &Descriptor {
+        &self.descriptor
+    }
+
+    /// The ToolSet deployment (if any), then each delegate's deployment, deduplicated.
+    fn child_deployments(&self) -> Vec<DeploymentRef> {
+        let mut refs: Vec<DeploymentRef> = Vec::new();
+        let tools = self.rules.tools.iter().map(|t| t.deployment_ref().clone());
+        for r in tools.chain(self.rules.delegates.iter().map(|d| d.deployment_ref().clone())) {
+            if !refs.contains(&r) {
+                refs.push(r);
+            }
+        }
+        refs
+    }
+
+    fn start(&self, input: &Payload) -> Result<Box<dyn Execution>, StepError> {
+        let input = InteractionInput::from_payload(input)?;
+        let state = ParentState::start(&input);
+        state.validate(self.rules.as_ref())?;
+        Ok(Box::new(ParentExecution::new(self.rules.clone(), state)))
+    }
+
+    fn restore(&self, _cx: &StepContext, state: &ExecutionState) -> Result<Box<dyn Execution>, StepError> {
+        let state = self.restore_state(state)?;
+        Ok(Box::new(ParentExecution::new(self.rules.clone(), state)))
+    }
+}

@@ -1,0 +1,92 @@
+//! The parent Interaction Execution (spec §2): one pure Step per kernel round trip.
+//!
+//! Each Step checks cancellation, re-validates the whole state, then works on a copy: phase
+//! collection (§2.2) gathers the window's signals, and the transition list (§2.3) cascades
+//! (R/F/L/A/E/T3/W/T4/T5/S/C) until exactly one Transition results. The copy is adopted only
+//! when the Step succeeds with a non-failing Transition; a `Fail` keeps the last valid state
+//! (there is no failed phase, and a failed parent's state must still restore).
+//!
+//! * `collect`: the per-phase signal rules;
+//! * `model`: R, T1, T2, F and L;
+//! * `round`: A, E, the tool and delegate batches, T3, W, T4, T5 and S;
+//! * `complete`: C.
+
+mod collect;
+mod complete;
+mod model;
+mod round;
+
+#[cfg(test)]
+mod tests;
+
+use super::definition::Rules;
+use super::error::InteractionError;
+use super::state::{ParentState, Phase};
+use crate::kernel::failure::Failure;
+use crate::kernel::signal::Signal;
+use crate::kernel::transition::Transition;
+use crate::kernel::waist::{Execution, ExecutionState, StepContext, StepError};
+use std::sync::Arc;
+
+/// The parent Execution: the Definition's rules and the current, valid state.
+pub struct ParentExecution {
+    rules: Arc<Rules>,
+    state: ParentState,
+}
+
+impl ParentExecution {
+    pub(crate) fn new(rules: Arc<Rules>, state: ParentState) -> ParentExecution {
+        ParentExecution { rules, state }
+    }
+
+    /// The current state (read-only).
+    pub fn state(&self) -> &ParentState {
+        &self.state
+    }
+}
+
+/// One Step in progress: the working copy and the count of consumed signals.
+pub(crate) struct Machine<'a> {
+    rules: &'a Rules,
+    s: ParentState,
+    consumed: u32,
+}
+
+impl Machine<'_> {
+    fn fail(&self, failure: Failure) -> Transition {
+        Transition::Fail { consumed: self.consumed, failure }
+    }
+}
+
+fn invalid(detail: impl AsRef<str>) -> StepError {
+    StepError::from(InteractionError::invalid_state(detail))
+}
+
+impl Execution for ParentExecution {
+    fn step(&mut self, cx: &StepContext, signals: &[Signal]) -> Result<Transition, StepError> {
+        if cx.cancel.is_cancelled() {
+            return Err(StepError::Canceled);
+        }
+        self.state.validate(self.rules.as_ref())?;
+        let mut m = Machine { rules: &self.rules, s: self.state.clone(), consumed: 0 };
+        let transition = match m.s.phase {
+            Phase::ReadyModel => m.on_ready(signals)?,
+            Phase::AwaitingModel => m.on_model(signals)?,
+            Phase::AwaitingChildStarts => m.on_starts(signals)?,
+            Phase::AwaitingChildWaitOpen => m.on_wait_open(signals)?,
+            Phase::WaitingChildren => m.on_wait_satisfied(signals)?,
+            Phase::Completed => return Err(invalid("completed execution cannot advance")),
+        };
+        if matches!(transition, Transition::Fail { .. }) {
+            return Ok(transition);
+        }
+        m.s.validate(self.rules.as_ref()).map_err(|e| e.context("state after step"))?;
+        self.state = m.s;
+        Ok(transition)
+    }
+
+    fn snapshot(&self) -> Result<ExecutionState, StepError> {
+        self.state.validate(self.rules.as_ref())?;
+        Ok(self.state.to_execution_state()?)
+    }
+}

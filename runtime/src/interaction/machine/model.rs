@@ -1,0 +1,149 @@
+//! The model side of the loop (spec §2.3 T1, R, T2, F, L) and steer bookkeeping (§8).
+
+use super::{invalid, Machine};
+use crate::chat::{FinishReason, Message, Response, ToolCall, ToolResult};
+use crate::interaction::codes;
+use crate::interaction::diagnostic::normalize_str;
+use crate::interaction::output::Output;
+use crate::interaction::protocol::{ModelCallEffect, ModelResult};
+use crate::interaction::signals::SteerSignal;
+use crate::interaction::state::{PendingSteer, Phase, ToolRound};
+use crate::interaction::wire::Wire;
+use crate::kernel::effect::Effect;
+use crate::kernel::ids::SignalId;
+use crate::kernel::signal::Signal;
+use crate::kernel::transition::Transition;
+use crate::kernel::waist::StepError;
+use std::collections::BTreeSet;
+
+impl Machine<'_> {
+    /// Appends admitted steers to `pending_steer` in signal order (a duplicate id is an error).
+    pub(super) fn admit(&mut self, steers: &[SteerSignal]) -> Result<(), StepError> {
+        if steers.is_empty() {
+            return Ok(());
+        }
+        let mut pending = self.s.pending_steer.take().unwrap_or_default();
+        pending.admit(steers)?;
+        self.s.pending_steer = Some(pending);
+        Ok(())
+    }
+
+    /// Makes every pending steer visible (a safe model boundary) and returns their ids.
+    pub(super) fn apply_pending(&mut self) -> Vec<SignalId> {
+        let PendingSteer { messages, signal_ids } = self.s.pending_steer.take().unwrap_or_default();
+        self.s.working_context.messages.extend(messages);
+        signal_ids
+    }
+
+    /// T1: `ready_model` + steers.
+    pub(super) fn on_ready(&mut self, signals: &[Signal]) -> Result<Transition, StepError> {
+        let steers = self.collect_ready(signals)?;
+        self.admit(&steers)?;
+        let applied = self.apply_pending();
+        self.request_model(applied)
+    }
+
+    /// R: declare the next model call (counted when declared), or fail at the limit.
+    pub(super) fn request_model(&mut self, applied: Vec<SignalId>) -> Result<Transition, StepError> {
+        if self.s.model_call_count >= self.rules.max_model_calls {
+            return Ok(self.fail(codes::failure(
+                codes::LIMIT_MODEL_CALLS,
+                &format!("the Interaction reached its limit of {} model calls", self.rules.max_model_calls),
+            )));
+        }
+        let sequence = self.s.model_call_count + 1;
+        let effect = ModelCallEffect {
+            model_call_sequence: sequence,
+            request: self.s.working_context.clone(),
+            advertised_tool_names: self.s.advertised_tool_names.clone(),
+            applied_steer_signal_ids: applied,
+        };
+        let payload = effect.to_payload()?;
+        self.s.model_call_count = sequence;
+        self.s.phase = Phase::AwaitingModel;
+        self.s.tool_round = None;
+        self.s.pending_steer = None;
+        Ok(Transition::Continue { consumed: self.consumed, effects: vec![Effect::Dispatcher(payload)] })
+    }
+
+    /// T2: `awaiting_model` + the settlement (and steers), in the §2.3 order.
+    pub(super) fn on_model(&mut self, signals: &[Signal]) -> Result<Transition, StepError> {
+        let (result, steers) = self.collect_model(signals)?;
+        let (response, replacement) = match result {
+            ModelResult::HostError(text) => return Ok(self.fail(codes::failure(codes::HOST_FAILED, &text))),
+            ModelResult::Error(text) => return Ok(self.fail(codes::failure(codes::MODEL_FAILED, &text))),
+            ModelResult::Response { response, replacement_messages } => (response, replacement_messages),
+        };
+        if let Some(messages) = replacement {
+            self.s.working_context.messages = messages;
+            self.s
+                .working_context
+                .validate()
+                .map_err(|e| invalid(format!("replacement messages make an invalid context: {e}")))?;
+        }
+        let calls: Vec<ToolCall> = response.tool_calls().into_iter().cloned().collect();
+        let mut ids = BTreeSet::new();
+        if calls.iter().any(|c| !ids.insert(c.id.as_str())) {
+            return Err(invalid("the model response repeats a tool call id"));
+        }
+        if !calls.is_empty() && !matches!(response.finish_reason, Some(FinishReason::ToolCalls | FinishReason::Length)) {
+            let reason = response.finish_reason.map_or("no finish reason", FinishReason::as_str);
+            return Ok(self.fail(codes::failure(
+                codes::MODEL_TOOL_CALLS_NOT_COMPLETED,
+                &format!("model output ended with {reason}; tool calls were not executed"),
+            )));
+        }
+        self.admit(&steers)?;
+        if calls.is_empty() {
+            return self.final_response(response);
+        }
+        if response.finish_reason == Some(FinishReason::Length) {
+            return self.truncation_feedback(response, &calls);
+        }
+        self.s.tool_round = Some(ToolRound::new(response));
+        self.advance()
+    }
+
+    /// F: a response without calls completes, unless a steer is pending.
+    fn final_response(&mut self, response: Response) -> Result<Transition, StepError> {
+        let Some(message) = response.message.clone() else {
+            return Err(invalid("a final response needs a message"));
+        };
+        if response.finish_reason.is_none() {
+            return Err(invalid("a final response needs a finish reason"));
+        }
+        self.s.phase = Phase::ReadyModel;
+        if self.s.pending_steer.is_none() {
+            let output = Output::model_response(response, self.s.model_call_count);
+            return self.evaluate_completion(output, vec![message]);
+        }
+        // The steer overrides completion: the answer becomes history, never a candidate.
+        self.s.working_context.messages.push(message);
+        let applied = self.apply_pending();
+        self.request_model(applied)
+    }
+
+    /// L: calls cut off by the token limit are answered with errors, never executed.
+    fn truncation_feedback(&mut self, response: Response, calls: &[ToolCall]) -> Result<Transition, StepError> {
+        let results: Vec<ToolResult> = calls
+            .iter()
+            .map(|c| {
+                ToolResult::error(
+                    &c.id,
+                    &c.name,
+                    normalize_str(&format!(
+                        "error: tool \"{}\" was not executed because model output reached its token limit; emit the complete call again",
+                        c.name
+                    )),
+                )
+            })
+            .collect();
+        let message = response.message.ok_or_else(|| invalid("a response with calls has a message"))?;
+        self.s.working_context.messages.push(message);
+        self.s.working_context.messages.push(Message::tool_results(results));
+        self.s.phase = Phase::ReadyModel;
+        let applied = self.apply_pending();
+        self.s.working_context.validate().map_err(|e| invalid(format!("working context: {e}")))?;
+        self.request_model(applied)
+    }
+}
