@@ -33,6 +33,11 @@ const OUTPUT_SCHEMA: &str = r#"{"type":"object","required":["source","model_call
 "properties":{"source":{"enum":["model_response","direct_tool_results"]},"model_response":{"type":"object"},
 "direct_tool_results":{"type":"array","minItems":1},"model_calls":{"type":"integer","minimum":1}}}"#;
 
+/// The descriptor signal schema: the only external Signal a parent accepts is a steer (tool
+/// input answers go to the tool child's mailbox).
+const SIGNAL_SCHEMA: &str = r#"{"type":"object","required":["operation","steer"],"additionalProperties":false,
+"properties":{"operation":{"enum":["steer"]},"steer":{"type":"object"}}}"#;
+
 /// The Interaction strategy's Definition. Cheap to clone; Executions share its rules.
 #[derive(Clone)]
 pub struct Definition {
@@ -76,7 +81,7 @@ impl Definition {
             &config.description,
             static_schema(INPUT_SCHEMA)?,
             static_schema(OUTPUT_SCHEMA)?,
-            None,
+            Some(static_schema(SIGNAL_SCHEMA)?),
         )
         .map_err(|e| invalid(format!("descriptor: {e}")))?;
         let delegate_index =
@@ -128,6 +133,19 @@ impl Definition {
         let parent = ParentState::from_execution_state(state)?;
         parent.validate(self.rules.as_ref())?;
         Ok(parent)
+    }
+}
+
+impl std::fmt::Debug for Definition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Definition")
+            .field("name", &self.descriptor.name().as_str())
+            .field("max_model_calls", &self.rules.max_model_calls)
+            .field("tools", &self.rules.tools.as_ref().map(|t| t.deployment_ref().to_string()))
+            .field("max_concurrent_tool_calls", &self.rules.max_concurrent_tool_calls)
+            .field("delegates", &self.rules.delegates.iter().map(Delegate::name).collect::<Vec<_>>())
+            .field("completion_validator", &self.rules.validator.is_some())
+            .finish()
     }
 }
 

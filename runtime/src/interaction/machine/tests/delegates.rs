@@ -1,0 +1,101 @@
+//! Delegates through the real owner (§9.2).
+
+use super::*;
+use crate::chat::ToolResult;
+use crate::interaction::completion::{CompletionCandidate, CompletionDecision};
+use crate::kernel::status::Status;
+
+fn with_upper(responses: Vec<Response>, validator: bool) -> (Harness, Arc<Mutex<Vec<String>>>) {
+    let upper = upper_deployment(b"upper");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let u = upper.clone();
+    let h = harness_with(
+        responses,
+        move |c| {
+            c.delegates = vec![delegate("upper", &u)];
+            if validator {
+                c.completion_validator = Some(Arc::new(move |candidate: &CompletionCandidate| {
+                    for a in candidate.artifacts().iter() {
+                        record.lock().unwrap().push(format!("{}:{}", a.delegate_name(), a.output().canonical()));
+                    }
+                    Ok(CompletionDecision::accept())
+                }));
+            }
+        },
+        move |set| set.insert(upper),
+    );
+    (h, seen)
+}
+
+#[test]
+fn a_delegate_run_starts_together_and_settles_in_call_order() {
+    let calls = vec![
+        call("u1", "upper", r#"{"text":"first"}"#),
+        call("u2", "upper", r#"{"text":"second"}"#),
+        call("w", "weather", "{}"),
+    ];
+    let (h, seen) = with_upper(vec![calls_response(calls), answer("done")], true);
+    let (_r, result) = h.run("go");
+    assert_eq!(result.status(), Status::Completed);
+    let results = results_at(&h.model.request(1), 2);
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0].output.details.as_ref().unwrap().to_canonical_string(), r#"{"value":"FIRST"}"#);
+    assert!(results[0].output.content.is_empty());
+    assert_eq!(results[1].output.details.as_ref().unwrap().to_canonical_string(), r#"{"value":"SECOND"}"#);
+    assert_eq!(results[2].id, "w");
+    assert_eq!(*seen.lock().unwrap(), vec![r#"upper:{"value":"FIRST"}"#.to_owned(), r#"upper:{"value":"SECOND"}"#.to_owned()]);
+    let first = h.model.request(0);
+    let names: Vec<&str> = first.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names.last(), Some(&"upper"), "delegates follow the initial tools");
+}
+
+#[test]
+fn delegate_argument_errors_are_model_visible_and_start_nothing() {
+    let calls = vec![call("u1", "upper", "{not json"), call("u2", "upper", r#"{"text":7}"#), call("u3", "upper", "  ")];
+    let (h, _) = with_upper(vec![calls_response(calls), answer("done")], false);
+    let (r, result) = h.run("go");
+    assert_eq!(result.status(), Status::Completed);
+    let results = results_at(&h.model.request(1), 2);
+    assert!(results.iter().all(|r| r.is_error));
+    assert!(results[0].output.content.starts_with("error: delegated worker arguments are not valid JSON: "));
+    assert!(results[1]
+        .output
+        .content
+        .starts_with("error: delegated worker arguments violate the delegated worker input contract: "));
+    // Blank arguments become `{}`, which lacks the required `text`.
+    assert!(results[2].output.content.contains("input contract"));
+    let head = futures::executor::block_on(h.committer.load_tree(r.owner.root_id())).unwrap().unwrap();
+    let snapshot = crate::kernel::snapshot::TreeSnapshot::decode(&head.cut.bytes).unwrap();
+    assert_eq!(snapshot.processes().len(), 1, "no child was started");
+}
+
+#[test]
+fn a_failed_delegate_child_is_a_model_visible_error() {
+    let (h, _) = with_upper(vec![calls_response(vec![call("u1", "upper", r#"{"text":"fail"}"#)]), answer("done")], false);
+    let (_r, result) = h.run("go");
+    assert_eq!(result.status(), Status::Completed);
+    let results = results_at(&h.model.request(1), 2);
+    assert!(results[0].is_error);
+    assert!(results[0].output.content.starts_with("error: delegated worker child ended with failed"), "{results:?}");
+}
+
+#[test]
+fn a_delegate_start_failure_is_a_model_visible_error() {
+    let upper = upper_deployment(b"upper");
+    // The delegate's deployment is not resolvable.
+    let h = harness_with(
+        vec![calls_response(vec![call("u1", "upper", r#"{"text":"a"}"#)]), answer("done")],
+        move |c| c.delegates = vec![delegate("upper", &upper)],
+        |_| {},
+    );
+    let mut r = h.start("go");
+    r.run_to_idle();
+    assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
+    let results: Vec<ToolResult> = results_at(&h.model.request(1), 2);
+    assert!(results[0].is_error);
+    assert!(
+        results[0].output.content.starts_with("error: delegated worker child start failed: engine.child.deployment_unavailable"),
+        "{results:?}"
+    );
+}
