@@ -4,6 +4,7 @@
 
 mod config;
 mod delegates;
+mod direct;
 mod loops;
 
 use crate::chat::{FinishReason, Message, Request, Response, ToolCall, Usage};

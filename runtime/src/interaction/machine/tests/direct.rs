@@ -1,0 +1,234 @@
+//! The parent Execution driven by hand (no owner): exact Effects, signal collection rules
+//! (§2.2) and the child start/wait protocol checks (§4.4).
+
+use super::*;
+use crate::interaction::codes;
+use crate::interaction::ids::tool_child_key;
+use crate::interaction::protocol::{ModelCallEffect, ModelResult};
+use crate::kernel::child::{Boundary, ChildSpec, ChildWaitSpec, Condition};
+use crate::kernel::effect::FrameworkEffect;
+use crate::kernel::engine_signal::{ChildOutcome, ChildStartResult, ChildWaitOpened, ChildWaitSatisfied};
+use crate::kernel::ids::{ChildKey, EffectId, WaitId};
+use crate::kernel::status::{Cause, Termination};
+use crate::kernel::waist::Definition as _;
+
+struct Driver {
+    definition: Definition,
+    tools: Deployment,
+    execution: Box<dyn Execution>,
+    step: u64,
+}
+
+fn root() -> ProcessId {
+    ProcessId::root_from_hex(&format!("{:032x}", 1)).unwrap()
+}
+
+fn child(n: u64) -> ProcessId {
+    ProcessId::parse(&format!("process:child-{n}")).unwrap()
+}
+
+impl Driver {
+    fn new(configure: impl FnOnce(&mut DefinitionConfig)) -> Driver {
+        let tools = super::tool_deployment();
+        let mut config = base_config(&tools);
+        configure(&mut config);
+        let definition = Definition::new(config).unwrap();
+        let execution = definition.start(&user_input("go")).unwrap();
+        Driver { definition, tools, execution, step: 0 }
+    }
+
+    fn effect_id(&mut self) -> EffectId {
+        self.step += 1;
+        EffectId::derive(&root(), self.step, 0)
+    }
+
+    fn step(&mut self, signals: &[Signal]) -> Result<Transition, StepError> {
+        let t = self.execution.step(&StepContext::default(), signals);
+        // Restore-before-adopt, as the kernel does.
+        let snapshot = self.execution.snapshot().unwrap();
+        self.execution = self.definition.restore(&StepContext::default(), &snapshot).unwrap();
+        t
+    }
+
+    fn snapshot(&self) -> ExecutionState {
+        self.execution.snapshot().unwrap()
+    }
+
+    fn model(&mut self, response: Response) -> Signal {
+        let s = ModelResult::response(response).to_settlement().unwrap();
+        Signal::new(SignalId::settlement(&self.effect_id()), None, s.payload, Some(s.status)).unwrap()
+    }
+
+    fn started(&mut self, key: &ChildKey, outcome: Result<ProcessId, Failure>) -> Signal {
+        let r = ChildStartResult { key: key.clone(), deployment_ref: self.tools.reference().clone(), outcome };
+        let payload = Payload::from_json(r.to_json()).unwrap();
+        Signal::new(SignalId::settlement(&self.effect_id()), None, payload, Some(SettlementStatus::Succeeded)).unwrap()
+    }
+}
+
+fn wait_id(n: u64) -> WaitId {
+    WaitId::of_effect(&EffectId::derive(&root(), 1000 + n, 0))
+}
+
+fn opened(wait: &WaitId, spec: &ChildWaitSpec) -> Signal {
+    let payload = Payload::from_json(ChildWaitOpened::payload_json(spec)).unwrap();
+    Signal::new(SignalId::wait_opening(wait), Some(wait.clone()), payload, None).unwrap()
+}
+
+fn completed(key: &ChildKey, process: &ProcessId, tools: &Deployment, output: &SettledToolResult) -> ChildOutcome {
+    ChildOutcome {
+        key: key.clone(),
+        result: ProcessResult {
+            process_id: process.clone(),
+            deployment_ref: tools.reference().clone(),
+            termination: Termination {
+                cause: Cause::Completion,
+                reason: String::new(),
+                failure: None,
+                unresolved_effect_ids: vec![],
+            },
+            output: Some(output.to_payload().unwrap()),
+        },
+        boundary: Boundary::SubtreeDrained,
+        subtree_unresolved_effects: vec![],
+    }
+}
+
+fn satisfied(wait: &WaitId, spec: &ChildWaitSpec, outcomes: Vec<ChildOutcome>) -> Signal {
+    let s = ChildWaitSatisfied { wait_id: wait.clone(), key: spec.key.clone(), boundary: spec.boundary, outcomes };
+    let payload = Payload::from_json(s.payload_json()).unwrap();
+    Signal::new(SignalId::child_wait_satisfied(wait), Some(wait.clone()), payload, None).unwrap()
+}
+
+fn effects(t: Transition) -> Vec<Effect> {
+    match t {
+        Transition::Continue { effects, .. } => effects,
+        other => panic!("expected continue, got {other:?}"),
+    }
+}
+
+fn start_spec(effect: &Effect) -> ChildSpec {
+    match effect {
+        Effect::Framework(FrameworkEffect::StartChild(spec)) => spec.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn wait_spec(effect: &Effect) -> ChildWaitSpec {
+    match effect {
+        Effect::Framework(FrameworkEffect::WaitChildren(spec)) => spec.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Drives one weather call up to `awaiting_child_wait_open`; returns the child key and spec.
+fn to_wait_open(d: &mut Driver) -> (ChildKey, ChildWaitSpec) {
+    effects(d.step(&[]).unwrap());
+    let signal = d.model(calls_response(vec![call("c1", "weather", "{}")]));
+    let starts = effects(d.step(&[signal]).unwrap());
+    assert_eq!(starts.len(), 1);
+    let spec = start_spec(&starts[0]);
+    assert_eq!(spec.key, tool_child_key(1, "c1").unwrap());
+    assert_eq!(&spec.deployment_ref, d.tools.reference());
+    let input = ToolCallInput::from_payload(&spec.input).unwrap();
+    assert_eq!((input.model_call_sequence, input.tool_call_index, input.call.id.as_str()), (1, 0, "c1"));
+    let signal = d.started(&spec.key, Ok(child(1)));
+    let wait = effects(d.step(&[signal]).unwrap());
+    let wait = wait_spec(&wait[0]);
+    assert_eq!(wait.key.as_str(), "interaction.children:1:0:0");
+    assert_eq!(wait.children, vec![child(1)]);
+    assert_eq!((wait.boundary, wait.condition), (Boundary::SubtreeDrained, Condition::Any));
+    (spec.key, wait)
+}
+
+#[test]
+fn the_opening_consumes_only_itself_when_a_satisfaction_follows() {
+    let mut d = Driver::new(|_| {});
+    let (key, spec) = to_wait_open(&mut d);
+    let wait = wait_id(1);
+    let result = SettledToolResult::new(crate::chat::ToolResult::ok("c1", "weather", Default::default()), false);
+    let answer = satisfied(&wait, &spec, vec![completed(&key, &child(1), &d.tools, &result)]);
+    let t = d.step(&[opened(&wait, &spec), answer.clone()]).unwrap();
+    assert_eq!(t, Transition::Wait { consumed: 1, wait_id: wait.clone() });
+    let next = effects(d.step(&[answer]).unwrap());
+    let Effect::Dispatcher(payload) = &next[0] else { panic!() };
+    let effect = ModelCallEffect::from_payload(payload).unwrap();
+    assert_eq!(effect.model_call_sequence, 2);
+    assert_eq!(effect.request.messages.len(), 3);
+}
+
+#[test]
+fn a_mismatched_opening_or_satisfaction_is_a_step_error_and_changes_nothing() {
+    let mut d = Driver::new(|_| {});
+    let (key, spec) = to_wait_open(&mut d);
+    let before = d.snapshot();
+    let mut other = spec.clone();
+    other.condition = Condition::All;
+    assert!(d.step(&[opened(&wait_id(1), &other)]).is_err());
+    assert_eq!(d.snapshot(), before);
+    assert!(d.step(&[]).is_err(), "the opening is required");
+    d.step(&[opened(&wait_id(1), &spec)]).unwrap();
+    let before = d.snapshot();
+    let result = SettledToolResult::new(crate::chat::ToolResult::ok("c1", "weather", Default::default()), false);
+    let outcome = completed(&key, &child(1), &d.tools, &result);
+    assert!(d.step(&[satisfied(&wait_id(2), &spec, vec![outcome.clone()])]).is_err(), "another wait");
+    let wrong = SettledToolResult::new(crate::chat::ToolResult::ok("c9", "weather", Default::default()), false);
+    let mismatched = completed(&key, &child(1), &d.tools, &wrong);
+    assert!(d.step(&[satisfied(&wait_id(1), &spec, vec![mismatched])]).is_err(), "answers another call");
+    let stranger = completed(&key, &child(7), &d.tools, &result);
+    assert!(d.step(&[satisfied(&wait_id(1), &spec, vec![stranger])]).is_err(), "not an active child");
+    assert_eq!(d.snapshot(), before);
+}
+
+#[test]
+fn start_results_must_match_the_pending_starts() {
+    let mut d = Driver::new(|_| {});
+    effects(d.step(&[]).unwrap());
+    let signal = d.model(calls_response(vec![call("c1", "weather", "{}")]));
+    let starts = effects(d.step(&[signal]).unwrap());
+    let key = start_spec(&starts[0]).key;
+    let before = d.snapshot();
+    let one = d.started(&key, Ok(child(1)));
+    let two = d.started(&key, Ok(child(2)));
+    assert!(d.step(&[one, two]).is_err(), "one result per pending start");
+    let wrong = d.started(&ChildKey::parse("tool_other").unwrap(), Ok(child(1)));
+    assert!(d.step(&[wrong]).is_err(), "matched by key");
+    assert!(d.step(&[]).is_err(), "at least one start result");
+    assert_eq!(d.snapshot(), before);
+    let failed = d.started(&key, Err(Failure::new(kcodes::STEP_FAILED, "no room")));
+    let t = d.step(&[failed]).unwrap();
+    let Transition::Fail { failure, .. } = t else { panic!("{t:?}") };
+    assert!(failure.is(codes::TOOL_START_FAILED));
+    assert_eq!(d.snapshot(), before, "a failure keeps the last valid state");
+}
+
+#[test]
+fn only_steers_are_accepted_outside_their_phase() {
+    let mut d = Driver::new(|_| {});
+    let stray = d.model(answer("x"));
+    assert!(d.step(&[stray]).is_err(), "ready_model accepts only steers");
+    effects(d.step(&[]).unwrap());
+    let a = d.model(answer("x"));
+    let b = d.model(answer("y"));
+    assert!(d.step(&[a, b]).is_err(), "a duplicate settlement");
+    let done = d.model(answer("done"));
+    let t = d.step(&[done]).unwrap();
+    assert!(matches!(t, Transition::Complete { consumed: 1, .. }));
+    assert!(d.step(&[]).is_err(), "completed execution cannot advance");
+}
+
+#[test]
+fn replacement_messages_replace_the_working_context() {
+    let mut d = Driver::new(|_| {});
+    effects(d.step(&[]).unwrap());
+    let reduced = ModelResult::Response {
+        response: calls_response(vec![call("c1", "weather", "{}")]),
+        replacement_messages: Some(vec![Message::user("summary")]),
+    };
+    let s = reduced.to_settlement().unwrap();
+    let signal = Signal::new(SignalId::settlement(&d.effect_id()), None, s.payload, Some(s.status)).unwrap();
+    effects(d.step(&[signal]).unwrap());
+    let state = crate::interaction::state::ParentState::from_execution_state(&d.snapshot()).unwrap();
+    let texts: Vec<String> = state.working_context.messages.iter().map(Message::text).collect();
+    assert_eq!(texts, vec!["summary"]);
+}
