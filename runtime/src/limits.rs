@@ -49,6 +49,10 @@ pub const MAX_REQUEST_TOOLS: usize = 128;
 /// Maximum number of parts in one chat message (so at most this many tool calls per response
 /// and tool results per tool message).
 pub const MAX_MESSAGE_PARTS: usize = 1024;
+
+/// Maximum number of tool calls in one model response (each is a message part). Bounds every
+/// per-round scan, such as concurrency-window planning.
+pub const MAX_TOOL_CALLS_PER_RESPONSE: usize = MAX_MESSAGE_PARTS;
 /// Default `TreeLimits::max_pending_signals` (also what a zero configures).
 pub const DEFAULT_MAX_PENDING_SIGNALS: u32 = 10_000;
 
@@ -68,3 +72,6 @@ pub const MAX_TOOL_INPUT_PAUSES: u32 = u32::MAX - 1;
 
 /// Maximum bytes of a completion validator's rejection feedback (spec §10).
 pub const MAX_COMPLETION_FEEDBACK_BYTES: usize = MAX_TEXT_BYTES;
+/// Default bound of one record in the durable commit log: a tree cut of up to 64 MiB plus
+/// room for the record's metadata (identities, digests, framing).
+pub const DEFAULT_MAX_COMMIT_RECORD_BYTES: usize = (64 << 20) + (64 << 10);

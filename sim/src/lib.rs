@@ -1,1 +1,31 @@
-//! keel-sim: deterministic simulation harness.
+//! keel-sim: the deterministic simulation harness for keel.
+//!
+//! A [`world::Scenario`] is one seeded, self-checking run of a simulated world. A
+//! [`campaign::Campaign`] runs many seeds of many scenarios on worker threads and summarizes
+//! them identically for any number of workers; failing seeds are stored in
+//! [`regressions`] files and replayed first; [`minimize`] shrinks a failing seed's fault
+//! schedule. The `keel-sim` binary ([`cli`]) is a thin layer over these.
+//!
+//! ```
+//! use keel_sim::scenarios::ClockAndRng;
+//! use keel_sim::world::{RunOptions, Scenario};
+//!
+//! let report = ClockAndRng.run(42, &RunOptions::default());
+//! assert!(report.passed(), "{report}");
+//! assert_eq!(report, ClockAndRng.run(42, &RunOptions::default()));
+//! ```
+//!
+//! Architecture invariant: nothing here reads the wall clock or spawns OS threads except
+//! `campaign/parallel.rs`, and no run depends on either.
+
+pub mod campaign;
+pub mod cli;
+pub mod limits;
+pub mod minimize;
+pub mod registry;
+pub mod regressions;
+pub mod scenarios;
+pub mod schedule;
+pub mod swarm_rng;
+pub mod trace;
+pub mod world;

@@ -1,1 +1,4 @@
-//! Workspace integration tests live in `tests/tests/`.
+//! Workspace integration tests live in `tests/tests/`; `durable_world` is shared by the
+//! crash child binary and the durable kill test.
+
+pub mod durable_world;

@@ -48,3 +48,4 @@ mod testutil;
 
 #[cfg(test)]
 mod tests;
+pub mod window;

@@ -7,6 +7,7 @@ use super::signal::SettlementStatus;
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
 
 /// An Effect declared by a `continue` Transition.
+#[allow(clippy::large_enum_variant)] // few per Step and short-lived: boxing buys nothing
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
     /// Interpreted by the kernel; the set is closed.
@@ -19,6 +20,7 @@ pub enum Effect {
 ///
 /// Decision: `signal_child` / `cancel_child` (spec §7.5) are not implemented yet; their wire
 /// operation names are rejected as unknown.
+#[allow(clippy::large_enum_variant)] // few per Step and short-lived: boxing buys nothing
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FrameworkEffect {
     /// Open an external wait. `payload` (optional) is echoed back in the opening Signal so a

@@ -86,3 +86,201 @@ impl Event {
         }
     }
 }
+
+/// Receives observation events. Listeners run synchronously on the tree's owner task, in
+/// publication order (spec §10.3): they must be bounded and must not await their own tree.
+pub trait EventListener: Send + Sync {
+    fn on_event(&self, event: &Event);
+}
+
+/// Contained listener failures (spec §10.3): counted with the latest bounded diagnostic.
+/// Observers cannot veto and their failures never alter execution.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObservationFailures {
+    /// Event-listener calls that panicked (saturating).
+    pub event_listener_panics: u64,
+    /// The diagnostic of the latest panic, at most `MAX_DIAGNOSTIC_BYTES`.
+    pub last_event_listener_diagnostic: Option<String>,
+}
+
+impl ObservationFailures {
+    fn record_event_listener_panic(&mut self, diagnostic: String) {
+        self.event_listener_panics = self.event_listener_panics.saturating_add(1);
+        self.last_event_listener_diagnostic = Some(diagnostic);
+    }
+}
+
+/// Delivers events to every listener, containing and counting their panics.
+pub struct EventFanout {
+    listeners: Vec<std::sync::Arc<dyn EventListener>>,
+    failures: std::sync::Mutex<ObservationFailures>,
+}
+
+impl EventFanout {
+    pub fn new(listeners: Vec<std::sync::Arc<dyn EventListener>>) -> EventFanout {
+        EventFanout {
+            listeners,
+            failures: std::sync::Mutex::new(ObservationFailures::default()),
+        }
+    }
+
+    /// Calls every listener once, in registration order. A panicking listener does not stop
+    /// the others.
+    pub fn publish(&self, event: &Event) {
+        for listener in &self.listeners {
+            // AssertUnwindSafe: the event is only borrowed, and a listener that panics is not
+            // trusted with anything else of ours; its own state is its business.
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener.on_event(event)));
+            if let Err(panic) = outcome {
+                let text = crate::kernel::owner::panic_text(&panic);
+                let diagnostic = crate::text::normalize_diagnostic(
+                    text.as_bytes(),
+                    crate::limits::MAX_DIAGNOSTIC_BYTES,
+                    "event listener panicked",
+                );
+                self.failures
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .record_event_listener_panic(diagnostic);
+            }
+        }
+    }
+
+    /// The current failure counters.
+    pub fn failures(&self) -> ObservationFailures {
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl std::fmt::Debug for EventFanout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventFanout")
+            .field("listeners", &self.listeners.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every event name of §10.1, in table order.
+pub const ALL_EVENT_NAMES: [&str; 15] = [
+    names::PROCESS_STARTED,
+    names::PROCESS_RESTORED,
+    names::PROCESS_PAUSED,
+    names::PROCESS_RESUMED,
+    names::PROCESS_FINISHED,
+    names::RUNTIME_STOPPED,
+    names::SIGNAL_ACCEPTED,
+    names::STEP_STARTED,
+    names::STEP_PREPARED,
+    names::STEP_FINISHED,
+    names::STEP_COMMITTED,
+    names::EFFECT_STARTED,
+    names::EFFECT_FINISHED,
+    names::DELTA_DROPPED,
+    names::EFFECT_RESOLVED,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::testkit::script_deployment;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    fn event(name: &'static str) -> Event {
+        let root = ProcessId::root_from_hex(&format!("{:032x}", 1)).unwrap();
+        Event {
+            process_sequence: 1,
+            process_id: root.clone(),
+            deployment_ref: script_deployment("keel.test.event", None, vec![])
+                .reference()
+                .clone(),
+            relation: Relation::root(root),
+            tree_incarnation_id: None,
+            step_sequence: None,
+            effect_id: None,
+            name,
+            phase: phase_of(name),
+            occurred_at: Timestamp::from_millis(0).unwrap(),
+            payload: Json::object(),
+        }
+    }
+
+    #[test]
+    fn every_name_has_the_phase_of_the_table() {
+        let attempt = [
+            names::RUNTIME_STOPPED,
+            names::STEP_STARTED,
+            names::STEP_PREPARED,
+            names::STEP_FINISHED,
+            names::EFFECT_STARTED,
+            names::EFFECT_FINISHED,
+            names::DELTA_DROPPED,
+        ];
+        for name in ALL_EVENT_NAMES {
+            let expected = if attempt.contains(&name) {
+                EventPhase::Attempt
+            } else {
+                EventPhase::Committed
+            };
+            assert_eq!(phase_of(name), expected, "{name}");
+            assert!(name.starts_with("agent."), "{name}");
+        }
+        let mut distinct = ALL_EVENT_NAMES.to_vec();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), ALL_EVENT_NAMES.len(), "names are distinct");
+    }
+
+    struct Counting(AtomicU64);
+    impl EventListener for Counting {
+        fn on_event(&self, _: &Event) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    struct Panicking(String);
+    impl EventListener for Panicking {
+        fn on_event(&self, _: &Event) {
+            panic!("{}", self.0);
+        }
+    }
+
+    #[test]
+    fn a_panicking_listener_is_counted_and_does_not_starve_the_others() {
+        let counting = Arc::new(Counting(AtomicU64::new(0)));
+        let fanout = EventFanout::new(vec![
+            Arc::new(Panicking("first".into())),
+            counting.clone(),
+            Arc::new(Panicking("x".repeat(10 * crate::limits::MAX_DIAGNOSTIC_BYTES))),
+        ]);
+        assert_eq!(fanout.failures(), ObservationFailures::default());
+        fanout.publish(&event(names::PROCESS_STARTED));
+        fanout.publish(&event(names::STEP_STARTED));
+        assert_eq!(
+            counting.0.load(Ordering::SeqCst),
+            2,
+            "the healthy listener saw every event"
+        );
+        let failures = fanout.failures();
+        assert_eq!(failures.event_listener_panics, 4);
+        let last = failures.last_event_listener_diagnostic.expect("diagnostic kept");
+        assert!(
+            last.len() <= crate::limits::MAX_DIAGNOSTIC_BYTES,
+            "diagnostic is bounded"
+        );
+        assert!(last.contains("xxx"), "the latest panic wins: {last:.40}");
+    }
+
+    #[test]
+    fn the_panic_counter_saturates() {
+        let mut f = ObservationFailures {
+            event_listener_panics: u64::MAX,
+            last_event_listener_diagnostic: None,
+        };
+        f.record_event_listener_panic("again".into());
+        assert_eq!(f.event_listener_panics, u64::MAX);
+        assert_eq!(f.last_event_listener_diagnostic.as_deref(), Some("again"));
+    }
+}

@@ -295,6 +295,12 @@ pub mod codes {
     ];
 }
 
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.code.as_str(), self.kind.as_str(), self.message.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,11 +433,5 @@ mod tests {
         empty_message[2].1 = Json::str("");
         assert!(Failure::from_json(&obj(&empty_message)).is_err());
         assert!(Failure::from_json(&Json::Array(vec![])).is_err());
-    }
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}): {}", self.code.as_str(), self.kind.as_str(), self.message.as_str())
     }
 }

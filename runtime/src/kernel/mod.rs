@@ -14,6 +14,7 @@ pub mod descriptor;
 pub mod direct;
 pub mod dispatcher;
 pub mod effect;
+pub mod engine;
 pub mod engine_signal;
 pub mod event;
 pub mod failure;

@@ -178,3 +178,34 @@ impl FromJson for Process {
         Ok(p)
     }
 }
+
+/// Diagnostic surfaces of the durable record (spec §3.7, §4.6).
+impl Process {
+    /// The Unknown Effects retained in the prepared batch, sorted.
+    pub fn unknown_effect_ids(&self) -> Vec<super::ids::EffectId> {
+        self.prepared.as_ref().map(|s| s.unknown_ids()).unwrap_or_default()
+    }
+
+    /// Every definite settlement recorded in the prepared batch, in declaration order.
+    pub fn settlements(&self) -> Vec<(super::ids::EffectId, super::effect::Settlement)> {
+        self.prepared
+            .iter()
+            .flat_map(|s| s.effects.iter())
+            .filter_map(|e| match &e.phase {
+                super::effect::EffectPhase::Settled(s) => Some((e.id.clone(), s.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The bounded diagnostic recorded for an Effect, if any.
+    pub fn effect_diagnostic(&self, effect: &super::ids::EffectId) -> Option<&super::failure::Failure> {
+        let prepared = self.prepared.as_ref()?;
+        prepared.effects.iter().find(|e| &e.id == effect)?.diagnostic.as_ref()
+    }
+
+    /// Every admitted Signal in arrival order, with its committed consumption state.
+    pub fn signal_receipts(&self) -> Vec<super::mailbox::SignalReceipt> {
+        self.mailbox.receipts()
+    }
+}

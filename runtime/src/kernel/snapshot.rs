@@ -25,6 +25,8 @@ pub enum SnapshotError {
     Process { process: String, reason: String },
     #[error("tree: {0}")]
     Tree(String),
+    #[error("{what} is {bytes} bytes, over its limit of {limit}")]
+    TooLarge { what: String, bytes: u64, limit: u64 },
 }
 
 fn perr(p: &Process, reason: impl Into<String>) -> SnapshotError {
@@ -97,10 +99,25 @@ impl TreeSnapshot {
     }
     /// Re-stamps the cut with a new writer (activation).
     pub fn with_incarnation(&self, incarnation: IncarnationId) -> Result<TreeSnapshot, SnapshotError> {
-        TreeSnapshot::build(self.root_id.clone(), incarnation, self.limits.clone(), self.processes.clone())
+        TreeSnapshot::build(self.root_id.clone(), incarnation, self.limits, self.processes.clone())
     }
 
     fn validate(&self) -> Result<(), SnapshotError> {
+        // Simple byte caps (spec §13.2 allows them in place of §8.4's live reservations).
+        let total = self.bytes.len() as u64;
+        if let Some(limit) = self.limits.max_snapshot_bytes().maximum() {
+            if total > limit {
+                return Err(SnapshotError::TooLarge { what: "tree snapshot".into(), bytes: total, limit });
+            }
+        }
+        if let Some(limit) = self.limits.max_process_snapshot_bytes().maximum() {
+            for p in &self.processes {
+                let bytes = p.to_json().canonical_len() as u64;
+                if bytes > limit {
+                    return Err(SnapshotError::TooLarge { what: format!("process {}", p.id), bytes, limit });
+                }
+            }
+        }
         let by_id: BTreeMap<&ProcessId, &Process> = self.processes.iter().map(|p| (&p.id, p)).collect();
         if by_id.len() != self.processes.len() {
             return Err(SnapshotError::Tree("duplicate process ids".into()));
@@ -277,5 +294,32 @@ pub fn validate_process(p: &Process, limits: &TreeLimits) -> Result<(), Snapshot
 impl ToJson for TreeSnapshot {
     fn to_json(&self) -> Json {
         encode(&self.root_id, &self.incarnation, &self.limits, &self.processes)
+    }
+}
+
+impl TreeSnapshot {
+    /// Rebuilds the frozen request of a dispatcher Effect in this cut (no AttemptId, this
+    /// cut's incarnation), so a host or dispatcher helper can construct a valid settlement
+    /// for an Unknown after a restart.
+    pub fn effect_request(
+        &self,
+        process: &ProcessId,
+        effect: &super::ids::EffectId,
+    ) -> Option<super::dispatcher::EffectRequest> {
+        let p = self.process(process)?;
+        let prepared = p.prepared.as_ref()?;
+        let index = prepared.effect_index(effect)?;
+        let Effect::Dispatcher(payload) = &prepared.effects[index].effect else { return None };
+        Some(super::dispatcher::EffectRequest {
+            incarnation: self.incarnation.clone(),
+            deployment_ref: p.deployment_ref.clone(),
+            process_id: p.id.clone(),
+            relation: p.relation.clone(),
+            step_sequence: prepared.sequence,
+            batch_index: u32::try_from(index).ok()?,
+            effect_id: effect.clone(),
+            attempt_id: None,
+            payload: payload.clone(),
+        })
     }
 }

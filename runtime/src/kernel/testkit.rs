@@ -27,6 +27,7 @@ use crate::text::QualifiedName;
 use std::sync::Arc;
 
 /// One operation of a script.
+#[allow(clippy::large_enum_variant)] // few per Step and short-lived: boxing buys nothing
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     /// Dispatch an Effect with this payload and log its settlement.

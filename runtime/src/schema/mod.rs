@@ -145,6 +145,28 @@ impl Schema {
 /// Whether `schema`'s top-level `type` is exactly the string `"object"` (tool input schemas
 /// must be object schemas; `["object"]` or an implied object type does not qualify, matching
 /// what model providers accept).
+/// Runs the schema engine once so its process-global lazy state is initialized now.
+///
+/// Why: the `jsonschema` crate's hash maps seed themselves from OS randomness once per
+/// process. Under madsim that first draw is intercepted and taken from the *simulated* rng, so
+/// the first simulated run in a process would see a different random stream than every later
+/// run with the same seed. Simulation harnesses call this before starting any simulated
+/// runtime (idempotent and cheap after the first call).
+pub fn prime() {
+    static PRIMED: std::sync::Once = std::sync::Once::new();
+    PRIMED.call_once(|| {
+        let source = Json::Object(
+            [("type".to_owned(), Json::str("object")), ("required".to_owned(), Json::Array(vec![Json::str("a")]))]
+                .into_iter()
+                .collect(),
+        );
+        if let Ok(schema) = Schema::compile(&source) {
+            let _ = schema.validate(&Json::Null);
+            let _ = schema.is_valid(&Json::object());
+        }
+    });
+}
+
 pub fn is_object_schema(schema: &Json) -> bool {
     schema.get("type").and_then(Json::as_str) == Some("object")
 }

@@ -1,71 +1,22 @@
-//! The reference store (spec kernel.md §9.4): per root a head with its sequence, a map
-//! identity → content digest, and the ordered list of installed commits, all kept forever.
-//!
-//! Order of checks for an advance (checkpoint other than start, effect boundary): fencing on a
-//! missing head or another incarnation first, then the recorded fact (identical and still
-//! current → acknowledged, otherwise `CommitConflict`), then the sequence and previous-digest
-//! compare-and-advance. Failed calls record nothing.
+//! The reference store (spec kernel.md §9.4): a [`CommitIndex`] behind a lock and nothing
+//! else. The rules (and their order of checks) live in `index`; a decided commit is installed
+//! at once. Failed calls record nothing.
 
+use super::index::{CommitIndex, Decision};
 use super::port::{
-    Activation, Checkpoint, CheckpointKind, CommitError, Committer, EffectBoundary,
-    EffectBoundaryKind, Head, TreeCut,
+    Activation, Checkpoint, CheckpointKind, CommitError, Committer, EffectBoundary, Head,
 };
 use crate::env::BoxFuture;
-use crate::json::Digest;
-use crate::kernel::ids::{EffectId, IncarnationId, ProcessId};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::kernel::ids::ProcessId;
+use std::collections::BTreeSet;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// What an installed commit was.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CommitRecordKind {
-    Checkpoint(CheckpointKind),
-    Effect { process_id: ProcessId, effect_id: EffectId, kind: EffectBoundaryKind },
-    Activation { previous_incarnation: IncarnationId },
-}
-
-/// One installed commit. Identical retries are acknowledged but install nothing, so they do not
-/// appear; the history is exactly the sequence of heads the store held.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommitRecord {
-    pub identity: String,
-    pub kind: CommitRecordKind,
-    pub sequence: u64,
-    /// The writer incarnation of the installed head.
-    pub incarnation: IncarnationId,
-    pub cut_digest: Digest,
-}
-
-#[derive(Default)]
-struct TreeRecord {
-    head: Option<Head>,
-    facts: BTreeMap<String, Digest>,
-    history: Vec<CommitRecord>,
-}
-
-/// Rules a test build can switch off to prove the conformance suite catches each one.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Rule {
-    /// An identical retry is acknowledged only while it is still the head.
-    RetryOnlyWhileCurrent,
-    /// Same identity with different content conflicts.
-    ContentMatches,
-    /// Commits must come from the head's incarnation.
-    Fencing,
-    /// Sequences advance by exactly one.
-    ConsecutiveSequence,
-    /// The previous digest must equal the head.
-    PreviousMatchesHead,
-    /// A start never replaces an existing head.
-    StartNeedsNoHead,
-}
+pub use super::index::{CommitRecord, CommitRecordKind};
 
 /// The in-memory reference committer. Thread-safe and deterministic.
 #[derive(Default)]
 pub struct MemoryCommitter {
-    trees: Mutex<BTreeMap<ProcessId, TreeRecord>>,
-    #[cfg(test)]
-    skipped: Option<Rule>,
+    index: Mutex<CommitIndex>,
 }
 
 impl MemoryCommitter {
@@ -73,201 +24,57 @@ impl MemoryCommitter {
         MemoryCommitter::default()
     }
 
+    /// A committer that ignores one rule (to prove the conformance suite notices).
+    #[cfg(test)]
+    fn skipping(rule: super::index::Rule) -> MemoryCommitter {
+        MemoryCommitter { index: Mutex::new(CommitIndex::skipping(rule)) }
+    }
+
     /// Every installed commit of `root`, in installation order.
     pub fn history(&self, root: &ProcessId) -> Vec<CommitRecord> {
-        self.lock().get(root).map(|t| t.history.clone()).unwrap_or_default()
+        self.lock().history(root).to_vec()
     }
 
     /// The current head, synchronously (for oracles; engines use `load_tree`).
     pub fn head(&self, root: &ProcessId) -> Option<Head> {
-        self.lock().get(root).and_then(|t| t.head.clone())
+        self.lock().head(root).cloned()
     }
 
     /// The roots the store knows, in order.
     pub fn roots(&self) -> Vec<ProcessId> {
-        self.lock().keys().cloned().collect()
+        self.lock().roots()
     }
 
-    // A panic elsewhere cannot leave a tree half-updated: every mutation below happens after
-    // all checks, so a poisoned lock still guards consistent state.
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<ProcessId, TreeRecord>> {
-        self.trees.lock().unwrap_or_else(PoisonError::into_inner)
+    // A panic elsewhere cannot leave a tree half-updated: the index mutates only in `install`,
+    // after every check, so a poisoned lock still guards consistent state.
+    fn lock(&self) -> MutexGuard<'_, CommitIndex> {
+        self.index.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    #[cfg(test)]
-    fn skips(&self, rule: Rule) -> bool {
-        self.skipped == Some(rule)
-    }
-    #[cfg(not(test))]
-    fn skips(&self, _rule: Rule) -> bool {
-        false
-    }
-
-    fn apply_checkpoint(&self, c: &Checkpoint) -> Result<(), CommitError> {
-        c.validate()?;
-        let kind = CommitRecordKind::Checkpoint(c.kind);
-        if c.kind != CheckpointKind::Start {
-            return self.advance(
-                c.identity(),
-                c.content_digest(),
-                c.sequence,
-                c.previous_digest,
-                &c.cut,
-                kind,
-            );
-        }
-        let identity = c.identity();
-        let content = c.content_digest();
-        let mut trees = self.lock();
-        let tree = trees.entry(c.cut.root_id.clone()).or_default();
-        if let Some(&fact) = tree.facts.get(&identity) {
-            let current =
-                tree.head.as_ref().is_some_and(|h| h.sequence == 1 && h.cut.same_cut(&c.cut));
-            return self.acknowledge_fact(&identity, fact, content, current);
-        }
-        if tree.head.is_some() && !self.skips(Rule::StartNeedsNoHead) {
-            return Err(CommitError::fence("start over an existing head"));
-        }
-        install(tree, identity, content, kind, 1, &c.cut);
-        Ok(())
-    }
-
-    fn apply_effect(&self, b: &EffectBoundary) -> Result<(), CommitError> {
-        b.validate()?;
-        let kind = CommitRecordKind::Effect {
-            process_id: b.process_id.clone(),
-            effect_id: b.effect_id.clone(),
-            kind: b.kind,
-        };
-        self.advance(
-            b.identity(),
-            b.content_digest(),
-            b.sequence,
-            Some(b.previous_digest),
-            &b.cut,
-            kind,
-        )
-    }
-
-    fn advance(
+    fn apply(
         &self,
-        identity: String,
-        content: Digest,
-        sequence: u64,
-        previous: Option<Digest>,
-        cut: &TreeCut,
-        kind: CommitRecordKind,
+        decide: impl FnOnce(&CommitIndex) -> Result<Decision, CommitError>,
     ) -> Result<(), CommitError> {
-        let mut trees = self.lock();
-        let Some(tree) = trees.get_mut(&cut.root_id) else {
-            return Err(CommitError::fence("no head for this root"));
-        };
-        let Some(head) = tree.head.as_ref() else {
-            return Err(CommitError::fence("no head for this root"));
-        };
-        if head.cut.incarnation != cut.incarnation && !self.skips(Rule::Fencing) {
-            return Err(CommitError::fence(format!(
-                "head belongs to {}, commit to {}",
-                head.cut.incarnation, cut.incarnation
-            )));
+        let mut index = self.lock();
+        if let Decision::Install(installation) = decide(&index)? {
+            index.install(installation);
         }
-        if let Some(&fact) = tree.facts.get(&identity) {
-            let current = head.sequence == sequence && head.cut.same_cut(cut);
-            return self.acknowledge_fact(&identity, fact, content, current);
-        }
-        if head.sequence.checked_add(1) != Some(sequence) && !self.skips(Rule::ConsecutiveSequence)
-        {
-            return Err(CommitError::fence(format!(
-                "sequence {sequence} does not follow head sequence {}",
-                head.sequence
-            )));
-        }
-        if previous != Some(head.cut.digest) && !self.skips(Rule::PreviousMatchesHead) {
-            return Err(CommitError::fence("previous digest is not the head"));
-        }
-        install(tree, identity, content, kind, sequence, cut);
         Ok(())
     }
-
-    fn apply_activation(&self, a: &Activation) -> Result<(), CommitError> {
-        a.validate()?;
-        let identity = a.identity();
-        let content = a.content_digest();
-        let mut trees = self.lock();
-        let Some(tree) = trees.get_mut(&a.cut.root_id) else {
-            return Err(CommitError::fence("no head for this root"));
-        };
-        if let Some(&fact) = tree.facts.get(&identity) {
-            let current =
-                tree.head.as_ref().is_some_and(|h| h.sequence == 0 && h.cut.same_cut(&a.cut));
-            return self.acknowledge_fact(&identity, fact, content, current);
-        }
-        let Some(head) = tree.head.as_ref() else {
-            return Err(CommitError::fence("no head for this root"));
-        };
-        if head.cut.incarnation != a.previous_incarnation && !self.skips(Rule::Fencing) {
-            return Err(CommitError::fence(format!(
-                "head belongs to {}, activation expected {}",
-                head.cut.incarnation, a.previous_incarnation
-            )));
-        }
-        if head.cut.digest != a.previous_digest && !self.skips(Rule::PreviousMatchesHead) {
-            return Err(CommitError::fence("previous digest is not the head"));
-        }
-        let kind =
-            CommitRecordKind::Activation { previous_incarnation: a.previous_incarnation.clone() };
-        install(tree, identity, content, kind, 0, &a.cut);
-        Ok(())
-    }
-
-    /// A recorded identity is acknowledged only for identical content that is still the head.
-    fn acknowledge_fact(
-        &self,
-        identity: &str,
-        fact: Digest,
-        content: Digest,
-        current: bool,
-    ) -> Result<(), CommitError> {
-        let same = fact == content || self.skips(Rule::ContentMatches);
-        if same && (current || self.skips(Rule::RetryOnlyWhileCurrent)) {
-            Ok(())
-        } else {
-            Err(CommitError::CommitConflict { identity: identity.to_owned() })
-        }
-    }
-}
-
-fn install(
-    tree: &mut TreeRecord,
-    identity: String,
-    content: Digest,
-    kind: CommitRecordKind,
-    sequence: u64,
-    cut: &TreeCut,
-) {
-    tree.facts.insert(identity.clone(), content);
-    tree.history.push(CommitRecord {
-        identity,
-        kind,
-        sequence,
-        incarnation: cut.incarnation.clone(),
-        cut_digest: cut.digest,
-    });
-    tree.head = Some(Head { cut: cut.clone(), sequence });
 }
 
 impl Committer for MemoryCommitter {
     fn commit_checkpoint(&self, checkpoint: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
         let checkpoint = checkpoint.clone();
-        Box::pin(async move { self.apply_checkpoint(&checkpoint) })
+        Box::pin(async move { self.apply(|index| index.decide_checkpoint(&checkpoint)) })
     }
     fn commit_effect(&self, boundary: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
         let boundary = boundary.clone();
-        Box::pin(async move { self.apply_effect(&boundary) })
+        Box::pin(async move { self.apply(|index| index.decide_effect(&boundary)) })
     }
     fn activate_tree(&self, activation: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
         let activation = activation.clone();
-        Box::pin(async move { self.apply_activation(&activation) })
+        Box::pin(async move { self.apply(|index| index.decide_activation(&activation)) })
     }
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
         let root = root.clone();
@@ -338,7 +145,11 @@ pub fn audit_history(history: &[CommitRecord]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::Digest;
     use crate::kernel::commit::conformance::check_committer;
+    use crate::kernel::commit::index::Rule;
+    use crate::kernel::commit::{EffectBoundaryKind, TreeCut};
+    use crate::kernel::ids::{EffectId, IncarnationId};
     use futures::executor::block_on;
     use std::sync::Arc;
 
@@ -408,7 +219,7 @@ mod tests {
             Rule::PreviousMatchesHead,
             Rule::StartNeedsNoHead,
         ] {
-            let broken = || MemoryCommitter { skipped: Some(rule), ..MemoryCommitter::default() };
+            let broken = || MemoryCommitter::skipping(rule);
             assert!(block_on(check_committer(broken)).is_err(), "suite missed {rule:?}");
         }
     }
@@ -473,8 +284,7 @@ mod tests {
     #[test]
     fn sequence_never_wraps() {
         let m = MemoryCommitter::new();
-        m.lock().entry(root()).or_default().head =
-            Some(Head { cut: cut(1, 1), sequence: u64::MAX });
+        m.lock().force_head(Head { cut: cut(1, 1), sequence: u64::MAX });
         block_on(async {
             for sequence in [0, 1, u64::MAX] {
                 let r = m.commit_checkpoint(&progress(sequence, 1, 2, 1)).await;

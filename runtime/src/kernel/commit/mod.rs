@@ -2,7 +2,9 @@
 //! cuts and the committer installs them under one compare-and-advance head per root.
 //!
 //! * `port` — request types, commit identities and content digests, the `Committer` trait.
+//! * `index` — the commit rules (§9.2, §9.4) over an in-memory index every store shares.
 //! * `memory` — the reference in-memory store (§9.4) and its commit history (oracle input).
+//! * `file` — the durable store: an fsync'd append-only log per directory.
 //! * `faults` — a fault-injecting wrapper for the simulator.
 //! * `conformance` — the reusable store-level conformance suite (§9.5) every committer runs.
 //!
@@ -11,10 +13,14 @@
 
 pub mod conformance;
 pub mod faults;
+pub mod file;
+pub mod index;
 pub mod memory;
 pub mod port;
 
 pub use faults::{CommitCall, CommitCallKind, Fault, FaultPlan, FaultyCommitter};
+pub use file::{FileCommitter, OpenError, Recovery};
+pub use index::{CommitIndex, Decision, Installation};
 pub use memory::{audit_history, CommitRecord, CommitRecordKind, MemoryCommitter};
 pub use port::{
     Activation, Checkpoint, CheckpointKind, CommitError, Committer, EffectBoundary,

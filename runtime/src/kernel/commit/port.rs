@@ -176,6 +176,9 @@ pub enum CommitError {
     /// The backend failed; proves nothing about the head.
     #[error("storage failure: {message}")]
     Storage { message: String },
+    /// The encoded commit exceeds the backend's record bound; nothing was stored.
+    #[error("commit record of {bytes} bytes exceeds the store maximum of {max} bytes")]
+    RecordTooLarge { bytes: u64, max: u64 },
     /// A fault hook fired (simulation only).
     #[error("injected fault: {fault}")]
     Injected { fault: String },

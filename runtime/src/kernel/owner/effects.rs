@@ -170,7 +170,7 @@ impl Owner {
             started_at: self.now,
             status: Status::Running,
             committed_steps: 0,
-            budget: spec.budget.clone(),
+            budget: spec.budget,
             allocated: Allocation::default(),
             capabilities: spec.capabilities.clone(),
             prepared_effects: 0,

@@ -99,6 +99,7 @@ impl CommitRequest {
 }
 
 /// Something the caller must do.
+#[allow(clippy::large_enum_variant)] // transient: polled and performed at once
 pub enum Action {
     /// Send this commit to the committer and feed back `Input::CommitDone`.
     Commit(CommitRequest),
@@ -142,7 +143,7 @@ impl ProcessInfo {
             relation: p.relation.clone(),
             deployment_ref: p.deployment_ref.clone(),
             started_at: p.started_at,
-            budget: p.budget.clone(),
+            budget: p.budget,
             capabilities: p.capabilities.clone(),
         }
     }
@@ -324,7 +325,7 @@ impl Owner {
         TreeSnapshot::build(
             self.root_id.clone(),
             self.incarnation.clone(),
-            self.limits.clone(),
+            self.limits,
             self.processes.values().cloned(),
         )
     }
@@ -430,7 +431,16 @@ impl Owner {
             return;
         };
         if let Err(e) = result {
+            let owed = match in_flight.after {
+                AfterCommit::Reply { id, .. } | AfterCommit::ReplyCaptured { id } => Some(id),
+                _ => None,
+            };
             self.stop(format!("commit failed: {e}"), in_flight.effect);
+            // The command whose commit failed is still owed its reply.
+            if let Some(id) = owed {
+                let err = CommandError::Stopped(self.stopped.clone().map(Box::new));
+                self.actions.push_back(Action::Reply { id, result: Err(err) });
+            }
             return;
         }
         self.head = Some((in_flight.prospective, in_flight.sequence));
@@ -495,7 +505,13 @@ impl Owner {
             cause,
         };
         self.staged.clear();
-        self.in_flight = None;
+        // A command whose commit was in flight is still owed its reply.
+        if let Some(f) = self.in_flight.take() {
+            if let AfterCommit::Reply { id, .. } | AfterCommit::ReplyCaptured { id } = f.after {
+                let err = CommandError::Stopped(Some(Box::new(error.clone())));
+                self.actions.push_back(Action::Reply { id, result: Err(err) });
+            }
+        }
         for input in std::mem::take(&mut self.deferred) {
             if let Input::Command { id, .. } = input {
                 let err = CommandError::Stopped(Some(Box::new(error.clone())));

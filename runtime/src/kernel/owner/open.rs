@@ -128,7 +128,7 @@ impl Owner {
         if root_deployment.reference() != &snapshot.root().deployment_ref {
             return Err(RestoreError::RootMismatch);
         }
-        let mut owner = Owner::empty(resolver.clone(), snapshot.root_id.clone(), incarnation.clone(), snapshot.limits.clone(), now);
+        let mut owner = Owner::empty(resolver.clone(), snapshot.root_id.clone(), incarnation.clone(), snapshot.limits, now);
         for p in snapshot.processes() {
             let deployment = if p.deployment_ref == *root_deployment.reference() {
                 root_deployment.clone()

@@ -94,8 +94,18 @@ impl Owner {
         self.attempt_event(pid, super::super::event::names::STEP_PREPARED, Some(sequence), None);
         let Some(p) = self.processes.get_mut(pid) else { return };
         let prepared = PreparedStep::new(pid, sequence, candidate_state, &transition);
+        let before = p.prepared_effects;
         p.prepared_effects = p.prepared_effects.saturating_add(prepared.effects.len() as u64);
         p.prepared = Some(prepared);
+        // 8. Snapshot byte admission: the cut holding the candidate must fit the tree limits.
+        if let Err(crate::kernel::snapshot::SnapshotError::TooLarge { what, bytes, limit }) = self.snapshot() {
+            if let Some(p) = self.processes.get_mut(pid) {
+                p.prepared = None;
+                p.prepared_effects = before;
+            }
+            let message = format!("{what} would be {bytes} bytes, over {limit}");
+            return self.fail_after_discard(pid, execution(crate::kernel::failure::codes::LIMIT_SNAPSHOT, &message));
+        }
         if let Some(live) = self.live.get_mut(pid) {
             live.candidate = Some(candidate);
         }

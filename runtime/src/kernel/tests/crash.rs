@@ -285,3 +285,21 @@ fn child_start_crash_restarts_under_the_same_derived_process_id() {
         assert_eq!((snap.root().allocated.steps, snap.root().allocated.signals), (3, 3), "grant unchanged");
     }
 }
+
+#[test]
+fn a_command_whose_commit_fails_gets_an_error_reply() {
+    // A deliver whose `signals` checkpoint fails must still be answered (with the stop).
+    let w = echo_world();
+    let faulty = Arc::new(FaultyCommitter::new(w.committer.clone()));
+    faulty.set_fault_plan(Box::new(|call| {
+        if matches(call, At::Checkpoint(CheckpointKind::Signals)) { Fault::FailBefore } else { Fault::Pass }
+    }));
+    let owner = Owner::start(w.resolver.clone(), w.deployment.clone(), script_input(&[Op::Wait("k".into())]), ProcessId::root_from_hex(&hex(1)).unwrap(), IncarnationId::from_hex(&hex(100)).unwrap(), config(Budget::unlimited()), now()).unwrap();
+    let mut r = DirectRunner::new(owner, faulty as Arc<dyn Committer>, now());
+    r.run_to_idle();
+    let head = w.head();
+    let wait = head.root().current_wait_id.clone().unwrap();
+    let answer = crate::kernel::signal::SignalRequest::new(crate::kernel::ids::SignalId::external("signal:a").unwrap(), Some(wait), Payload::from_json(Json::str("x")).unwrap()).unwrap();
+    let reply = r.command(Command::Deliver { process: head.root_id.clone(), requests: vec![answer] });
+    assert!(matches!(reply, Err(crate::kernel::owner::CommandError::Stopped(Some(_)))), "{reply:?}");
+}

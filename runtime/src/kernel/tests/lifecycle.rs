@@ -147,7 +147,7 @@ fn child_runs_drains_and_its_budget_is_debited_permanently() {
     let resolver = Arc::new(DeploymentSet::new().with(child.clone()).with(parent.clone()));
     let committer = Arc::new(MemoryCommitter::new());
     let child_budget = Budget::finite(5, 2, 5);
-    let ops = [Op::Child { deployment: child.reference().clone(), script: vec![dispatch_op("c")], key: "worker".into(), budget: child_budget.clone() }];
+    let ops = [Op::Child { deployment: child.reference().clone(), script: vec![dispatch_op("c")], key: "worker".into(), budget: child_budget }];
     let owner = Owner::start(resolver, parent, script_input(&ops), ProcessId::root_from_hex(&hex(1)).unwrap(), IncarnationId::from_hex(&hex(9)).unwrap(), config(Budget::finite(20, 10, 20)), now()).unwrap();
     let mut r = DirectRunner::new(owner, committer.clone() as Arc<dyn Committer>, now());
     r.run_to_idle();
@@ -200,7 +200,7 @@ fn steps_quota_exhaustion_fails_with_the_limit_code() {
 fn effects_quota_zero_forbids_the_effect_but_not_pure_steps() {
     let w = echo_world();
     let budget = Budget { steps: Quota::Unlimited, effects: Quota::Finite(0), signals: Quota::Unlimited };
-    let mut r = w.start(&[dispatch_op("a")], budget.clone());
+    let mut r = w.start(&[dispatch_op("a")], budget);
     r.run_to_idle();
     let f = root_result(&r).unwrap().termination.failure.unwrap();
     assert_eq!(f.code.as_str(), "engine.limit.effects");

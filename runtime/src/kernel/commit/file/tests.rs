@@ -1,0 +1,484 @@
+use super::*;
+use crate::kernel::commit::conformance::check_committer;
+use crate::kernel::commit::{audit_history, MemoryCommitter};
+use futures::executor::block_on;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("keel-file-committer-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&path);
+        TempDir(path)
+    }
+    fn log(&self) -> PathBuf {
+        self.0.join(LOG_FILE_NAME)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A committer that owns its directory (fields drop in order: the file closes first).
+struct TempStore {
+    committer: FileCommitter,
+    _dir: TempDir,
+}
+
+impl TempStore {
+    fn new() -> TempStore {
+        let dir = TempDir::new();
+        TempStore { committer: FileCommitter::open(&dir.0).unwrap(), _dir: dir }
+    }
+}
+
+impl Committer for TempStore {
+    fn commit_checkpoint(&self, c: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
+        self.committer.commit_checkpoint(c)
+    }
+    fn commit_effect(&self, b: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
+        self.committer.commit_effect(b)
+    }
+    fn activate_tree(&self, a: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
+        self.committer.activate_tree(a)
+    }
+    fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
+        self.committer.load_tree(root)
+    }
+}
+
+fn root() -> ProcessId {
+    ProcessId::parse("process:root").unwrap()
+}
+fn other_root() -> ProcessId {
+    ProcessId::parse("process:other").unwrap()
+}
+fn inc(n: u8) -> IncarnationId {
+    IncarnationId::from_hex(&format!("{n:032x}")).unwrap()
+}
+fn cut_of(root: ProcessId, n: u8, incarnation: u8) -> TreeCut {
+    TreeCut {
+        root_id: root,
+        incarnation: inc(incarnation),
+        digest: Digest([n; 32]),
+        bytes: Arc::from(format!("cut {n} of writer {incarnation}").into_bytes()),
+    }
+}
+fn cut(n: u8, incarnation: u8) -> TreeCut {
+    cut_of(root(), n, incarnation)
+}
+fn start(c: TreeCut) -> Checkpoint {
+    Checkpoint { sequence: 1, kind: CheckpointKind::Start, previous_digest: None, cut: c }
+}
+fn progress(sequence: u64, previous: u8, c: TreeCut) -> Checkpoint {
+    Checkpoint {
+        sequence,
+        kind: CheckpointKind::Progress,
+        previous_digest: Some(Digest([previous; 32])),
+        cut: c,
+    }
+}
+fn boundary(sequence: u64, kind: EffectBoundaryKind, previous: u8, c: TreeCut) -> EffectBoundary {
+    EffectBoundary {
+        sequence,
+        kind,
+        process_id: root(),
+        effect_id: EffectId::derive(&root(), 1, 0),
+        step_sequence: 1,
+        batch_index: 0,
+        effect_digest: Digest([200; 32]),
+        settlement_digest: (kind != EffectBoundaryKind::Pending).then_some(Digest([201; 32])),
+        previous_digest: Digest([previous; 32]),
+        cut: c,
+    }
+}
+fn activation(previous_incarnation: u8, previous: u8, c: TreeCut) -> Activation {
+    Activation {
+        previous_incarnation: inc(previous_incarnation),
+        previous_digest: Digest([previous; 32]),
+        new_incarnation: c.incarnation.clone(),
+        cut: c,
+    }
+}
+
+/// Every kind of request, over two roots.
+fn script() -> Vec<Request> {
+    vec![
+        Request::Checkpoint(start(cut(1, 1))),
+        Request::Effect(boundary(2, EffectBoundaryKind::Pending, 1, cut(2, 1))),
+        Request::Checkpoint(start(cut_of(other_root(), 50, 7))),
+        Request::Effect(boundary(3, EffectBoundaryKind::Settled, 2, cut(3, 1))),
+        Request::Activation(activation(1, 3, cut(4, 2))),
+        Request::Effect(boundary(1, EffectBoundaryKind::Resolved, 4, cut(5, 2))),
+        Request::Checkpoint(progress(2, 5, cut(6, 2))),
+    ]
+}
+
+fn send<C: Committer>(c: &C, r: &Request) -> Result<(), CommitError> {
+    block_on(async {
+        match r {
+            Request::Checkpoint(x) => c.commit_checkpoint(x).await,
+            Request::Effect(x) => c.commit_effect(x).await,
+            Request::Activation(x) => c.activate_tree(x).await,
+        }
+    })
+}
+
+fn file_len(path: &Path) -> u64 {
+    fs::metadata(path).unwrap().len()
+}
+
+/// Commits `requests` in a new store and returns the log length after each one.
+fn populate(dir: &TempDir, requests: &[Request]) -> Vec<u64> {
+    let f = FileCommitter::open(&dir.0).unwrap();
+    requests
+        .iter()
+        .map(|r| {
+            send(&f, r).unwrap();
+            file_len(&dir.log())
+        })
+        .collect()
+}
+
+fn open_err(dir: &TempDir) -> OpenError {
+    match FileCommitter::open(&dir.0) {
+        Ok(_) => panic!("open succeeded"),
+        Err(e) => e,
+    }
+}
+
+fn flip(path: &Path, at: u64) {
+    let mut bytes = fs::read(path).unwrap();
+    let i = usize::try_from(at).unwrap();
+    bytes[i] ^= 0x40;
+    fs::write(path, bytes).unwrap();
+}
+
+fn append_raw(path: &Path, meta: &[u8], cut: &[u8]) {
+    let mut f = OpenOptions::new().append(true).open(path).unwrap();
+    append_frame(&mut f, meta, cut).unwrap();
+}
+
+#[test]
+fn file_committer_passes_conformance() {
+    block_on(check_committer(TempStore::new)).unwrap();
+}
+
+#[test]
+fn reopen_rebuilds_the_same_heads_and_history_as_the_reference() {
+    let dir = TempDir::new();
+    let memory = MemoryCommitter::new();
+    {
+        let f = FileCommitter::open(&dir.0).unwrap();
+        assert_eq!(f.recovery(), &Recovery { created: true, records: 0, truncated_bytes: 0 });
+        for r in script() {
+            send(&f, &r).unwrap();
+            send(&f, &r).unwrap(); // retry while current: acknowledged, nothing appended
+            send(&memory, &r).unwrap();
+        }
+    }
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.recovery(), &Recovery { created: false, records: 7, truncated_bytes: 0 });
+    assert_eq!(f.roots(), memory.roots());
+    for r in [root(), other_root()] {
+        assert_eq!(f.head(&r), memory.head(&r), "head of {r}");
+        assert_eq!(f.history(&r), memory.history(&r), "history of {r}");
+        audit_history(&f.history(&r)).unwrap();
+        assert_eq!(block_on(f.load_tree(&r)).unwrap(), memory.head(&r));
+    }
+    // The cut bytes themselves survive, not just their digests.
+    assert_eq!(&*f.head(&root()).unwrap().cut.bytes, b"cut 6 of writer 2");
+}
+
+#[test]
+fn identical_retry_after_reopen_follows_the_only_while_current_rule() {
+    let dir = TempDir::new();
+    populate(&dir, &script());
+    let f = FileCommitter::open(&dir.0).unwrap();
+    let requests = script();
+    let (last, historical) = requests.split_last().unwrap();
+    send(&f, last).unwrap();
+    for r in historical.iter().filter(|r| r.cut().root_id == root()) {
+        let got = send(&f, r);
+        assert!(
+            matches!(
+                got,
+                Err(CommitError::CommitConflict { .. }
+                    | CommitError::TreeIncarnationConflict { .. })
+            ),
+            "historical {r:?} after reopen: {got:?}"
+        );
+    }
+    // The other root's only commit is still its head.
+    send(&f, &requests[2]).unwrap();
+    // Same identity, different content after reopen.
+    let changed = Request::Checkpoint(progress(2, 5, cut(9, 2)));
+    assert!(matches!(send(&f, &changed), Err(CommitError::CommitConflict { .. })));
+    // The store continues from the replayed head and the next reopen includes it.
+    send(&f, &Request::Checkpoint(progress(3, 6, cut(7, 2)))).unwrap();
+    drop(f);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.head(&root()).unwrap().sequence, 3);
+    assert_eq!(f.recovery().records, 8);
+}
+
+#[test]
+fn torn_tail_is_truncated_at_every_length() {
+    let dir = TempDir::new();
+    let requests = script();
+    let lens = populate(&dir, &requests);
+    let full = fs::read(dir.log()).unwrap();
+    let (good, torn_end) = (lens[5], lens[6]);
+    let offsets: Vec<u64> =
+        (good + 1..good + 64).chain((good + 64..torn_end).step_by(23)).collect();
+    for at in offsets.into_iter().chain([torn_end - 1]) {
+        fs::write(dir.log(), &full[..usize::try_from(at).unwrap()]).unwrap();
+        let f = FileCommitter::open(&dir.0).unwrap();
+        assert_eq!(
+            f.recovery(),
+            &Recovery { created: false, records: 6, truncated_bytes: at - good },
+            "torn at {at}"
+        );
+        assert_eq!(file_len(&dir.log()), good, "the tail is cut off on disk");
+        assert_eq!(f.head(&root()).unwrap().sequence, 1);
+    }
+    // After truncation the lost commit can be made again and lands cleanly.
+    let f = FileCommitter::open(&dir.0).unwrap();
+    send(&f, &requests[6]).unwrap();
+    drop(f);
+    assert_eq!(fs::read(dir.log()).unwrap(), full);
+}
+
+#[test]
+fn zero_filled_and_garbage_tails_are_truncated() {
+    let dir = TempDir::new();
+    let lens = populate(&dir, &script()[..3]);
+    for tail in [vec![0u8; 4096], b"KEELREC\ngarbage after a magic".to_vec(), vec![0xff; 3]] {
+        let mut f = OpenOptions::new().append(true).open(dir.log()).unwrap();
+        f.write_all(&tail).unwrap();
+        drop(f);
+        let f = FileCommitter::open(&dir.0).unwrap();
+        assert_eq!(f.recovery().records, 3);
+        assert_eq!(f.recovery().truncated_bytes, to_u64(tail.len()));
+        assert_eq!(file_len(&dir.log()), lens[2]);
+    }
+}
+
+#[test]
+fn damage_before_the_last_record_is_a_typed_error() {
+    let dir = TempDir::new();
+    let lens = populate(&dir, &script());
+    let full = fs::read(dir.log()).unwrap();
+    // Record 2 spans lens[0]..lens[1]: magic, length, header check, checksum, payload.
+    let start = lens[0];
+    for at in [start, start + 9, start + 17, start + 30, start + 60, lens[1] - 1] {
+        fs::write(dir.log(), &full).unwrap();
+        flip(&dir.log(), at);
+        match open_err(&dir) {
+            OpenError::Corrupt { offset, reason } => {
+                assert_eq!(offset, start, "damage at {at} reported at the record");
+                assert!(reason.contains("valid record follows"), "{reason}");
+            }
+            other => panic!("damage at {at}: {other:?}"),
+        }
+    }
+    // The file is left as it was found: nothing was truncated.
+    assert_eq!(file_len(&dir.log()), *lens.last().unwrap());
+}
+
+#[test]
+fn damage_inside_the_last_record_is_treated_as_a_torn_write() {
+    // The documented limit of the rule: the final frame cannot be told from a torn append.
+    let dir = TempDir::new();
+    let lens = populate(&dir, &script());
+    flip(&dir.log(), lens[6] - 1);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.recovery().records, 6);
+    assert_eq!(f.recovery().truncated_bytes, lens[6] - lens[5]);
+}
+
+#[test]
+fn a_file_without_the_header_is_not_a_log() {
+    let dir = TempDir::new();
+    fs::create_dir_all(&dir.0).unwrap();
+    for content in [&b""[..], b"keel.commits.v1", b"keel.commits.v2\n", b"{\"not\":\"a log\"}"] {
+        fs::write(dir.log(), content).unwrap();
+        assert!(matches!(open_err(&dir), OpenError::NotALog { .. }), "{content:?}");
+    }
+}
+
+#[test]
+fn records_above_the_bound_are_refused_on_commit_and_on_replay() {
+    let dir = TempDir::new();
+    let f = FileCommitter::open_with_limit(&dir.0, 600).unwrap();
+    send(&f, &Request::Checkpoint(start(cut(1, 1)))).unwrap();
+    let before = file_len(&dir.log());
+    let mut big = cut(2, 1);
+    big.bytes = Arc::from(vec![b'x'; 600]);
+    let got = send(&f, &Request::Checkpoint(progress(2, 1, big.clone())));
+    assert!(matches!(got, Err(CommitError::RecordTooLarge { max: 600, .. })), "{got:?}");
+    assert_eq!(file_len(&dir.log()), before, "nothing written");
+    assert_eq!(f.history(&root()).len(), 1, "nothing installed");
+    // The store keeps working, and the same identity is still free.
+    send(&f, &Request::Checkpoint(progress(2, 1, cut(2, 1)))).unwrap();
+    drop(f);
+    // A record written under a larger bound is refused (typed) when opened with a smaller one.
+    let f = FileCommitter::open(&dir.0).unwrap();
+    send(
+        &f,
+        &Request::Checkpoint(progress(3, 2, {
+            big.digest = Digest([3; 32]);
+            big
+        })),
+    )
+    .unwrap();
+    drop(f);
+    match FileCommitter::open_with_limit(&dir.0, 600) {
+        Err(OpenError::RecordTooLarge { max: 600, .. }) => {}
+        other => panic!("{:?}", other.map(|f| f.recovery().clone())),
+    }
+    assert_eq!(FileCommitter::open(&dir.0).unwrap().recovery().records, 3);
+}
+
+/// The installation a request would carry at `sequence` (for hand-written records).
+fn installation_of(r: &Request, sequence: u64) -> Installation {
+    use crate::kernel::commit::CommitRecordKind;
+    let (identity, content_digest, kind) = match r {
+        Request::Checkpoint(c) => {
+            (c.identity(), c.content_digest(), CommitRecordKind::Checkpoint(c.kind))
+        }
+        Request::Effect(b) => (
+            b.identity(),
+            b.content_digest(),
+            CommitRecordKind::Effect {
+                process_id: b.process_id.clone(),
+                effect_id: b.effect_id.clone(),
+                kind: b.kind,
+            },
+        ),
+        Request::Activation(a) => (
+            a.identity(),
+            a.content_digest(),
+            CommitRecordKind::Activation { previous_incarnation: a.previous_incarnation.clone() },
+        ),
+    };
+    Installation { identity, content_digest, kind, sequence, cut: r.cut().clone() }
+}
+
+#[test]
+fn a_checksum_valid_record_that_does_not_decode_is_corrupt() {
+    let first = Request::Checkpoint(start(cut(1, 1)));
+    let meta = String::from_utf8(encode_meta(&first, &installation_of(&first, 1))).unwrap();
+    let spaced = meta.replacen(':', ": ", 1);
+    let unknown_member = meta.replacen('{', "{\"extra\":1,", 1);
+    let unknown_commit = meta.replacen("\"checkpoint\"", "\"snapshot\"", 1);
+    let unknown_kind = meta.replacen("\"start\"", "\"begin\"", 1);
+    for bad in ["not json", &spaced, &unknown_member, &unknown_commit, &unknown_kind, "{}"] {
+        let dir = TempDir::new();
+        populate(&dir, &[]);
+        append_raw(&dir.log(), bad.as_bytes(), b"cut");
+        assert!(matches!(open_err(&dir), OpenError::Corrupt { .. }), "{bad}");
+    }
+    // A payload too short for its own metadata length.
+    let dir = TempDir::new();
+    populate(&dir, &[]);
+    let mut f = OpenOptions::new().append(true).open(dir.log()).unwrap();
+    let payload = [9u8, 0, 0];
+    let mut frame = FRAME_MAGIC.to_vec();
+    frame.extend_from_slice(&3u64.to_le_bytes());
+    frame.extend_from_slice(&header_check(3));
+    frame.extend_from_slice(&Sha256::digest(payload));
+    frame.extend_from_slice(&payload);
+    f.write_all(&frame).unwrap();
+    drop(f);
+    assert!(matches!(open_err(&dir), OpenError::Corrupt { .. }));
+    // The well-formed version of the same record replays.
+    let dir = TempDir::new();
+    populate(&dir, &[]);
+    append_raw(&dir.log(), meta.as_bytes(), &first.cut().bytes);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.recovery().records, 1);
+    assert_eq!(f.head(&root()).unwrap().cut, *first.cut());
+}
+
+#[test]
+fn a_record_that_breaks_the_rules_is_inconsistent() {
+    let requests = script();
+    let cases: [(&[Request], &Request, Installation, &str); 4] = [
+        (&requests[..1], &requests[3], installation_of(&requests[3], 3), "gap"),
+        (&requests[..1], &requests[0], installation_of(&requests[0], 1), "head written twice"),
+        (&requests[..1], &requests[1], installation_of(&requests[1], 5), "wrong stored sequence"),
+        (
+            &requests[..1],
+            &requests[1],
+            Installation { identity: "commit:forged".into(), ..installation_of(&requests[1], 2) },
+            "wrong stored identity",
+        ),
+    ];
+    for (before, record, installation, what) in cases {
+        let dir = TempDir::new();
+        populate(&dir, before);
+        append_raw(&dir.log(), &encode_meta(record, &installation), &record.cut().bytes);
+        assert!(matches!(open_err(&dir), OpenError::Inconsistent { .. }), "{what}");
+    }
+    // Control: the honest record replays.
+    let dir = TempDir::new();
+    populate(&dir, &requests[..1]);
+    let honest = installation_of(&requests[1], 2);
+    append_raw(&dir.log(), &encode_meta(&requests[1], &honest), &requests[1].cut().bytes);
+    assert_eq!(FileCommitter::open(&dir.0).unwrap().recovery().records, 2);
+}
+
+#[test]
+fn a_failed_append_stops_the_store_until_reopened() {
+    let dir = TempDir::new();
+    let requests = script();
+    let f = FileCommitter::open(&dir.0).unwrap();
+    send(&f, &requests[0]).unwrap();
+    // A read-only handle makes the next write fail like a full or broken disk would.
+    f.lock().log = File::open(dir.log()).unwrap();
+    assert!(matches!(send(&f, &requests[1]), Err(CommitError::Storage { .. })));
+    assert!(matches!(send(&f, &requests[0]), Err(CommitError::Storage { .. })), "even retries");
+    assert!(matches!(block_on(f.load_tree(&root())), Err(CommitError::Storage { .. })));
+    drop(f);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.recovery().records, 1);
+    send(&f, &requests[1]).unwrap();
+}
+
+#[test]
+fn open_creates_missing_directories_and_ignores_a_stale_new_log() {
+    let dir = TempDir::new();
+    let nested = dir.0.join("a").join("b");
+    fs::create_dir_all(&nested).unwrap();
+    // A crash while creating the log leaves only the temporary file behind.
+    fs::write(nested.join(NEW_LOG_FILE_NAME), b"keel.com").unwrap();
+    let f = FileCommitter::open(&nested).unwrap();
+    assert!(f.recovery().created);
+    assert!(!nested.join(NEW_LOG_FILE_NAME).exists());
+    send(&f, &script()[0]).unwrap();
+    drop(f);
+    let deeper = dir.0.join("x").join("y");
+    assert!(FileCommitter::open(&deeper).unwrap().recovery().created);
+    let f = FileCommitter::open(&nested).unwrap();
+    assert_eq!(f.recovery(), &Recovery { created: false, records: 1, truncated_bytes: 0 });
+    assert_eq!(f.roots(), vec![root()]);
+}
+
+#[test]
+fn an_empty_log_reopens_empty() {
+    let dir = TempDir::new();
+    drop(FileCommitter::open(&dir.0).unwrap());
+    assert_eq!(file_len(&dir.log()), to_u64(FILE_HEADER.len()));
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert!(f.roots().is_empty());
+    assert_eq!(block_on(f.load_tree(&root())).unwrap(), None);
+}

@@ -1,0 +1,472 @@
+//! Hand-written argument parsing for the `keel-sim` binary: every mistake is a typed error.
+
+use std::path::PathBuf;
+
+use crate::regressions::parse_seed;
+use crate::schedule::{FaultSchedule, ScheduleParseError};
+
+/// A parsed command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Run(RunArgs),
+    Replay(ReplayArgs),
+    Minimize(MinimizeArgs),
+    List,
+    Help,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunArgs {
+    pub seeds: u64,
+    pub from: u64,
+    /// Empty: every registered scenario.
+    pub scenarios: Vec<String>,
+    /// `None`: the default (available parallelism, capped).
+    pub jobs: Option<usize>,
+    pub check: bool,
+    pub regressions: RegressionsArg,
+}
+
+/// Where `run` reads stored failing seeds from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegressionsArg {
+    /// `sim/regressions/` of this checkout, skipped if absent.
+    Default,
+    /// `--regressions DIR`: must exist.
+    Dir(PathBuf),
+    /// `--no-regressions`.
+    Off,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayArgs {
+    pub seed: u64,
+    pub scenario: Option<String>,
+    pub check: bool,
+    /// `--schedule AT:KIND,...`: run with these faults instead of the seed's own.
+    pub schedule: Option<FaultSchedule>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MinimizeArgs {
+    pub seed: u64,
+    pub scenario: Option<String>,
+}
+
+/// What is wrong with the command line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgError {
+    #[error("no command given (try `keel-sim --help`)")]
+    NoCommand,
+    #[error("unknown command `{0}` (commands: run, replay, minimize, list, help)")]
+    UnknownCommand(String),
+    #[error("`{command}` does not take `{flag}`")]
+    UnknownFlag { command: &'static str, flag: String },
+    #[error("`{flag}` needs a value")]
+    MissingValue { flag: &'static str },
+    #[error("`{flag}` takes no value")]
+    UnexpectedValue { flag: &'static str },
+    #[error("`{flag}` given twice")]
+    Repeated { flag: &'static str },
+    #[error("`{flag}` wants a non-negative decimal integer, got `{value}`")]
+    BadNumber { flag: &'static str, value: String },
+    #[error("`--jobs` must be at least 1")]
+    ZeroJobs,
+    #[error("`{command}` needs `{flag}`")]
+    Missing {
+        command: &'static str,
+        flag: &'static str,
+    },
+    #[error("unexpected argument `{0}`")]
+    Unexpected(String),
+    #[error("`{0}` and `{1}` cannot be used together")]
+    Conflict(&'static str, &'static str),
+    #[error("bad `--schedule`: {0}")]
+    BadSchedule(#[from] ScheduleParseError),
+}
+
+/// Parses the arguments after the program name.
+pub fn parse(args: &[String]) -> Result<Command, ArgError> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        return Ok(Command::Help);
+    }
+    let Some((command, rest)) = args.split_first() else {
+        return Err(ArgError::NoCommand);
+    };
+    let mut flags = Flags::split(rest)?;
+    let parsed = match command.as_str() {
+        "run" => parse_run(&mut flags)?,
+        "replay" => parse_replay(&mut flags)?,
+        "minimize" => parse_minimize(&mut flags)?,
+        "list" => Command::List,
+        "help" => Command::Help,
+        other => return Err(ArgError::UnknownCommand(other.to_string())),
+    };
+    flags.finish(command_name(&parsed))?;
+    Ok(parsed)
+}
+
+fn command_name(command: &Command) -> &'static str {
+    match command {
+        Command::Run(_) => "run",
+        Command::Replay(_) => "replay",
+        Command::Minimize(_) => "minimize",
+        Command::List => "list",
+        Command::Help => "help",
+    }
+}
+
+fn parse_run(flags: &mut Flags) -> Result<Command, ArgError> {
+    let seeds = flags.number("--seeds")?.ok_or(ArgError::Missing {
+        command: "run",
+        flag: "--seeds",
+    })?;
+    let from = flags.number("--from")?.unwrap_or(0);
+    let scenarios = flags.values("--scenario")?;
+    let jobs = match flags.number("--jobs")? {
+        None => None,
+        Some(0) => return Err(ArgError::ZeroJobs),
+        Some(j) => Some(usize::try_from(j).unwrap_or(usize::MAX)),
+    };
+    let check = flags.switch("--check")?;
+    let dir = flags.value("--regressions")?;
+    let off = flags.switch("--no-regressions")?;
+    let regressions = match (dir, off) {
+        (Some(_), true) => return Err(ArgError::Conflict("--regressions", "--no-regressions")),
+        (Some(dir), false) => RegressionsArg::Dir(PathBuf::from(dir)),
+        (None, true) => RegressionsArg::Off,
+        (None, false) => RegressionsArg::Default,
+    };
+    Ok(Command::Run(RunArgs {
+        seeds,
+        from,
+        scenarios,
+        jobs,
+        check,
+        regressions,
+    }))
+}
+
+fn parse_replay(flags: &mut Flags) -> Result<Command, ArgError> {
+    let seed = flags.number("--seed")?.ok_or(ArgError::Missing {
+        command: "replay",
+        flag: "--seed",
+    })?;
+    let scenario = flags.value("--scenario")?;
+    let check = flags.switch("--check")?;
+    let schedule = flags
+        .value("--schedule")?
+        .map(|s| s.parse::<FaultSchedule>())
+        .transpose()?;
+    Ok(Command::Replay(ReplayArgs {
+        seed,
+        scenario,
+        check,
+        schedule,
+    }))
+}
+
+fn parse_minimize(flags: &mut Flags) -> Result<Command, ArgError> {
+    let seed = flags.number("--seed")?.ok_or(ArgError::Missing {
+        command: "minimize",
+        flag: "--seed",
+    })?;
+    let scenario = flags.value("--scenario")?;
+    Ok(Command::Minimize(MinimizeArgs { seed, scenario }))
+}
+
+/// The flags of one command, consumed as the command asks for them; leftovers are errors.
+struct Flags {
+    /// `(flag, value)`; the value is the `=`-joined part or the next argument, bound later
+    /// because only the command knows which flags take values.
+    items: Vec<Item>,
+}
+
+#[derive(Debug)]
+struct Item {
+    flag: String,
+    inline: Option<String>,
+    next: Option<String>,
+    used: bool,
+    next_used: bool,
+}
+
+impl Flags {
+    fn split(args: &[String]) -> Result<Flags, ArgError> {
+        let mut items = Vec::new();
+        let mut i = 0;
+        while i < args.len() {
+            let arg = &args[i];
+            if !arg.starts_with("--") {
+                return Err(ArgError::Unexpected(arg.clone()));
+            }
+            let (flag, inline) = match arg.split_once('=') {
+                Some((f, v)) => (f.to_string(), Some(v.to_string())),
+                None => (arg.clone(), None),
+            };
+            // A following non-flag argument may be this flag's value.
+            let next = match (&inline, args.get(i + 1)) {
+                (None, Some(n)) if !n.starts_with("--") => {
+                    i += 1;
+                    Some(n.clone())
+                }
+                _ => None,
+            };
+            items.push(Item {
+                flag,
+                inline,
+                next,
+                used: false,
+                next_used: false,
+            });
+            i += 1;
+        }
+        Ok(Flags { items })
+    }
+
+    /// Every value of a repeatable flag.
+    fn values(&mut self, flag: &'static str) -> Result<Vec<String>, ArgError> {
+        let mut out = Vec::new();
+        for item in self.items.iter_mut().filter(|it| it.flag == flag) {
+            item.used = true;
+            let value = match (item.inline.take(), item.next.take()) {
+                (Some(v), None) => v,
+                (None, Some(v)) => {
+                    item.next_used = true;
+                    v
+                }
+                (Some(_), Some(n)) => return Err(ArgError::Unexpected(n)),
+                (None, None) => return Err(ArgError::MissingValue { flag }),
+            };
+            if value.is_empty() {
+                return Err(ArgError::MissingValue { flag });
+            }
+            out.push(value);
+        }
+        Ok(out)
+    }
+
+    fn value(&mut self, flag: &'static str) -> Result<Option<String>, ArgError> {
+        let mut values = self.values(flag)?;
+        if values.len() > 1 {
+            return Err(ArgError::Repeated { flag });
+        }
+        Ok(values.pop())
+    }
+
+    fn number(&mut self, flag: &'static str) -> Result<Option<u64>, ArgError> {
+        self.value(flag)?
+            .map(|v| parse_seed(&v).ok_or(ArgError::BadNumber { flag, value: v }))
+            .transpose()
+    }
+
+    fn switch(&mut self, flag: &'static str) -> Result<bool, ArgError> {
+        let mut seen = false;
+        for item in self.items.iter_mut().filter(|it| it.flag == flag) {
+            if seen {
+                return Err(ArgError::Repeated { flag });
+            }
+            if item.inline.is_some() {
+                return Err(ArgError::UnexpectedValue { flag });
+            }
+            item.used = true;
+            seen = true;
+        }
+        Ok(seen)
+    }
+
+    fn finish(self, command: &'static str) -> Result<(), ArgError> {
+        for item in self.items {
+            if !item.used {
+                return Err(ArgError::UnknownFlag {
+                    command,
+                    flag: item.flag,
+                });
+            }
+            if let (Some(next), false) = (item.next, item.next_used) {
+                return Err(ArgError::Unexpected(next));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(line: &str) -> Result<Command, ArgError> {
+        let args: Vec<String> = line.split_whitespace().map(String::from).collect();
+        parse(&args)
+    }
+
+    #[test]
+    fn run_with_everything() {
+        let Command::Run(r) = p(
+            "run --seeds 10 --from=5 --scenario a --scenario b --jobs 3 --check --no-regressions",
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            r,
+            RunArgs {
+                seeds: 10,
+                from: 5,
+                scenarios: vec!["a".into(), "b".into()],
+                jobs: Some(3),
+                check: true,
+                regressions: RegressionsArg::Off,
+            }
+        );
+    }
+
+    #[test]
+    fn run_defaults() {
+        let Command::Run(r) = p("run --seeds 1").unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.from, 0);
+        assert_eq!(r.jobs, None);
+        assert!(!r.check);
+        assert_eq!(r.regressions, RegressionsArg::Default);
+        assert!(r.scenarios.is_empty());
+    }
+
+    #[test]
+    fn replay_and_minimize() {
+        assert_eq!(
+            p("replay --seed 7 --scenario x --check --schedule 1:task_abort").unwrap(),
+            Command::Replay(ReplayArgs {
+                seed: 7,
+                scenario: Some("x".into()),
+                check: true,
+                schedule: Some("1:task_abort".parse().unwrap()),
+            })
+        );
+        assert_eq!(
+            p("minimize --seed 7").unwrap(),
+            Command::Minimize(MinimizeArgs {
+                seed: 7,
+                scenario: None
+            })
+        );
+        assert_eq!(p("list").unwrap(), Command::List);
+        assert_eq!(p("help").unwrap(), Command::Help);
+        assert_eq!(p("run --seeds x --help").unwrap(), Command::Help);
+        assert_eq!(p("-h").unwrap(), Command::Help);
+    }
+
+    #[test]
+    fn mistakes_are_typed_errors() {
+        assert_eq!(p(""), Err(ArgError::NoCommand));
+        assert_eq!(p("go"), Err(ArgError::UnknownCommand("go".into())));
+        assert_eq!(
+            p("run"),
+            Err(ArgError::Missing {
+                command: "run",
+                flag: "--seeds"
+            })
+        );
+        assert_eq!(
+            p("replay"),
+            Err(ArgError::Missing {
+                command: "replay",
+                flag: "--seed"
+            })
+        );
+        assert_eq!(
+            p("run --seeds"),
+            Err(ArgError::MissingValue { flag: "--seeds" })
+        );
+        assert_eq!(
+            p("run --seeds="),
+            Err(ArgError::MissingValue { flag: "--seeds" })
+        );
+        assert_eq!(
+            p("run --seeds --check"),
+            Err(ArgError::MissingValue { flag: "--seeds" })
+        );
+        assert_eq!(
+            p("run --seeds -1"),
+            Err(ArgError::BadNumber {
+                flag: "--seeds",
+                value: "-1".into()
+            })
+        );
+        assert_eq!(
+            p("run --seeds +1"),
+            Err(ArgError::BadNumber {
+                flag: "--seeds",
+                value: "+1".into()
+            })
+        );
+        assert_eq!(
+            p("run --seeds 1x"),
+            Err(ArgError::BadNumber {
+                flag: "--seeds",
+                value: "1x".into()
+            })
+        );
+        assert_eq!(
+            p("run --seeds 99999999999999999999"),
+            Err(ArgError::BadNumber {
+                flag: "--seeds",
+                value: "99999999999999999999".into()
+            })
+        );
+        assert_eq!(p("run --seeds 1 --jobs 0"), Err(ArgError::ZeroJobs));
+        assert_eq!(
+            p("run --seeds 1 --seeds 2"),
+            Err(ArgError::Repeated { flag: "--seeds" })
+        );
+        assert_eq!(
+            p("run --seeds 1 --check --check"),
+            Err(ArgError::Repeated { flag: "--check" })
+        );
+        assert_eq!(
+            p("run --seeds 1 --check=yes"),
+            Err(ArgError::UnexpectedValue { flag: "--check" })
+        );
+        assert_eq!(
+            p("run --seeds 1 --check yes"),
+            Err(ArgError::Unexpected("yes".into()))
+        );
+        assert_eq!(
+            p("run --seeds 1 extra"),
+            Err(ArgError::Unexpected("extra".into()))
+        );
+        assert_eq!(p("run --seeds=1 2"), Err(ArgError::Unexpected("2".into())));
+        assert_eq!(
+            p("run --seeds 1 --seed 2"),
+            Err(ArgError::UnknownFlag {
+                command: "run",
+                flag: "--seed".into()
+            })
+        );
+        assert_eq!(
+            p("list --seeds 1"),
+            Err(ArgError::UnknownFlag {
+                command: "list",
+                flag: "--seeds".into()
+            })
+        );
+        assert_eq!(
+            p("run --seeds 1 --regressions d --no-regressions"),
+            Err(ArgError::Conflict("--regressions", "--no-regressions"))
+        );
+        assert_eq!(
+            p("replay --seed 1 --schedule 1"),
+            Err(ArgError::BadSchedule(ScheduleParseError::MissingColon(
+                "1".into()
+            )))
+        );
+        assert_eq!(
+            p("minimize --seed 1 --check"),
+            Err(ArgError::UnknownFlag {
+                command: "minimize",
+                flag: "--check".into()
+            })
+        );
+    }
+}

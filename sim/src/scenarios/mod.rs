@@ -1,0 +1,18 @@
+//! The scenarios this binary ships. Until the kernel world lands, the only one is the harness
+//! self-test; the kernel world registers its scenarios (and a scenario-file loader) here.
+
+pub mod clock_and_rng;
+
+use std::sync::Arc;
+
+use crate::registry::Registry;
+
+pub use clock_and_rng::ClockAndRng;
+
+/// Every built-in scenario, in the order `list` prints them.
+pub fn builtin_registry() -> Registry {
+    let mut registry = Registry::new();
+    // A fresh registry has no names yet, so this cannot collide.
+    let _ = registry.register(Arc::new(ClockAndRng));
+    registry
+}

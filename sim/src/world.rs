@@ -1,0 +1,261 @@
+//! The plug-in point: what one seeded run of a simulated world is, and what it reports.
+//!
+//! The campaign, the CLI, regressions and the minimizer only ever see [`Scenario`] and
+//! [`RunReport`]; a world (today the harness self-test, later the kernel world) plugs in by
+//! implementing the trait and registering itself in [`crate::scenarios::builtin_registry`].
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::schedule::{FaultSchedule, ScheduleError};
+
+/// Options that change what a run records, never what it does: a run's trace hash is the same
+/// whatever these say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Keep the trace lines in [`RunReport::trace`] (replay wants them; campaigns do not).
+    pub keep_trace: bool,
+}
+
+/// One seeded, deterministic, self-checking run.
+///
+/// `run(seed, _)` must be a pure function of `seed` (and of the scenario's own configuration):
+/// two calls give equal reports. The campaign relies on it to run seeds on any number of
+/// worker threads and still print the same summary, and `--check` verifies it.
+pub trait Scenario: Send + Sync {
+    /// Name used by `--scenario`, regression files and replay commands. No whitespace.
+    fn name(&self) -> &str;
+
+    /// One line for `list` and `--help`.
+    fn description(&self) -> &str {
+        ""
+    }
+
+    /// Runs the world for `seed` and checks its invariants.
+    fn run(&self, seed: u64, options: &RunOptions) -> RunReport;
+
+    /// The fault-schedule capability, for scenarios whose faults are an explicit list of
+    /// events (needed by `minimize`). `None`: faults cannot be replayed from a list.
+    fn schedulable(&self) -> Option<&dyn Schedulable> {
+        None
+    }
+}
+
+/// A scenario whose faults for a seed are an explicit [`FaultSchedule`], so a failing seed can
+/// be re-run with a subset of its faults. Both halves come together: a scenario that can expand
+/// a seed into a schedule must be able to run any subset of it.
+pub trait Schedulable: Send + Sync {
+    /// The faults `seed` expands into; `Scenario::run(seed)` behaves exactly like
+    /// `run_with_schedule(seed, &schedule_of(seed))`.
+    fn schedule_of(&self, seed: u64) -> FaultSchedule;
+
+    /// Runs `seed` with `schedule` in place of the seed's own faults. Everything else the seed
+    /// decides (sizes, timings, orders) stays as it is.
+    fn run_with_schedule(
+        &self,
+        seed: u64,
+        schedule: &FaultSchedule,
+        options: &RunOptions,
+    ) -> Result<RunReport, ScheduleError>;
+}
+
+/// A broken invariant: its name (stable, used to match failures while minimizing) and what
+/// was seen.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Violation {
+    pub invariant: String,
+    pub detail: String,
+}
+
+impl Violation {
+    pub fn new(invariant: impl Into<String>, detail: impl Into<String>) -> Self {
+        Violation {
+            invariant: invariant.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Invariant name used when a run panicked instead of returning a report.
+pub const PANIC_INVARIANT: &str = "no_panic";
+
+/// Invariant name used when `--check` sees two runs of one seed disagree.
+pub const DETERMINISM_INVARIANT: &str = "determinism";
+
+/// What one run did and found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunReport {
+    pub seed: u64,
+    pub scenario: String,
+    /// SHA-256 over the run's trace lines (see [`crate::trace::Trace`]).
+    pub trace_hash: [u8; 32],
+    /// The trace lines, only when [`RunOptions::keep_trace`] was set.
+    pub trace: Option<Vec<String>>,
+    /// Fault kind → how many times it fired.
+    pub faults_fired: BTreeMap<String, u64>,
+    /// Commit boundary name → how many times the run crashed there.
+    pub crash_points_hit: BTreeMap<String, u64>,
+    pub invariants_checked: u64,
+    pub violations: Vec<Violation>,
+    /// The options (fault probabilities, sizes) this seed expanded into, printed with every
+    /// result so a failure can be read without re-running it.
+    pub swarm: BTreeMap<String, String>,
+    /// Short human summary of the run ("4 tasks, 1 aborted, ended at 31ms").
+    pub outcome: String,
+}
+
+impl RunReport {
+    /// An empty report for `seed`; a world fills it in.
+    pub fn new(scenario: impl Into<String>, seed: u64) -> Self {
+        RunReport {
+            seed,
+            scenario: scenario.into(),
+            trace_hash: [0; 32],
+            trace: None,
+            faults_fired: BTreeMap::new(),
+            crash_points_hit: BTreeMap::new(),
+            invariants_checked: 0,
+            violations: Vec::new(),
+            swarm: BTreeMap::new(),
+            outcome: String::new(),
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// `trace_hash` as lowercase hex.
+    pub fn trace_hash_hex(&self) -> String {
+        hex(&self.trace_hash)
+    }
+
+    /// The swarm options as `k=v k=v`, in key order.
+    pub fn swarm_line(&self) -> String {
+        join_map(&self.swarm)
+    }
+
+    /// The report of a run that panicked: the panic is the violation.
+    pub fn panicked(scenario: &str, seed: u64, message: &str) -> Self {
+        let mut report = RunReport::new(scenario, seed);
+        report
+            .violations
+            .push(Violation::new(PANIC_INVARIANT, message));
+        report.outcome = "panicked".to_string();
+        report
+    }
+}
+
+impl fmt::Display for RunReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "scenario       {}", self.scenario)?;
+        writeln!(f, "seed           {}", self.seed)?;
+        writeln!(f, "outcome        {}", self.outcome)?;
+        writeln!(f, "trace sha256   {}", self.trace_hash_hex())?;
+        writeln!(f, "swarm          {}", or_none(&self.swarm_line()))?;
+        writeln!(
+            f,
+            "faults fired   {}",
+            or_none(&join_map(&self.faults_fired))
+        )?;
+        writeln!(
+            f,
+            "crash points   {}",
+            or_none(&join_map(&self.crash_points_hit))
+        )?;
+        writeln!(f, "invariants     {} checked", self.invariants_checked)?;
+        if self.violations.is_empty() {
+            write!(f, "result         PASS")
+        } else {
+            write!(
+                f,
+                "result         FAIL ({} violations)",
+                self.violations.len()
+            )?;
+            for v in &self.violations {
+                write!(f, "\n  {}: {}", v.invariant, v.detail)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Runs `body`, turning a panic into a report with a [`PANIC_INVARIANT`] violation, so one bad
+/// seed cannot end a campaign.
+pub fn run_guarded(scenario: &str, seed: u64, body: impl FnOnce() -> RunReport) -> RunReport {
+    // Process-global lazy state must not draw from a simulated rng on the first run only.
+    keel::schema::prime();
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(report) => report,
+        Err(payload) => RunReport::panicked(scenario, seed, &panic_message(payload.as_ref())),
+    }
+}
+
+/// The text of a panic payload (`panic!` gives `&str` or `String`).
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+pub(crate) fn join_map<V: fmt::Display>(map: &BTreeMap<String, V>) -> String {
+    let parts: Vec<String> = map.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    parts.join(" ")
+}
+
+fn or_none(s: &str) -> &str {
+    if s.is_empty() {
+        "(none)"
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guarded_run_turns_a_panic_into_a_violation() {
+        let report = run_guarded("x", 7, || panic!("boom {}", 1));
+        assert_eq!(report.seed, 7);
+        assert!(!report.passed());
+        assert_eq!(report.violations[0].invariant, PANIC_INVARIANT);
+        assert_eq!(report.violations[0].detail, "boom 1");
+        let report = run_guarded("x", 7, || panic!("static"));
+        assert_eq!(report.violations[0].detail, "static");
+    }
+
+    #[test]
+    fn guarded_run_passes_a_report_through() {
+        let report = run_guarded("x", 3, || RunReport::new("x", 3));
+        assert!(report.passed());
+    }
+
+    #[test]
+    fn display_lists_every_violation() {
+        let mut report = RunReport::new("x", 1);
+        report.violations.push(Violation::new("a", "first"));
+        report.violations.push(Violation::new("b", "second"));
+        let text = report.to_string();
+        assert!(text.contains("FAIL (2 violations)"));
+        assert!(text.contains("  a: first"));
+        assert!(text.contains("  b: second"));
+        assert!(text.contains("swarm          (none)"));
+    }
+}

@@ -1,0 +1,69 @@
+use keel_sim::scenarios::builtin_registry;
+
+use crate::support::{cli, test_registry};
+
+#[test]
+fn help_names_the_self_test_plainly() {
+    let out = cli(&builtin_registry(), "--help");
+    assert_eq!(out.code, 0);
+    assert!(out.out.contains("USAGE:"));
+    assert!(out.out.contains("clock-and-rng      harness self-test"));
+    assert!(out.out.contains("not a kernel test"));
+    assert_eq!(cli(&builtin_registry(), "help").out, out.out);
+}
+
+#[test]
+fn list_prints_every_scenario() {
+    let out = cli(&builtin_registry(), "list");
+    assert_eq!(out.code, 0);
+    assert_eq!(out.out.lines().count(), 1);
+    assert!(out.out.starts_with("clock-and-rng "));
+    assert_eq!(cli(&test_registry(), "list").out.lines().count(), 5);
+}
+
+#[test]
+fn bad_arguments_exit_2_with_a_message() {
+    for (line, message) in [
+        ("", "error: no command given"),
+        ("frobnicate", "error: unknown command `frobnicate`"),
+        ("run", "error: `run` needs `--seeds`"),
+        (
+            "run --seeds ten",
+            "error: `--seeds` wants a non-negative decimal integer, got `ten`",
+        ),
+        (
+            "run --seeds 1 --jobs 0",
+            "error: `--jobs` must be at least 1",
+        ),
+        (
+            "run --seeds 1 --bogus",
+            "error: `run` does not take `--bogus`",
+        ),
+        (
+            "replay --seed 1 --scenario nope",
+            "error: unknown scenario `nope` (known: clock-and-rng)",
+        ),
+        (
+            "run --seeds 1 --scenario scenarios/a.scn",
+            "looks like a scenario file, but no registered world loads scenario files yet",
+        ),
+    ] {
+        let out = cli(&builtin_registry(), line);
+        assert_eq!(out.code, 2, "{line}");
+        assert!(out.err.contains(message), "{line}: {}", out.err);
+        assert!(out.out.is_empty(), "{line}");
+    }
+}
+
+#[test]
+fn scenario_may_be_omitted_only_when_one_is_registered() {
+    let out = cli(&builtin_registry(), "replay --seed 1");
+    assert_eq!(out.code, 0, "{}", out.err);
+    assert!(out.out.starts_with("trace ("));
+    assert!(out
+        .out
+        .contains("scenario       clock-and-rng\nseed           1\n"));
+    let out = cli(&test_registry(), "replay --seed 1");
+    assert_eq!(out.code, 2);
+    assert!(out.err.contains("say which with `--scenario`"));
+}

@@ -1,0 +1,8 @@
+//! Integration tests of the campaign framework (one test binary to keep link time down).
+
+mod campaign;
+mod cli;
+mod determinism;
+mod minimize;
+mod regressions;
+mod support;
