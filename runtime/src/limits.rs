@@ -66,12 +66,12 @@ pub const DEFAULT_MAX_ACTIVE_CHILDREN: u32 = 16;
 pub const MAX_SLEEP: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 24 * 60 * 60);
 
 
+/// Default bound of one record in the durable commit log: a tree cut of up to 64 MiB plus
+/// room for the record's metadata (identities, digests, framing).
+pub const DEFAULT_MAX_COMMIT_RECORD_BYTES: usize = (64 << 20) + (64 << 10);
 /// Maximum pause count of one tool call's input checkpoints (spec §4.3: no wrap-around). A
 /// checkpoint at `u32::MAX` is rejected, so this is the largest count a checkpoint may hold.
 pub const MAX_TOOL_INPUT_PAUSES: u32 = u32::MAX - 1;
 
 /// Maximum bytes of a completion validator's rejection feedback (spec §10).
 pub const MAX_COMPLETION_FEEDBACK_BYTES: usize = MAX_TEXT_BYTES;
-/// Default bound of one record in the durable commit log: a tree cut of up to 64 MiB plus
-/// room for the record's metadata (identities, digests, framing).
-pub const DEFAULT_MAX_COMMIT_RECORD_BYTES: usize = (64 << 20) + (64 << 10);

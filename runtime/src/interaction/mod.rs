@@ -35,10 +35,13 @@ pub mod completion;
 pub mod diagnostic;
 pub mod error;
 pub mod ids;
+pub mod manifest;
+pub mod model;
 pub mod output;
 pub mod protocol;
 pub mod signals;
 pub mod state;
+pub mod window;
 pub mod wire;
 
 pub use error::{ErrorKind, InteractionError};
@@ -48,4 +51,3 @@ mod testutil;
 
 #[cfg(test)]
 mod tests;
-pub mod window;

@@ -78,6 +78,17 @@ impl Mailbox {
         Ok(Mailbox { records, cursor, index })
     }
 
+    /// Test-only: builds a mailbox WITHOUT checking its history, so the invariant oracle's
+    /// tests can construct mailboxes no admission path could produce.
+    #[cfg(test)]
+    pub(crate) fn from_records_unchecked_for_tests(records: Vec<SignalRecord>, cursor: u64) -> Mailbox {
+        let mut index = HistoryIndex::default();
+        for (arrival, record) in (1u64..).zip(&records) {
+            index.apply(record, arrival);
+        }
+        Mailbox { records, cursor, index }
+    }
+
     /// All records in arrival order.
     pub fn records(&self) -> &[SignalRecord] {
         &self.records

@@ -19,6 +19,7 @@ pub mod engine_signal;
 pub mod event;
 pub mod failure;
 pub mod ids;
+pub mod invariants;
 pub mod mailbox;
 pub mod owner;
 pub mod prepared;

@@ -129,6 +129,23 @@ impl TreeSnapshot {
         if !self.limits.max_tree_processes().admits(0, self.processes.len() as u64) {
             return Err(SnapshotError::Tree("tree exceeds max_tree_processes".into()));
         }
+        // Byte limits (spec §8.3). This is the backstop that keeps an oversized cut from ever
+        // being committed (the owner stops instead); graceful admission with reservations
+        // (§8.4, `engine.limit.snapshot` at preparation) is not implemented.
+        if !self.limits.max_snapshot_bytes().admits(0, self.bytes.len() as u64) {
+            return Err(SnapshotError::Tree(format!(
+                "{} bytes exceed max_snapshot_bytes",
+                self.bytes.len()
+            )));
+        }
+        let per_process = self.limits.max_process_snapshot_bytes();
+        if !per_process.is_unlimited() {
+            for p in &self.processes {
+                if !per_process.admits(0, p.to_json().canonical_len() as u64) {
+                    return Err(perr(p, "encoded size exceeds max_process_snapshot_bytes"));
+                }
+            }
+        }
         let mut child_debits: BTreeMap<&ProcessId, Allocation> = BTreeMap::new();
         let mut child_keys: BTreeSet<(&ProcessId, &str)> = BTreeSet::new();
         let mut children_of: BTreeMap<&ProcessId, Vec<&Process>> = BTreeMap::new();
@@ -202,6 +219,30 @@ impl TreeSnapshot {
             return Err(SnapshotError::Tree("child debits reference an absent parent".into()));
         }
         Ok(())
+    }
+}
+
+/// Test-only escape hatches so the invariant oracle's tests can build cuts that `build`
+/// would reject (a real writer can never produce them).
+#[cfg(test)]
+impl TreeSnapshot {
+    /// Encodes `processes` canonically WITHOUT validating them.
+    pub(crate) fn build_unchecked_for_tests(
+        root_id: ProcessId,
+        incarnation: IncarnationId,
+        limits: TreeLimits,
+        processes: Vec<Process>,
+    ) -> TreeSnapshot {
+        let mut processes = processes;
+        processes.sort_by(|a, b| (a.relation.depth, &a.id).cmp(&(b.relation.depth, &b.id)));
+        let bytes: Arc<[u8]> = encode(&root_id, &incarnation, &limits, &processes).to_canonical_bytes().into();
+        let digest = Digest::of(&bytes);
+        TreeSnapshot { root_id, incarnation, limits, processes, bytes, digest }
+    }
+    /// Replaces the digest WITHOUT checking it against the bytes.
+    pub(crate) fn with_digest_unchecked_for_tests(mut self, digest: Digest) -> TreeSnapshot {
+        self.digest = digest;
+        self
     }
 }
 

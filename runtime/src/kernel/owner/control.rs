@@ -213,8 +213,19 @@ impl Owner {
                 }
             };
             let Some(p) = self.processes.get_mut(&parent) else { continue };
-            let pending_ok = p.mailbox.pending_count() < u64::from(self.limits.max_pending_signals());
-            let quota_ok = p.budget.signals.admits(p.mailbox.len().saturating_add(p.allocated.signals), 1);
+            // A prepared batch keeps its reservations (one settlement Signal per Effect, spec
+            // §1.3 step 5): the satisfaction must fit beside them, as external input must.
+            let (consumption, reserved) = p
+                .prepared
+                .as_ref()
+                .map(|s| (u64::from(s.intent.consumed()), s.effects.len() as u64))
+                .unwrap_or((0, 0));
+            let max_pending = u64::from(self.limits.max_pending_signals());
+            let pending = p.mailbox.pending_count();
+            let pending_ok = pending < max_pending
+                && pending.saturating_sub(consumption).saturating_add(reserved) < max_pending;
+            let charged = p.mailbox.len().saturating_add(p.allocated.signals).saturating_add(reserved);
+            let quota_ok = p.budget.signals.admits(charged, 1);
             if !pending_ok || !quota_ok {
                 let f = Failure::new(crate::kernel::failure::codes::LIMIT_CHILD_WAIT_SIGNAL,
                     "no capacity for the child wait satisfaction signal",

@@ -87,6 +87,8 @@ fn pending_before_commit_recomputes_the_step_and_dispatches_once() {
     assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
     assert_eq!(w.dispatches(), 1);
     assert_usage(&w, 2, 1, 1);
+    w.check(&dead);
+    w.check(&r);
 }
 
 #[test]
@@ -101,6 +103,8 @@ fn pending_after_commit_before_dispatch_becomes_unknown_with_zero_dispatches() {
     assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
     assert_eq!(w.dispatches(), 0);
     assert_usage(&w, 2, 1, 1);
+    w.check(&dead);
+    w.check(&r);
 }
 
 #[test]
@@ -114,6 +118,8 @@ fn after_dispatch_before_settled_commit_stays_at_one_dispatch() {
     resolve_root_unknown(&mut r, &w);
     assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
     assert_eq!(w.dispatches(), 1, "never a second dispatch");
+    w.check(&dead);
+    w.check(&r);
 }
 
 #[test]
@@ -125,6 +131,8 @@ fn settled_after_commit_completes_without_redispatch() {
     r.run_to_idle();
     assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
     assert_eq!(w.dispatches(), 1);
+    w.check(&dead);
+    w.check(&r);
 }
 
 fn unknown_world() -> World {
@@ -161,6 +169,8 @@ fn resolved_before_commit_shows_the_same_unknown_again() {
     assert_eq!(root_result(&r2).unwrap().status(), Status::Completed);
     assert_eq!(w.dispatches(), 1);
     assert_usage(&w, 2, 1, 1);
+    w.check(&dead);
+    w.check(&r2);
 }
 
 #[test]
@@ -184,6 +194,9 @@ fn resolved_after_commit_with_lost_ack_continues_after_restore() {
     assert_eq!(root_result(&r2).unwrap().status(), Status::Completed);
     assert_eq!(w.dispatches(), 1);
     assert_usage(&w, 2, 1, 1);
+    w.check(&r);
+    w.check(&dead);
+    w.check(&r2);
 }
 
 #[test]
@@ -195,6 +208,8 @@ fn terminal_after_commit_before_publication_restores_as_completed() {
     let result = root_result(&r).expect("restored terminal processes publish their results");
     assert_eq!(result.status(), Status::Completed);
     assert_eq!(w.dispatches(), 1);
+    w.check(&dead);
+    w.check(&r);
 }
 
 #[test]
@@ -211,6 +226,9 @@ fn start_before_commit_publishes_nothing_and_after_commit_restores() {
     r.run_to_idle();
     assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
     assert_eq!(w2.dispatches(), 1);
+    w.check(&dead);
+    w2.check(&dead2);
+    w2.check(&r);
 }
 
 #[test]
@@ -218,11 +236,13 @@ fn progress_checkpoint_crash_keeps_the_committed_step_count() {
     for fault in [(|| Fault::FailBefore) as fn() -> Fault, || Fault::CrashAfter] {
         let w = echo_world();
         let ops = [Op::Checkpoint, Op::Checkpoint];
-        let _dead = run_with_fault(&w, &ops, At::Checkpoint(CheckpointKind::Progress), fault);
+        let dead = run_with_fault(&w, &ops, At::Checkpoint(CheckpointKind::Progress), fault);
         let mut r = w.restore(200);
         r.run_to_idle();
         assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
         assert_eq!(w.head().root().committed_steps, 3, "same step count as an uncrashed run");
+        w.check(&dead);
+        w.check(&r);
     }
 }
 
@@ -246,6 +266,8 @@ fn stale_writer_is_fenced_after_activation() {
     assert!(reply.is_err(), "the fenced writer's commit fails");
     assert_dead(&a);
     assert_eq!(w.head().incarnation, b.owner.incarnation().clone(), "the head stays the winner's");
+    w.check(&a);
+    w.check(&b);
 }
 
 #[test]
@@ -283,6 +305,8 @@ fn child_start_crash_restarts_under_the_same_derived_process_id() {
         let start_effect = crate::kernel::ids::EffectId::derive(&root, 1, 0);
         assert_eq!(child_p.id, ProcessId::child(&start_effect), "same derived child id");
         assert_eq!((snap.root().allocated.steps, snap.root().allocated.signals), (3, 3), "grant unchanged");
+        check_run(&dead, &committer);
+        check_run(&r, &committer);
     }
 }
 

@@ -33,6 +33,7 @@ fn one_effect_round_trip_commits_each_boundary_in_order() {
         CommitRequest::Activation(_) => None,
     }).collect();
     assert_eq!(seqs, [1, 2, 3, 4]);
+    w.check(&r);
 }
 
 #[test]
@@ -45,6 +46,7 @@ fn no_dispatch_before_the_pending_boundary_is_acknowledged() {
     assert_eq!(ds.len(), 1);
     let history = w.committer.history(r.owner.root_id());
     assert!(history.iter().any(|c| matches!(&c.kind, crate::kernel::commit::CommitRecordKind::Effect { kind, .. } if kind.as_str() == "pending")));
+    w.check(&r);
 }
 
 #[test]
@@ -79,6 +81,8 @@ fn dispatch_error_becomes_a_sticky_unknown_until_resolved() {
     // Resolving again is refused: the process is finished.
     let again = r2.command(Command::Resolve { process: pid, effect: unknown[0].clone(), settlement: ok_settlement("x").unwrap() });
     assert!(matches!(again, Err(CommandError::ProcessFinished(_))));
+    w.check(&r);
+    w.check(&r2);
 }
 
 #[test]
@@ -94,6 +98,7 @@ fn kill_while_parked_on_unknown_keeps_the_unknown_in_the_termination() {
     assert_eq!(result.termination.unresolved_effect_ids.len(), 1);
     let head = w.head();
     assert_eq!(head.root().prepared.as_ref().unwrap().unknown_ids(), result.termination.unresolved_effect_ids);
+    w.check(&r);
 }
 
 #[test]
@@ -118,6 +123,7 @@ fn external_wait_is_answered_once_and_only_by_its_wait_id() {
     let result = root_result(&r).expect("finished");
     assert_eq!(result.status(), Status::Completed);
     assert_eq!(result.output.unwrap().value().to_canonical_string(), r#"[{"payload":"yes"}]"#);
+    w.check(&r);
 }
 
 #[test]
@@ -132,6 +138,7 @@ fn conflicting_signal_content_under_one_id_is_rejected() {
     let both = r.command(Command::Deliver { process: root.id.clone(), requests: vec![a("one"), a("two")] });
     assert!(matches!(both, Err(CommandError::Signal(_))), "same id twice in one batch conflicts");
     assert_eq!(w.head().root().mailbox.len(), 1, "an atomic batch that fails appends nothing (only the opening)");
+    w.check(&r);
 }
 
 #[test]
@@ -162,6 +169,7 @@ fn child_runs_drains_and_its_budget_is_debited_permanently() {
     let parent_p = snap.root();
     assert_eq!((parent_p.allocated.steps, parent_p.allocated.effects, parent_p.allocated.signals), (5, 2, 5));
     assert!(r.commits.iter().any(|(c, _)| matches!(c, CommitRequest::Checkpoint(cp) if cp.kind == CheckpointKind::ChildStart)));
+    check_run(&r, &committer);
 }
 
 #[test]
@@ -183,6 +191,7 @@ fn kill_propagates_to_descendants_as_parent_cancellation() {
     }).collect();
     assert!(finished.contains(&(Cause::EngineKill, true)));
     assert!(finished.contains(&(Cause::ParentCancellation, false)));
+    check_run(&r, &committer);
 }
 
 #[test]
@@ -194,6 +203,7 @@ fn steps_quota_exhaustion_fails_with_the_limit_code() {
     let result = root_result(&r).expect("failed");
     assert_eq!(result.status(), Status::Failed);
     assert_eq!(result.termination.failure.unwrap().code.as_str(), "engine.limit.steps");
+    w.check(&r);
 }
 
 #[test]
@@ -209,6 +219,8 @@ fn effects_quota_zero_forbids_the_effect_but_not_pure_steps() {
     let mut r2 = w2.start(&[Op::Checkpoint], budget);
     r2.run_to_idle();
     assert_eq!(root_result(&r2).unwrap().status(), Status::Completed);
+    w.check(&r);
+    w2.check(&r2);
 }
 
 #[test]
@@ -220,6 +232,7 @@ fn a_fail_transition_adopts_its_state_and_fails() {
     assert_eq!(result.status(), Status::Failed);
     assert_eq!(result.termination.cause, Cause::ExecutionFailure);
     assert_eq!(w.head().root().committed_steps, 1, "fail adopts the candidate");
+    w.check(&r);
 }
 
 #[test]
@@ -228,11 +241,12 @@ fn dispatcher_effect_without_a_dispatcher_is_an_invalid_effect() {
     let resolver = Arc::new(DeploymentSet::new().with(d.clone()));
     let committer = Arc::new(MemoryCommitter::new());
     let owner = Owner::start(resolver, d, script_input(&[dispatch_op("x")]), ProcessId::root_from_hex(&hex(1)).unwrap(), IncarnationId::from_hex(&hex(9)).unwrap(), config(Budget::unlimited()), now()).unwrap();
-    let mut r = DirectRunner::new(owner, committer as Arc<dyn Committer>, now());
+    let mut r = DirectRunner::new(owner, committer.clone() as Arc<dyn Committer>, now());
     r.run_to_idle();
     let f = root_result(&r).unwrap().termination.failure.unwrap();
     assert_eq!(f.code.as_str(), "execution.effect.invalid");
     assert_eq!(r.owner.head().unwrap().root().committed_steps, 0, "a rejected candidate is not adopted");
+    check_run(&r, &committer);
 }
 
 #[test]
@@ -244,4 +258,5 @@ fn unaddressed_signals_are_checked_against_the_signal_schema() {
     let pid = r.owner.root_id().clone();
     let s = SignalRequest::new(SignalId::external("signal:x").unwrap(), None, Payload::from_json(Json::u64(1)).unwrap()).unwrap();
     assert!(matches!(r.command(Command::Deliver { process: pid, requests: vec![s] }), Err(CommandError::Signal(_))));
+    w.check(&r);
 }

@@ -1,8 +1,13 @@
 //! Kernel tests through the real owner (DirectRunner + MemoryCommitter + the scripted
 //! strategy): each invariant of spec §12 this layer keeps has a case that fails if it breaks.
 
+mod children;
+mod control;
 mod crash;
 mod lifecycle;
+mod oracle;
+mod reservations;
+mod signals;
 mod snapshot_rules;
 
 use crate::env::Timestamp;
@@ -104,6 +109,26 @@ impl World {
         DirectRunner::new(owner, self.committer.clone() as Arc<dyn Committer>, now())
     }
 
+    /// Starts the scripted root under an explicit root configuration (budget, limits).
+    pub fn start_with(&self, ops: &[Op], config: RootConfig) -> DirectRunner {
+        let owner = Owner::start(
+            self.resolver.clone(),
+            self.deployment.clone(),
+            script_input(ops),
+            ProcessId::root_from_hex(&hex(1)).unwrap(),
+            IncarnationId::from_hex(&hex(100)).unwrap(),
+            config,
+            now(),
+        )
+        .expect("start");
+        DirectRunner::new(owner, self.committer.clone() as Arc<dyn Committer>, now())
+    }
+
+    /// The oracle over one runner of this world (see [`check_run`]).
+    pub fn check(&self, r: &DirectRunner) {
+        check_run(r, &self.committer);
+    }
+
     pub fn dispatches(&self) -> u64 {
         self.calls.load(Ordering::SeqCst)
     }
@@ -115,6 +140,66 @@ pub(crate) fn root_result(r: &DirectRunner) -> Option<ProcessResult> {
         Publication::Finished { result } if result.process_id == root => Some(result.clone()),
         _ => None,
     })
+}
+
+/// Runs the §12 oracle over everything one runner saw: every acknowledged cut it committed
+/// (one-cut checks, consecutive-head checks and boundary-aware checks), its publications
+/// against those heads, and the store's whole history of the tree.
+pub(crate) fn check_run(r: &DirectRunner, committer: &MemoryCommitter) {
+    use crate::kernel::invariants::{check_commits, check_history, check_publications};
+    let acknowledged: Vec<&crate::kernel::owner::CommitRequest> =
+        r.commits.iter().filter(|(_, ok)| *ok).map(|(c, _)| c).collect();
+    let mut violations = check_commits(acknowledged.iter().copied());
+    let heads: Vec<TreeSnapshot> =
+        acknowledged.iter().filter_map(|c| TreeSnapshot::decode(&c.cut().bytes).ok()).collect();
+    violations.extend(check_publications(&r.published, &heads));
+    violations.extend(check_history(&committer.history(r.owner.root_id())));
+    let report: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    assert!(report.is_empty(), "invariant violations:\n{}", report.join("\n"));
+}
+
+/// The published Result of `process`, if any.
+pub(crate) fn result_for(r: &DirectRunner, process: &ProcessId) -> Option<ProcessResult> {
+    r.published.iter().find_map(|p| match p {
+        Publication::Finished { result } if &result.process_id == process => Some(result.clone()),
+        _ => None,
+    })
+}
+
+/// The child with `key` in a cut.
+pub(crate) fn child_by_key<'a>(s: &'a TreeSnapshot, key: &str) -> &'a crate::kernel::process::Process {
+    s.processes()
+        .iter()
+        .find(|p| p.relation.child_key.as_ref().is_some_and(|k| k.as_str() == key))
+        .unwrap_or_else(|| panic!("no child `{key}`"))
+}
+
+/// An external Signal request with a string payload.
+pub(crate) fn request(id: &str, wait: Option<&crate::kernel::ids::WaitId>, value: &str) -> crate::kernel::signal::SignalRequest {
+    crate::kernel::signal::SignalRequest::new(
+        crate::kernel::ids::SignalId::external(id).unwrap(),
+        wait.cloned(),
+        Payload::from_json(Json::str(value)).unwrap(),
+    )
+    .unwrap()
+}
+
+/// Answers the current wait of `process` (as found in the committer's head).
+pub(crate) fn answer_current(
+    r: &mut DirectRunner,
+    head: &TreeSnapshot,
+    process: &ProcessId,
+    id: &str,
+    value: &str,
+) -> Result<crate::kernel::owner::Reply, crate::kernel::owner::CommandError> {
+    let p = head.process(process).expect("process in head");
+    let wait = p.current_wait_id.clone().expect("a current wait");
+    r.command(crate::kernel::owner::Command::Deliver { process: process.clone(), requests: vec![request(id, Some(&wait), value)] })
+}
+
+/// The canonical text of a Result's output.
+pub(crate) fn output_text(result: &ProcessResult) -> String {
+    result.output.as_ref().map(|o| o.value().to_canonical_string()).unwrap_or_default()
 }
 
 pub(crate) fn stopped(r: &DirectRunner) -> bool {

@@ -6,6 +6,7 @@ fn finished_head() -> TreeSnapshot {
     let w = echo_world();
     let mut r = w.start(&[Op::Dispatch(Json::str("x"))], Budget::unlimited());
     r.run_to_idle();
+    w.check(&r);
     w.head()
 }
 
@@ -42,10 +43,64 @@ fn a_waiting_process_without_an_open_wait_is_rejected() {
     let w = echo_world();
     let mut r = w.start(&[Op::Wait("k".into())], Budget::unlimited());
     r.run_to_idle();
+    w.check(&r);
     let text = String::from_utf8(w.head().bytes().to_vec()).unwrap();
     assert!(text.contains("\"current_wait_id\""));
     let start = text.find(",\"current_wait_id\":\"").unwrap();
     let end = text[start + 20..].find('"').unwrap() + start + 21;
     let without = format!("{}{}", &text[..start], &text[end..]);
     assert!(TreeSnapshot::decode(without.as_bytes()).is_err(), "waiting requires a current wait");
+}
+
+#[test]
+fn a_cut_over_its_byte_limits_is_rejected() {
+    let s = finished_head();
+    let len = s.bytes().len() as u64;
+    let with = |limits: TreeLimits| {
+        TreeSnapshot::build_unchecked_for_tests(s.root_id.clone(), s.incarnation.clone(), limits, s.processes().to_vec())
+    };
+    let fits = with(TreeLimits::default().with_max_snapshot_bytes(crate::kernel::resource::Quota::Finite(len)));
+    assert!(TreeSnapshot::decode(fits.bytes()).is_ok(), "a cut exactly at the limit is valid");
+    let tree = with(TreeLimits::default().with_max_snapshot_bytes(crate::kernel::resource::Quota::Finite(len / 2)));
+    assert!(TreeSnapshot::decode(tree.bytes()).is_err(), "tree bytes over max_snapshot_bytes");
+    let per = with(TreeLimits::default().with_max_process_snapshot_bytes(crate::kernel::resource::Quota::Finite(64)));
+    assert!(TreeSnapshot::decode(per.bytes()).is_err(), "process bytes over max_process_snapshot_bytes");
+}
+
+fn small_tree() -> crate::kernel::owner::RootConfig {
+    let limits = TreeLimits::default().with_max_snapshot_bytes(crate::kernel::resource::Quota::Finite(4096));
+    crate::kernel::owner::RootConfig { budget: Budget::unlimited(), capabilities: CapabilitySet::empty(), limits }
+}
+
+#[test]
+fn an_oversized_settlement_stops_the_writer_instead_of_committing_the_cut() {
+    // Spec §8.4: dispatcher payload sizes are checked when they arrive; an oversized
+    // settlement stops the writer. The pending cut fits; the settled one would not.
+    let w = world(Arc::new(|_| ok_settlement(&"x".repeat(8192))));
+    let mut r = w.start_with(&[Op::Dispatch(Json::str("small"))], small_tree());
+    r.run_to_idle();
+    for (c, ok) in &r.commits {
+        assert!(!ok || c.cut().bytes.len() <= 4096, "{} cut of {} bytes acknowledged", c.boundary_name(), c.cut().bytes.len());
+    }
+    let names: Vec<&str> = r.commits.iter().map(|(c, _)| c.boundary_name()).collect();
+    assert_eq!(names, ["start", "pending"], "the settled cut is never sent");
+    assert!(stopped(&r), "the writer stops with a RuntimeError");
+    assert!(root_result(&r).is_none());
+    assert_eq!(w.head().root().prepared.as_ref().unwrap().effects[0].phase, crate::kernel::effect::EffectPhase::Pending);
+    w.check(&r);
+}
+
+#[test]
+fn a_root_that_does_not_fit_its_byte_limit_is_not_started() {
+    let w = echo_world();
+    let started = Owner::start(
+        w.resolver.clone(),
+        w.deployment.clone(),
+        script_input(&[Op::Dispatch(Json::str("x".repeat(8192)))]),
+        ProcessId::root_from_hex(&hex(1)).unwrap(),
+        IncarnationId::from_hex(&hex(100)).unwrap(),
+        small_tree(),
+        now(),
+    );
+    assert!(matches!(started, Err(crate::kernel::owner::StartError::Snapshot(_))), "{:?}", started.err());
 }

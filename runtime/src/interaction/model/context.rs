@@ -1,0 +1,18 @@
+//! What a model client, streamer or reducer knows about the call it serves.
+
+use crate::env::CancelToken;
+use crate::interaction::attribution::ModelInvocation;
+
+/// The context of one actual model call: its attribution and the dispatch's cancellation.
+///
+/// Rust has no ambient context, so this explicit value is what the reference installs into
+/// the call's `context.Context` (spec §1 ModelInvocation); it exists only while the call runs.
+#[derive(Clone, Debug)]
+pub struct ModelCallContext {
+    /// The attribution of the call; its applied steer ids come back as a defensive copy.
+    pub invocation: ModelInvocation,
+    /// Cancelled when terminal intent reaches the Process. The Dispatcher stops waiting for
+    /// the call once it fires (and settles it as a provider failure), so honoring it is an
+    /// optimisation, not a requirement.
+    pub cancel: CancelToken,
+}

@@ -1,0 +1,202 @@
+//! The model Dispatcher (spec §11): executes `model_call` Effects, and nothing else.
+
+use super::client::ModelMode;
+use super::config::DispatcherConfig;
+use super::context::ModelCallContext;
+use super::error::ModelError;
+use super::observer::{observe, ModelObservationFailures, ModelObserver, PanicCounter};
+use super::prepare::prepare_request;
+use super::reducer::ModelContextReducer;
+use super::stream::stream_response;
+use crate::chat::{Message, Request, Response, ToolDefinition};
+use crate::env::{BoxFuture, CancelToken};
+use crate::interaction::attribution::ModelInvocation;
+use crate::interaction::diagnostic::normalize_str;
+use crate::interaction::error::InteractionError;
+use crate::interaction::manifest::ModelManifest;
+use crate::interaction::protocol::{ModelCallEffect, ModelResult};
+use crate::interaction::wire::Wire;
+use crate::json::Payload;
+use crate::kernel::dispatcher::{DeltaSink, DispatchContext, DispatchError, DispatchPolicy, Dispatcher, EffectRequest};
+use crate::kernel::effect::Settlement;
+use futures::future::{select, Either};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+/// The model boundary of one Interaction Definition.
+///
+/// It owns exactly one model (complete or streaming), an optional observer and an optional
+/// context reducer, and a copy of the Definition's manifest taken at construction. It never
+/// runs tools, starts children or decides completion. Every outcome of the model itself is a
+/// definite settlement (`response`, `error` or `host_error`); only an Effect it cannot even
+/// prepare (foreign operation, malformed payload, unknown advertisement, invalid prepared
+/// request) is a [`DispatchError`], which leaves the Effect unknown (§14.12).
+pub struct ModelDispatcher {
+    /// Initial definitions, then delegate definitions: the start of every call's manifest.
+    visible: Vec<ToolDefinition>,
+    deferred: BTreeMap<String, ToolDefinition>,
+    mode: ModelMode,
+    observer: Option<Arc<dyn ModelObserver>>,
+    reducer: Option<Arc<dyn ModelContextReducer>>,
+    response_panics: PanicCounter,
+}
+
+impl ModelDispatcher {
+    /// Binds a manifest to its model capabilities. The manifest must pass
+    /// [`ModelManifest::validate`] (errors are `InvalidDispatcherConfig`); "no model" and "two
+    /// models" are unrepresentable in [`ModelMode`].
+    pub fn new(manifest: ModelManifest, config: DispatcherConfig) -> Result<ModelDispatcher, InteractionError> {
+        manifest.validate()?;
+        let visible = manifest.visible();
+        Ok(ModelDispatcher {
+            visible,
+            deferred: manifest.deferred,
+            mode: config.mode,
+            observer: config.observer,
+            reducer: config.reducer,
+            response_panics: PanicCounter::default(),
+        })
+    }
+
+    /// A snapshot of the observer panics isolated so far.
+    pub fn observation_failures(&self) -> ModelObservationFailures {
+        ModelObservationFailures { model_response_panics: self.response_panics.get() }
+    }
+
+    async fn run(&self, request: EffectRequest, cx: DispatchContext) -> Result<Settlement, DispatchError> {
+        let effect = ModelCallEffect::from_payload(&request.payload).map_err(unknown)?;
+        let prepared = prepare_request(&self.visible, &self.deferred, &effect).map_err(|e| unknown_text(&e))?;
+        let call = ModelCallContext { invocation: ModelInvocation::from_effect(&request, &effect), cancel: cx.cancel };
+        let result = self.call(&call, prepared, &effect.request.messages, cx.deltas.as_ref()).await;
+        self.settle(&call.invocation, result)
+    }
+
+    /// Reduction (if configured), then the model call, as a model result.
+    async fn call(
+        &self,
+        call: &ModelCallContext,
+        prepared: Request,
+        original: &[Message],
+        deltas: Option<&DeltaSink>,
+    ) -> ModelResult {
+        let (request, replacement_messages) = match &self.reducer {
+            None => (prepared, None),
+            Some(reducer) => match reduce(reducer.as_ref(), call, prepared, original).await {
+                Ok(reduced) => reduced,
+                Err(text) => return ModelResult::host_error(&text),
+            },
+        };
+        let response = match until_cancelled(&call.cancel, self.call_model(call, request, deltas)).await {
+            // A3: a call ended by cancellation is an ordinary provider failure, not unknown.
+            None => return ModelResult::provider_error("model call canceled"),
+            Some(Err(ModelError::Host(text))) => return ModelResult::host_error(&text),
+            Some(Err(ModelError::Provider(text))) => return ModelResult::provider_error(&text),
+            Some(Ok(response)) => response,
+        };
+        if let Err(e) = response.validate() {
+            return ModelResult::provider_error(&format!("model returned an invalid response: {e}"));
+        }
+        ModelResult::Response { response, replacement_messages }
+    }
+
+    async fn call_model(
+        &self,
+        call: &ModelCallContext,
+        request: Request,
+        deltas: Option<&DeltaSink>,
+    ) -> Result<Response, ModelError> {
+        match &self.mode {
+            ModelMode::Complete(client) => client.call(call, request).await,
+            ModelMode::Stream(streamer) => stream_response(streamer.as_ref(), call, request, deltas).await,
+        }
+    }
+
+    /// Encodes the result; a response is observed only once it is known to settle as one.
+    fn settle(&self, invocation: &ModelInvocation, result: ModelResult) -> Result<Settlement, DispatchError> {
+        let settlement = match result.to_settlement() {
+            Ok(settlement) => settlement,
+            // Only a response can fail to encode (error texts are bounded diagnostics): one
+            // that does not fit a payload is an invalid response.
+            Err(e) => {
+                let fallback =
+                    ModelResult::provider_error(&format!("model response cannot be settled: {}", e.detail()));
+                return fallback.to_settlement().map_err(|e| DispatchError::InvalidSettlement(e.to_string()));
+            }
+        };
+        if let (ModelResult::Response { response, .. }, Some(observer)) = (&result, &self.observer) {
+            if observe(observer.as_ref(), invocation, response) {
+                self.response_panics.record();
+            }
+        }
+        Ok(settlement)
+    }
+}
+
+/// Runs the reducer and checks its result. The reducer sees the fully prepared request; the
+/// messages it returns replace the request's messages (options and tools stay). The
+/// replacement travels back only when it differs from the Effect's messages.
+async fn reduce(
+    reducer: &dyn ModelContextReducer,
+    call: &ModelCallContext,
+    mut request: Request,
+    original: &[Message],
+) -> Result<(Request, Option<Vec<Message>>), String> {
+    let messages = match until_cancelled(&call.cancel, reducer.reduce(call, &request)).await {
+        None => return Err("model context reducer canceled".into()),
+        Some(Err(e)) => return Err(format!("model context reducer failed: {e}")),
+        Some(Ok(messages)) => messages,
+    };
+    request.messages = messages;
+    request.validate().map_err(|e| format!("model context reducer returned an invalid context: {e}"))?;
+    let replacement = (request.messages != original).then(|| request.messages.clone());
+    Ok((request, replacement))
+}
+
+/// `work`'s output, or `None` once `cancel` fires first. `work` is polled first, so work that
+/// is already finished wins over a cancellation that is already requested.
+async fn until_cancelled<F: Future>(cancel: &CancelToken, work: F) -> Option<F::Output> {
+    let work = std::pin::pin!(work);
+    match select(work, cancel.cancelled()).await {
+        Either::Left((output, _)) => Some(output),
+        Either::Right(((), _)) => None,
+    }
+}
+
+fn unknown(e: InteractionError) -> DispatchError {
+    unknown_text(&e.to_string())
+}
+
+fn unknown_text(text: &str) -> DispatchError {
+    DispatchError::Failed(normalize_str(&format!("model dispatcher: {text}")))
+}
+
+impl Dispatcher for ModelDispatcher {
+    /// Never replay: a model call costs money and may answer differently (§11).
+    fn policy(&self, _effect: &Payload) -> DispatchPolicy {
+        DispatchPolicy::never()
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        request: EffectRequest,
+        cx: DispatchContext,
+    ) -> BoxFuture<'a, Result<Settlement, DispatchError>> {
+        Box::pin(self.run(request, cx))
+    }
+}
+
+impl std::fmt::Debug for ModelDispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let visible: Vec<&str> = self.visible.iter().map(|d| d.name.as_str()).collect();
+        let deferred: Vec<&str> = self.deferred.keys().map(String::as_str).collect();
+        f.debug_struct("ModelDispatcher")
+            .field("visible", &visible)
+            .field("deferred", &deferred)
+            .field("mode", &self.mode)
+            .field("observer", &self.observer.is_some())
+            .field("reducer", &self.reducer.is_some())
+            .field("observation_failures", &self.observation_failures())
+            .finish()
+    }
+}

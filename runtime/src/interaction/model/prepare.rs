@@ -1,0 +1,29 @@
+//! Request preparation (spec §11 "Request preparation", §5.9): the per-call tool manifest.
+
+use crate::chat::{Request, ToolDefinition};
+use crate::interaction::protocol::ModelCallEffect;
+use std::collections::BTreeMap;
+
+/// The request the model receives: a clone of the effect's request (which carries no tools,
+/// §14.18) with `tools` = the always-visible definitions (initial, then delegates) followed by
+/// the advertised deferred definitions in commit order. An advertised name that is not a bound
+/// deferred tool, or a prepared request that fails chat validation, is an error: the Effect
+/// stays unknown.
+pub(crate) fn prepare_request(
+    visible: &[ToolDefinition],
+    deferred: &BTreeMap<String, ToolDefinition>,
+    effect: &ModelCallEffect,
+) -> Result<Request, String> {
+    let mut tools = Vec::with_capacity(visible.len() + effect.advertised_tool_names.len());
+    tools.extend_from_slice(visible);
+    for name in &effect.advertised_tool_names {
+        let definition = deferred
+            .get(name)
+            .ok_or_else(|| format!("advertised tool `{name}` is not a deferred tool of this Interaction"))?;
+        tools.push(definition.clone());
+    }
+    let mut request = effect.request.clone();
+    request.tools = tools;
+    request.validate().map_err(|e| format!("prepared model request is invalid: {e}"))?;
+    Ok(request)
+}
