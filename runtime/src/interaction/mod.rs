@@ -55,3 +55,6 @@ mod testutil;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod toolset_tests;
