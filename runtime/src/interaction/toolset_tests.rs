@@ -644,3 +644,49 @@ fn tool_child_steps_are_strict() {
     foreign.kind = crate::text::QualifiedName::parse("interaction").unwrap();
     assert!(d.restore(&cx, &foreign).is_err());
 }
+
+#[test]
+fn wait_openings_and_answers_must_match_the_checkpoint() {
+    let d = definition();
+    let cx = StepContext::default();
+    let call = input("a", "{}");
+    let request = crate::tool::ToolInputRequest::new(br#""q""#, SCHEMA, b"null").unwrap();
+    let other_request = crate::tool::ToolInputRequest::new(br#""another""#, SCHEMA, b"null").unwrap();
+    let paused = ToolCallSettlement::Checkpoint(super::protocol::ToolCheckpoint { pause_count: 1, input_request: request.clone() });
+    let root = ProcessId::root_from_hex(&hex(1)).unwrap();
+    let wait = WaitId::of_effect(&EffectId::derive(&root, 2, 0));
+    let key = tool_input_wait_key(1, "call_1", 1).unwrap();
+    let opening_with = |r: &crate::tool::ToolInputRequest| {
+        let echoed = super::protocol::WaitOpenedPayload { input_request: r.clone() }.to_payload().unwrap();
+        let body = crate::kernel::engine_signal::WaitOpened::payload_json(&key, Some(&echoed));
+        Signal::new(SignalId::wait_opening(&wait), Some(wait.clone()), Payload::from_json(body).unwrap(), None).unwrap()
+    };
+    let mut e = d.start(&call.to_payload().unwrap()).unwrap();
+    e.step(&cx, &[]).unwrap();
+    e.step(&cx, &[settlement_signal(1, &paused)]).unwrap();
+    let awaiting_open = e.snapshot().unwrap();
+    assert!(e.step(&cx, &[opening_with(&other_request)]).is_err(), "the echo must be the checkpoint's request");
+    assert!(e.step(&cx, &[settlement_signal(1, &paused)]).is_err(), "the first signal must be the opening");
+    assert_eq!(e.snapshot().unwrap(), awaiting_open);
+    e.step(&cx, &[opening_with(&request)]).unwrap();
+
+    let answer_to = |w: &WaitId, value: &str| {
+        let payload = super::protocol::InputResponse::new(&Json::str(value)).unwrap().to_payload().unwrap();
+        Signal::new(signal_id("signal:a"), Some(w.clone()), payload, None).unwrap()
+    };
+    let waiting = e.snapshot().unwrap();
+    assert!(e.step(&cx, &[answer_to(&WaitId::parse("wait:other").unwrap(), "red")]).is_err(), "another wait");
+    assert!(e.step(&cx, &[answer_to(&wait, "green")]).is_err(), "schema re-validated");
+    assert_eq!(e.snapshot().unwrap(), waiting);
+    e.step(&cx, &[answer_to(&wait, "red")]).unwrap();
+
+    let done = ToolCallSettlement::Result(SettledToolResult::new(
+        ToolResult { id: "call_1".into(), name: "a".into(), output: ToolOutput::text("x"), is_error: false },
+        false,
+    ));
+    let t = e.step(&cx, &[settlement_signal(4, &done)]).unwrap();
+    assert!(matches!(t, crate::kernel::transition::Transition::Complete { consumed: 1, .. }));
+    let state = ToolCallState::from_execution_state(&e.snapshot().unwrap()).unwrap();
+    assert_eq!(state.phase, ToolChildPhase::Completed);
+    assert!(e.step(&cx, &[]).is_err(), "a completed child cannot step");
+}
