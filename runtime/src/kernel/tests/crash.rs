@@ -327,3 +327,78 @@ fn a_command_whose_commit_fails_gets_an_error_reply() {
     let reply = r.command(Command::Deliver { process: head.root_id.clone(), requests: vec![answer] });
     assert!(matches!(reply, Err(crate::kernel::owner::CommandError::Stopped(Some(_)))), "{reply:?}");
 }
+
+#[test]
+fn activation_after_cas_before_publication_fences_the_source_and_restores_again() {
+    let w = echo_world();
+    let mut source = w.start(&[Op::Wait("w".into())], Budget::unlimited());
+    source.run_to_idle();
+    // A restore whose activation is stored but whose acknowledgement is lost.
+    let faulty = Arc::new(FaultyCommitter::new(w.committer.clone()));
+    faulty.set_fault_plan(Box::new(|call| {
+        if matches!(call.kind, CommitCallKind::Activation) { Fault::CrashAfter } else { Fault::Pass }
+    }));
+    let owner = Owner::restore(w.resolver.clone(), w.deployment.clone(), &w.head(), IncarnationId::from_hex(&hex(300)).unwrap(), now()).unwrap();
+    let dead = DirectRunner::new(owner, faulty as Arc<dyn Committer>, now());
+    assert_dead(&dead);
+    assert!(dead.published.iter().all(|p| !matches!(p, Publication::Started { .. })), "nothing published by the failed restore");
+    assert_eq!(w.head().incarnation, IncarnationId::from_hex(&hex(300)).unwrap(), "the activation is in the head");
+    // A further restore from the new head works.
+    let mut again = w.restore(400);
+    again.run_to_idle();
+    assert!(!stopped(&again));
+    // The original source writer is fenced when it next commits.
+    let wait = w.head().root().current_wait_id.clone().unwrap();
+    let answer = crate::kernel::signal::SignalRequest::new(crate::kernel::ids::SignalId::external("signal:a").unwrap(), Some(wait), Payload::from_json(Json::str("x")).unwrap()).unwrap();
+    assert!(source.command(Command::Deliver { process: w.head().root_id.clone(), requests: vec![answer] }).is_err());
+    assert_dead(&source);
+}
+
+#[test]
+fn parked_after_commit_restores_waiting_without_events_from_the_dead_instance() {
+    let w = echo_world();
+    let dead = run_with_fault(&w, &[Op::Wait("w".into())], At::Checkpoint(CheckpointKind::Parked), || Fault::CrashAfter);
+    assert_dead(&dead);
+    let staged_after_crash = dead.published.iter().any(|p| matches!(p, Publication::Event(e) if e.name == crate::kernel::event::names::STEP_COMMITTED && e.step_sequence == Some(2)));
+    assert!(!staged_after_crash, "committed events of the unacknowledged cut are never published");
+    let r = w.restore(200);
+    assert!(!stopped(&r));
+    assert_eq!(w.head().root().status, Status::Waiting);
+}
+
+#[test]
+fn subtree_cancellation_after_commit_restores_the_canceled_child_and_the_parent_continues() {
+    let child = script_deployment("keel.test.child", None, vec![]);
+    let parent = script_deployment("keel.test.parent", None, vec![child.reference().clone()]);
+    let resolver = Arc::new(DeploymentSet::new().with(child.clone()).with(parent.clone()));
+    let committer = Arc::new(MemoryCommitter::new());
+    let ops = [Op::Child { deployment: child.reference().clone(), script: vec![Op::Wait("forever".into())], key: "c".into(), budget: Budget::unlimited() }];
+    let faulty = Arc::new(FaultyCommitter::new(committer.clone()));
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let a = armed.clone();
+    faulty.set_fault_plan(Box::new(move |_| {
+        if a.swap(false, Ordering::SeqCst) { Fault::CrashAfter } else { Fault::Pass }
+    }));
+    let root = ProcessId::root_from_hex(&hex(1)).unwrap();
+    let owner = Owner::start(resolver.clone(), parent.clone(), script_input(&ops), root.clone(), IncarnationId::from_hex(&hex(9)).unwrap(), config(Budget::unlimited()), now()).unwrap();
+    let mut r = DirectRunner::new(owner, faulty as Arc<dyn Committer>, now());
+    r.run_to_idle();
+    let head = TreeSnapshot::decode(&futures::executor::block_on(committer.load_tree(&root)).unwrap().unwrap().cut.bytes).unwrap();
+    let child_id = head.processes().iter().find(|p| !p.relation.is_root()).unwrap().id.clone();
+    // Cancel only the child; the next commit (the cut with the canceled child) crashes.
+    armed.store(true, Ordering::SeqCst);
+    let _ = r.command(Command::Cancel { process: child_id.clone(), reason: "host".into() });
+    r.run_to_idle();
+    assert!(stopped(&r));
+    let head = TreeSnapshot::decode(&futures::executor::block_on(committer.load_tree(&root)).unwrap().unwrap().cut.bytes).unwrap();
+    let owner = Owner::restore(resolver, parent, &head, IncarnationId::from_hex(&hex(10)).unwrap(), now()).unwrap();
+    let mut r2 = DirectRunner::new(owner, committer.clone() as Arc<dyn Committer>, now());
+    r2.run_to_idle();
+    let child_result = r2.published.iter().find_map(|p| match p {
+        Publication::Finished { result } if result.process_id == child_id => Some(result.clone()),
+        _ => None,
+    });
+    assert_eq!(child_result.unwrap().termination.cause, crate::kernel::status::Cause::HostCancellation);
+    let parent_result = root_result(&r2).expect("the parent continues and completes");
+    assert_eq!(parent_result.status(), Status::Completed);
+}

@@ -260,3 +260,83 @@ fn unaddressed_signals_are_checked_against_the_signal_schema() {
     assert!(matches!(r.command(Command::Deliver { process: pid, requests: vec![s] }), Err(CommandError::Signal(_))));
     w.check(&r);
 }
+
+/// A strategy whose first Step declares an Effect with a payload far larger than its state.
+struct Inflating;
+struct InflatingExecution;
+
+impl crate::kernel::waist::Execution for InflatingExecution {
+    fn step(&mut self, _: &crate::kernel::waist::StepContext, _: &[crate::kernel::signal::Signal]) -> Result<crate::kernel::transition::Transition, crate::kernel::waist::StepError> {
+        let payload = Payload::from_json(Json::str("x".repeat(32 * 1024))).unwrap();
+        Ok(crate::kernel::transition::Transition::Continue { consumed: 0, effects: vec![crate::kernel::effect::Effect::Dispatcher(payload)] })
+    }
+    fn snapshot(&self) -> Result<crate::kernel::waist::ExecutionState, crate::kernel::waist::StepError> {
+        Ok(crate::kernel::waist::ExecutionState { kind: crate::text::QualifiedName::parse("keel.test.inflating").unwrap(), payload: Payload::from_json(Json::Null).unwrap() })
+    }
+}
+
+impl crate::kernel::waist::Definition for Inflating {
+    fn descriptor(&self) -> &crate::kernel::descriptor::Descriptor {
+        static D: std::sync::OnceLock<crate::kernel::descriptor::Descriptor> = std::sync::OnceLock::new();
+        D.get_or_init(|| crate::kernel::descriptor::Descriptor::new("keel.test.inflating", "Declares one oversized effect.", Json::Bool(true), Json::Bool(true), None).unwrap())
+    }
+    fn start(&self, _: &Payload) -> Result<Box<dyn crate::kernel::waist::Execution>, crate::kernel::waist::StepError> {
+        Ok(Box::new(InflatingExecution))
+    }
+    fn restore(&self, _: &crate::kernel::waist::StepContext, _: &crate::kernel::waist::ExecutionState) -> Result<Box<dyn crate::kernel::waist::Execution>, crate::kernel::waist::StepError> {
+        Ok(Box::new(InflatingExecution))
+    }
+}
+
+#[test]
+fn a_step_whose_cut_would_exceed_the_snapshot_cap_fails_with_the_limit_code() {
+    let dispatcher: Arc<dyn Dispatcher> = Arc::new(FnDispatcher::echo());
+    let d = Deployment::new(Arc::new(Inflating), Some(dispatcher), crate::json::Digest::of(b"i"), crate::json::Digest::of(b"c"));
+    let resolver = Arc::new(DeploymentSet::new().with(d.clone()));
+    let committer = Arc::new(MemoryCommitter::new());
+    let limits = TreeLimits::default().with_max_snapshot_bytes(Quota::Finite(16 * 1024));
+    let owner = Owner::start(
+        resolver,
+        d,
+        Payload::from_json(Json::Null).unwrap(),
+        ProcessId::root_from_hex(&hex(1)).unwrap(),
+        IncarnationId::from_hex(&hex(100)).unwrap(),
+        RootConfig { budget: Budget::unlimited(), capabilities: CapabilitySet::empty(), limits },
+        now(),
+    )
+    .unwrap();
+    let mut r = DirectRunner::new(owner, committer as Arc<dyn Committer>, now());
+    r.run_to_idle();
+    assert!(!stopped(&r), "the writer keeps running");
+    let result = root_result(&r).expect("the process fails gracefully");
+    assert_eq!(result.termination.failure.unwrap().code.as_str(), "engine.limit.snapshot");
+    assert_eq!(r.owner.head().unwrap().root().committed_steps, 0, "the oversized candidate was not adopted");
+}
+
+#[test]
+fn the_scripted_strategy_passes_the_definition_conformance_helper() {
+    use crate::kernel::conformance::check_definition;
+    use crate::kernel::ids::EffectId;
+    use crate::kernel::signal::Signal;
+    let d = crate::kernel::testkit::ScriptDefinition::new("keel.test.conformance", vec![]);
+    let input = script_input(&[dispatch_op("a"), Op::Checkpoint]);
+    let root = ProcessId::root_from_hex(&hex(1)).unwrap();
+    let settlement = Signal::new(
+        SignalId::settlement(&EffectId::derive(&root, 1, 0)),
+        None,
+        Payload::from_json(Json::str("answer")).unwrap(),
+        Some(SettlementStatus::Succeeded),
+    )
+    .unwrap();
+    check_definition(&d, &input, &[vec![vec![], vec![settlement.clone()], vec![]], vec![vec![], vec![]]]).unwrap();
+    // A non-conforming Definition is caught: its restore drops state.
+    struct Forgetful(crate::kernel::testkit::ScriptDefinition);
+    impl crate::kernel::waist::Definition for Forgetful {
+        fn descriptor(&self) -> &crate::kernel::descriptor::Descriptor { self.0.descriptor() }
+        fn start(&self, i: &Payload) -> Result<Box<dyn crate::kernel::waist::Execution>, crate::kernel::waist::StepError> { self.0.start(i) }
+        fn restore(&self, _: &crate::kernel::waist::StepContext, _: &crate::kernel::waist::ExecutionState) -> Result<Box<dyn crate::kernel::waist::Execution>, crate::kernel::waist::StepError> {
+            self.0.start(&script_input(&[]))
+        }
+    }
+    assert!(check_definition(&Forgetful(crate::kernel::testkit::ScriptDefinition::new("keel.test.forgetful", vec![])), &input, &[]).is_err());
+}

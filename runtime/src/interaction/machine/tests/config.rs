@@ -45,7 +45,7 @@ fn delegate_construction_rules() {
 
 #[test]
 fn definition_config_rules() {
-    let tools = tool_deployment();
+    let tools = tool_set();
     let upper = upper_deployment(b"upper");
     assert!(Definition::new(base_config(&tools)).is_ok());
     let mut none = base_config(&tools);
@@ -88,7 +88,7 @@ fn definition_config_rules() {
 
 #[test]
 fn manifest_and_child_bindings() {
-    let tools = tool_deployment();
+    let tools = tool_set();
     let upper = upper_deployment(b"upper");
     let mut config = base_config(&tools);
     config.delegates = vec![delegate("upper", &upper)];
@@ -98,12 +98,12 @@ fn manifest_and_child_bindings() {
     assert_eq!(initial, TOOLS.to_vec());
     assert_eq!(m.delegates[0].name, "upper");
     assert_eq!(m.deferred.keys().collect::<Vec<_>>(), vec!["hidden"]);
-    assert_eq!(d.child_deployments(), vec![tools.reference().clone(), upper.reference().clone()]);
+    assert_eq!(d.child_deployments(), vec![tools.deployment_ref().clone(), upper.reference().clone()]);
 }
 
 #[test]
 fn start_and_restore_reject_bad_input_and_foreign_state() {
-    let tools = tool_deployment();
+    let tools = tool_set();
     let d = Definition::new(base_config(&tools)).unwrap();
     assert!(d.start(&Payload::from_bytes(br#"{"messages":[]}"#).unwrap()).is_err());
     assert!(d.start(&Payload::from_bytes(br#"{"messages":[{"role":"user","parts":[{"type":"text","text":"a"}]}],"x":1}"#).unwrap()).is_err());
@@ -129,7 +129,7 @@ fn start_and_restore_reject_bad_input_and_foreign_state() {
 
 #[test]
 fn steps_are_pure_and_cancellation_leaves_the_state() {
-    let tools = tool_deployment();
+    let tools = tool_set();
     let d = Definition::new(base_config(&tools)).unwrap();
     let mut e = d.start(&user_input("hi")).unwrap();
     let before = e.snapshot().unwrap();
@@ -151,7 +151,7 @@ fn steps_are_pure_and_cancellation_leaves_the_state() {
 
 #[test]
 fn conformance() {
-    let tools = tool_deployment();
+    let tools = tool_set();
     let d = Definition::new(base_config(&tools)).unwrap();
     let steer = crate::interaction::signals::steer_signal(SignalId::parse("signal:s1").unwrap(), vec![Message::user("hey")])
         .unwrap();

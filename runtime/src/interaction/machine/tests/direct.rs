@@ -2,9 +2,10 @@
 //! (§2.2) and the child start/wait protocol checks (§4.4).
 
 use super::*;
+use crate::interaction::protocol::SettledToolResult;
 use crate::interaction::codes;
 use crate::interaction::ids::tool_child_key;
-use crate::interaction::protocol::{ModelCallEffect, ModelResult};
+use crate::interaction::protocol::{ModelCallEffect, ModelResult, ToolCallInput};
 use crate::kernel::child::{Boundary, ChildSpec, ChildWaitSpec, Condition};
 use crate::kernel::effect::FrameworkEffect;
 use crate::kernel::engine_signal::{ChildOutcome, ChildStartResult, ChildWaitOpened, ChildWaitSatisfied};
@@ -29,12 +30,12 @@ fn child(n: u64) -> ProcessId {
 
 impl Driver {
     fn new(configure: impl FnOnce(&mut DefinitionConfig)) -> Driver {
-        let tools = super::tool_deployment();
+        let tools = super::tool_set();
         let mut config = base_config(&tools);
         configure(&mut config);
         let definition = Definition::new(config).unwrap();
         let execution = definition.start(&user_input("go")).unwrap();
-        Driver { definition, tools, execution, step: 0 }
+        Driver { definition, tools: tools.deployment().clone(), execution, step: 0 }
     }
 
     fn effect_id(&mut self) -> EffectId {

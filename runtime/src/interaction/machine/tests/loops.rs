@@ -46,14 +46,14 @@ fn same_key_calls_never_overlap_and_windows_respect_the_key() {
         r.complete(e, o);
     }
     let first = r.take_dispatches();
-    let ids: Vec<String> = first.iter().map(|d| ToolCallInput::from_payload(&d.request.payload).unwrap().call.id).collect();
+    let ids: Vec<String> = first.iter().map(tool_call_id).collect();
     assert_eq!(ids, vec!["a", "b"], "c must not start while a (same key) is running");
     for d in first.into_iter().rev() {
         let (e, o) = d.run(2);
         r.complete(e, o);
     }
     let second = r.take_dispatches();
-    let ids: Vec<String> = second.iter().map(|d| ToolCallInput::from_payload(&d.request.payload).unwrap().call.id).collect();
+    let ids: Vec<String> = second.iter().map(tool_call_id).collect();
     assert_eq!(ids, vec!["c"]);
     for d in second {
         let (e, o) = d.run(3);
@@ -314,11 +314,17 @@ fn duplicate_call_ids_are_a_step_error() {
 }
 
 #[test]
-fn a_failed_tool_child_fails_the_parent_with_its_failure() {
-    let h = harness(vec![calls_response(vec![call("c1", "crash", "{}")])], |_| {});
+fn a_tool_child_that_does_not_complete_fails_the_parent() {
+    // One step is not enough for a tool child (dispatch, then complete): the budget kills it.
+    let h = harness(vec![calls_response(vec![call("c1", "weather", "{}")])], |c| {
+        c.tool_budget = Some(Budget::finite(1, 100, 100))
+    });
     let (_r, result) = h.run("go");
+    assert_eq!(result.status(), Status::Failed);
     let f = failure_of(&result);
-    assert_eq!(f.message.as_str(), "tool crashed", "the child's own failure propagates: {f:?}");
+    assert!(f.is(codes::TOOL_PROCESS_FAILED), "{f:?}");
+    assert!(f.message.as_str().starts_with("Tool child process:"), "{f:?}");
+    assert!(f.message.as_str().contains("ended with failed (execution_failure): "), "{f:?}");
 }
 
 #[test]

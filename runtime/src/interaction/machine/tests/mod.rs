@@ -14,28 +14,27 @@ use crate::interaction::definition::Definition;
 use crate::interaction::delegate::{Delegate, DelegateConfig};
 use crate::interaction::model::{DispatcherConfig, ModelCallContext, ModelClient, ModelDispatcher, ModelError};
 use crate::interaction::output::Output;
-use crate::interaction::protocol::{InteractionInput, SettledToolResult, ToolCallInput};
-use crate::interaction::toolset::{ToolEntry, ToolSet};
+use crate::interaction::protocol::{InteractionInput, ToolCallEffect};
+use crate::interaction::toolset::{ToolSet, ToolSetConfig};
 use crate::interaction::wire::Wire;
-use crate::json::{Digest, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
+use crate::json::{Digest, Json, ObjectBuilder, Payload, ToJson};
 use crate::kernel::binding::{Deployment, DeploymentSet};
 use crate::kernel::capability::CapabilitySet;
 use crate::kernel::commit::{Committer, MemoryCommitter};
 use crate::kernel::descriptor::Descriptor;
 use crate::kernel::direct::DirectRunner;
-use crate::kernel::effect::{Effect, Settlement};
+use crate::kernel::effect::Effect;
 use crate::kernel::failure::{codes as kcodes, Failure};
 use crate::kernel::ids::{IncarnationId, ProcessId, SignalId};
 use crate::kernel::owner::{Owner, Publication, RootConfig};
 use crate::kernel::resource::Budget;
 use crate::kernel::result::ProcessResult;
 use crate::kernel::signal::{SettlementStatus, Signal};
-use crate::kernel::testkit::FnDispatcher;
 use crate::kernel::transition::Transition;
 use crate::kernel::tree_limits::TreeLimits;
 use crate::kernel::waist::{self, Execution, ExecutionState, StepContext, StepError};
 use crate::text::QualifiedName;
-use crate::tool::{bind, Concurrency, Invocation, Tool, ToolContext, ToolDefinitionInput, ToolError};
+use crate::tool::{Concurrency, Invocation, Tool, ToolContext, ToolDefinitionInput, ToolError};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -88,8 +87,9 @@ pub(super) fn call(id: &str, name: &str, args: &str) -> ToolCall {
 
 // ------------------------------------------------------------------ tools
 
-/// A bound tool: `keyed` classifies by its `key` argument, `shared` overlaps freely,
-/// `direct` returns direct results; anything else is exclusive.
+/// A test tool answering `name(canonical arguments)`: `keyed` classifies by its `key`
+/// argument, `shared` overlaps freely, `direct` returns direct results, `secret` advertises
+/// the deferred `hidden`; anything else is exclusive.
 struct TestTool(&'static str);
 
 impl Tool for TestTool {
@@ -100,8 +100,12 @@ impl Tool for TestTool {
             input_schema: crate::json::parse(br#"{"type":"object"}"#).unwrap(),
         }
     }
-    fn call<'a>(&'a self, _: &'a Invocation, _: ToolContext) -> BoxFuture<'a, Result<crate::chat::ToolOutput, ToolError>> {
-        Box::pin(async { Ok(crate::chat::ToolOutput::default()) })
+    fn call<'a>(&'a self, invocation: &'a Invocation, cx: ToolContext) -> BoxFuture<'a, Result<crate::chat::ToolOutput, ToolError>> {
+        if self.0 == "secret" {
+            cx.advertise(&["hidden"]).unwrap();
+        }
+        let text = format!("{}({})", self.0, invocation.arguments_json().to_canonical_string());
+        Box::pin(async move { Ok(crate::chat::ToolOutput::text(text)) })
     }
     fn concurrency(&self, invocation: &Invocation) -> Option<Concurrency> {
         match self.0 {
@@ -117,89 +121,26 @@ impl Tool for TestTool {
     }
 }
 
-pub(super) const TOOLS: [&str; 6] = ["weather", "keyed", "shared", "direct", "crash", "secret"];
+pub(super) const TOOLS: [&str; 5] = ["weather", "keyed", "shared", "direct", "secret"];
 
-/// The tool child: dispatches its call once, completes with the settled result (or fails
-/// for the `crash` tool). The dispatcher answers `name(arguments)`.
-struct ToolChildDefinition {
-    descriptor: Descriptor,
+/// The real ToolSet over the test tools (`hidden` deferred).
+pub(super) fn tool_set() -> ToolSet {
+    let tools: Vec<Arc<dyn Tool>> = TOOLS.iter().map(|n| Arc::new(TestTool(n)) as Arc<dyn Tool>).collect();
+    ToolSet::new(ToolSetConfig {
+        name: "test.tools".into(),
+        description: "Runs one test tool call.".into(),
+        tools,
+        deferred_tools: vec![Arc::new(TestTool("hidden"))],
+        observer: None,
+        implementation_digest: Digest::of(b"test.tools.impl"),
+        configuration_digest: Digest::of(b"test.tools.config"),
+    })
+    .unwrap()
 }
 
-struct ToolChild {
-    input: ToolCallInput,
-    dispatched: bool,
-}
-
-const TOOL_CHILD_KIND: &str = "test.tool_child";
-
-impl waist::Definition for ToolChildDefinition {
-    fn descriptor(&self) -> &Descriptor {
-        &self.descriptor
-    }
-    fn start(&self, input: &Payload) -> Result<Box<dyn Execution>, StepError> {
-        Ok(Box::new(ToolChild { input: ToolCallInput::from_payload(input)?, dispatched: false }))
-    }
-    fn restore(&self, _: &StepContext, state: &ExecutionState) -> Result<Box<dyn Execution>, StepError> {
-        let mut r = ObjectReader::new(state.payload.value()).map_err(|e| StepError::other(e.to_string()))?;
-        let input: Json = r.required("input").map_err(|e| StepError::other(e.to_string()))?;
-        let dispatched: bool = r.required("dispatched").map_err(|e| StepError::other(e.to_string()))?;
-        let input = ToolCallInput::from_json(&input).map_err(|e| StepError::other(e.to_string()))?;
-        Ok(Box::new(ToolChild { input, dispatched }))
-    }
-}
-
-impl Execution for ToolChild {
-    fn step(&mut self, _: &StepContext, signals: &[Signal]) -> Result<Transition, StepError> {
-        if !self.dispatched {
-            if self.input.call.name == "crash" {
-                return Ok(Transition::Fail { consumed: 0, failure: Failure::new(kcodes::STEP_FAILED, "tool crashed") });
-            }
-            self.dispatched = true;
-            return Ok(Transition::Continue { consumed: 0, effects: vec![Effect::Dispatcher(self.input.to_payload()?)] });
-        }
-        let settlement = signals.first().ok_or_else(|| StepError::other("expected the settlement"))?;
-        Ok(Transition::Complete { consumed: 1, output: settlement.payload().clone() })
-    }
-    fn snapshot(&self) -> Result<ExecutionState, StepError> {
-        let json = ObjectBuilder::new().field("input", &self.input.to_json()).field("dispatched", &self.dispatched).build();
-        Ok(ExecutionState {
-            kind: QualifiedName::parse(TOOL_CHILD_KIND).unwrap(),
-            payload: Payload::from_json(json).map_err(|e| StepError::other(e.to_string()))?,
-        })
-    }
-}
-
-fn tool_result_for(input: &ToolCallInput) -> SettledToolResult {
-    let c = &input.call;
-    let output = crate::chat::ToolOutput::text(format!("{}({})", c.name, c.arguments));
-    let mut settled = SettledToolResult::new(crate::chat::ToolResult::ok(&c.id, &c.name, output), c.name == "direct");
-    if c.name == "secret" {
-        settled.advertised_tool_names = vec!["hidden".into()];
-    }
-    settled
-}
-
-fn tool_deployment() -> Deployment {
-    let object = || crate::json::parse(br#"{"type":"object"}"#).unwrap();
-    let descriptor = Descriptor::new(TOOL_CHILD_KIND, "Runs one test tool call.", object(), object(), None).unwrap();
-    let dispatcher = FnDispatcher::new(Arc::new(|request, _| {
-        let input = ToolCallInput::from_payload(&request.payload).map_err(|e| crate::kernel::dispatcher::DispatchError::Failed(e.to_string()))?;
-        let payload = tool_result_for(&input).to_payload().unwrap();
-        Ok(Settlement { status: SettlementStatus::Succeeded, payload })
-    }));
-    Deployment::new(
-        Arc::new(ToolChildDefinition { descriptor }),
-        Some(Arc::new(dispatcher)),
-        Digest::of(b"test.tool_child.impl"),
-        Digest::of(b"test.tool_child.config"),
-    )
-}
-
-pub(super) fn tool_set(deployment: &Deployment) -> ToolSet {
-    let mut entries: Vec<ToolEntry> =
-        TOOLS.iter().map(|n| ToolEntry { bound: bind(Arc::new(TestTool(n))).unwrap(), deferred: false }).collect();
-    entries.push(ToolEntry { bound: bind(Arc::new(TestTool("hidden"))).unwrap(), deferred: true });
-    ToolSet::from_parts(deployment.clone(), entries)
+/// The call id of a held tool dispatch.
+pub(super) fn tool_call_id(d: &crate::kernel::direct::PendingDispatch) -> String {
+    ToolCallEffect::from_payload(&d.request.payload).unwrap().input.call.id
 }
 
 // ------------------------------------------------------------------ delegate child
@@ -281,12 +222,12 @@ pub(super) struct Harness {
 }
 
 /// The base configuration: every test tool, concurrency 4, max 8 model calls.
-pub(super) fn base_config(tools: &Deployment) -> DefinitionConfig {
+pub(super) fn base_config(tools: &ToolSet) -> DefinitionConfig {
     DefinitionConfig {
         name: "test.interaction".into(),
         description: "The interaction under test.".into(),
         max_model_calls: 8,
-        tools: Some(tool_set(tools)),
+        tools: Some(tools.clone()),
         tool_budget: Some(Budget::unlimited()),
         max_concurrent_tool_calls: 4,
         ..DefinitionConfig::default()
@@ -303,7 +244,7 @@ pub(super) fn harness_with(
     configure: impl FnOnce(&mut DefinitionConfig),
     extra: impl FnOnce(&mut DeploymentSet),
 ) -> Harness {
-    let tools = tool_deployment();
+    let tools = tool_set();
     let mut config = base_config(&tools);
     configure(&mut config);
     let definition = Definition::new(config).unwrap();
@@ -316,7 +257,7 @@ pub(super) fn harness_with(
         Digest::of(b"keel.interaction"),
         Digest::of(b"test.interaction.config"),
     );
-    let mut set = DeploymentSet::new().with(parent.clone()).with(tools);
+    let mut set = DeploymentSet::new().with(parent.clone()).with(tools.deployment().clone());
     extra(&mut set);
     Harness { model, definition, parent, resolver: Arc::new(set), committer: Arc::new(MemoryCommitter::new()) }
 }

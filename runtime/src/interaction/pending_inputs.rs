@@ -1,0 +1,86 @@
+//! Discovering and answering tool input waits from a tree snapshot (spec §7 "Discovering",
+//! "Answering").
+//!
+//! The answer goes to the tool child Process that owns the wait
+//! ([`PendingToolInput::process_id`]), never to the root: each child owns its WaitId and its
+//! continuation independently of its parent and siblings. The continuation state is never
+//! exposed here.
+
+use super::error::{ErrorKind, InteractionError};
+use super::signals::tool_input_response_signal;
+use super::state::{ToolCallState, ToolChildPhase};
+use crate::json::{Json, Payload};
+use crate::kernel::ids::{ProcessId, SignalId, WaitId};
+use crate::kernel::signal::SignalRequest;
+use crate::kernel::snapshot::TreeSnapshot;
+use crate::kernel::status::Status;
+use crate::schema::Schema;
+
+/// One tool child parked on an input wait.
+#[derive(Clone, Debug)]
+pub struct PendingToolInput {
+    process_id: ProcessId,
+    wait_id: WaitId,
+    prompt: Payload,
+    response_schema: Payload,
+    schema: Schema,
+}
+
+impl PendingToolInput {
+    /// The tool child Process to deliver the answer to.
+    pub fn process_id(&self) -> &ProcessId {
+        &self.process_id
+    }
+    pub fn wait_id(&self) -> &WaitId {
+        &self.wait_id
+    }
+    pub fn prompt(&self) -> &Payload {
+        &self.prompt
+    }
+    pub fn response_schema(&self) -> &Payload {
+        &self.response_schema
+    }
+
+    /// Validates `response` against the response schema locally, then builds the
+    /// wait-addressed answer. A response that fails validation is
+    /// [`ErrorKind::InvalidToolInputRequest`].
+    pub fn response_signal(&self, signal_id: SignalId, response: &Json) -> Result<SignalRequest, InteractionError> {
+        let invalid = |detail: String| InteractionError::new(ErrorKind::InvalidToolInputRequest, detail);
+        let normalized = Payload::from_json(response.clone()).map_err(|e| invalid(format!("input response: {e}")))?;
+        self.schema.validate(normalized.value()).map_err(|v| invalid(format!("input response: {}", v.diagnostic())))?;
+        tool_input_response_signal(signal_id, self.wait_id.clone(), normalized.value())
+    }
+}
+
+/// Every current tool input wait of `snapshot`, in snapshot order. A Waiting Process whose
+/// committed state is a tool child must be in `waiting_input` with the snapshot's current
+/// WaitId equal to its state's; otherwise [`ErrorKind::InvalidPendingToolInput`].
+pub fn pending_tool_inputs(snapshot: &TreeSnapshot) -> Result<Vec<PendingToolInput>, InteractionError> {
+    let invalid = |detail: String| InteractionError::new(ErrorKind::InvalidPendingToolInput, detail);
+    let mut pending = Vec::new();
+    for process in snapshot.processes() {
+        if process.status != Status::Waiting || process.committed_state.kind.as_str() != ToolCallState::KIND {
+            continue;
+        }
+        let state = ToolCallState::from_execution_state(&process.committed_state)
+            .map_err(|e| invalid(format!("process {}: {}", process.id, e.detail())))?;
+        if state.phase != ToolChildPhase::WaitingInput {
+            return Err(invalid(format!("waiting tool child {} is in phase {}", process.id, state.phase)));
+        }
+        let (Some(wait_id), Some(checkpoint)) = (state.wait_id, state.checkpoint) else {
+            return Err(invalid(format!("waiting tool child {} holds no input wait", process.id)));
+        };
+        if process.current_wait_id.as_ref() != Some(&wait_id) {
+            return Err(invalid(format!("waiting tool child {} is parked on another wait", process.id)));
+        }
+        let request = checkpoint.input_request;
+        pending.push(PendingToolInput {
+            process_id: process.id.clone(),
+            wait_id,
+            prompt: request.prompt().clone(),
+            response_schema: request.response_schema().clone(),
+            schema: request.schema().clone(),
+        });
+    }
+    Ok(pending)
+}
