@@ -357,3 +357,25 @@ fn a_restored_tree_resumes_mid_batch() {
     let parent = h.definition.restore_state(&state).unwrap();
     assert!(parent.tool_round.is_some());
 }
+
+#[test]
+fn a_sibling_waiting_for_input_stays_active_while_others_finish() {
+    use crate::interaction::pending_inputs::pending_tool_inputs;
+    let calls = vec![call("a1", "ask", "{}"), call("s2", "shared", "{}")];
+    let h = harness(vec![calls_response(calls), answer("done")], |_| {});
+    let mut r = h.start("go");
+    r.run_to_idle();
+    assert!(root_result(&r).is_none(), "the parent keeps waiting for the paused sibling");
+    assert_eq!(h.model.calls(), 1);
+    let head = futures::executor::block_on(h.committer.load_tree(r.owner.root_id())).unwrap().unwrap();
+    let snapshot = crate::kernel::snapshot::TreeSnapshot::decode(&head.cut.bytes).unwrap();
+    let pending = pending_tool_inputs(&snapshot).unwrap();
+    assert_eq!(pending.len(), 1);
+    let request = pending[0].response_signal(SignalId::parse("signal:answer").unwrap(), &Json::str("blue")).unwrap();
+    r.command(Command::Deliver { process: pending[0].process_id().clone(), requests: vec![request] }).unwrap();
+    r.run_to_idle();
+    assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
+    let results = results_at(&h.model.request(1), 2);
+    let contents: Vec<&str> = results.iter().map(|r| r.output.content.as_str()).collect();
+    assert_eq!(contents, vec![r#"picked "blue""#, "shared({})"]);
+}

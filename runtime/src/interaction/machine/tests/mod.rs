@@ -89,7 +89,7 @@ pub(super) fn call(id: &str, name: &str, args: &str) -> ToolCall {
 
 /// A test tool answering `name(canonical arguments)`: `keyed` classifies by its `key`
 /// argument, `shared` overlaps freely, `direct` returns direct results, `secret` advertises
-/// the deferred `hidden`; anything else is exclusive.
+/// the deferred `hidden`, `ask` pauses for input once (shared); anything else is exclusive.
 struct TestTool(&'static str);
 
 impl Tool for TestTool {
@@ -104,6 +104,13 @@ impl Tool for TestTool {
         if self.0 == "secret" {
             cx.advertise(&["hidden"]).unwrap();
         }
+        if self.0 == "ask" {
+            let result = match cx.continuation() {
+                None => Err(crate::tool::require_tool_input(br#""Pick a color""#, br#"{"type":"string"}"#, b"{}")),
+                Some(c) => Ok(crate::chat::ToolOutput::text(format!("picked {}", c.response().value().to_canonical_string()))),
+            };
+            return Box::pin(async move { result });
+        }
         let text = format!("{}({})", self.0, invocation.arguments_json().to_canonical_string());
         Box::pin(async move { Ok(crate::chat::ToolOutput::text(text)) })
     }
@@ -112,7 +119,7 @@ impl Tool for TestTool {
             "keyed" => Some(Concurrency::keyed(
                 invocation.arguments_json().get("key").and_then(Json::as_str).unwrap_or_default(),
             )),
-            "shared" => Some(Concurrency::shared()),
+            "shared" | "ask" => Some(Concurrency::shared()),
             _ => None,
         }
     }
@@ -121,7 +128,7 @@ impl Tool for TestTool {
     }
 }
 
-pub(super) const TOOLS: [&str; 5] = ["weather", "keyed", "shared", "direct", "secret"];
+pub(super) const TOOLS: [&str; 6] = ["weather", "keyed", "shared", "direct", "secret", "ask"];
 
 /// The real ToolSet over the test tools (`hidden` deferred).
 pub(super) fn tool_set() -> ToolSet {
