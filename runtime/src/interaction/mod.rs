@@ -12,6 +12,9 @@
 //! * [`signals`]: host-side Signal builders and classification of incoming Signals;
 //! * [`attribution`]: the ModelInvocation / ToolInvocation values Dispatchers install;
 //! * [`state`]: the parent and tool-child snapshot data models with their structural checks.
+//! * [`definition`]: the Interaction [`definition::Definition`] (built from a
+//!   [`config::DefinitionConfig`] with its [`delegate::Delegate`]s) and [`machine`]: the parent
+//!   Execution's state machine (§2).
 //!
 //! Every wire value implements [`wire::Wire`]: strict decoding that rejects unknown members at
 //! every level, validation on decode, and canonical re-encoding.

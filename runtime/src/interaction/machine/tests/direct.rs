@@ -233,3 +233,33 @@ fn replacement_messages_replace_the_working_context() {
     let texts: Vec<String> = state.working_context.messages.iter().map(Message::text).collect();
     assert_eq!(texts, vec!["summary"]);
 }
+
+#[test]
+fn conformance_through_a_tool_round() {
+    let mut d = Driver::new(|_| {});
+    let key = tool_child_key(1, "c1").unwrap();
+    let model = d.model(calls_response(vec![call("c1", "weather", "{}")]));
+    let started = d.started(&key, Ok(child(1)));
+    let spec = ChildWaitSpec {
+        key: crate::kernel::ids::WaitKey::parse("interaction.children:1:0:0").unwrap(),
+        children: vec![child(1)],
+        boundary: Boundary::SubtreeDrained,
+        condition: Condition::Any,
+    };
+    let wait = wait_id(1);
+    let result = SettledToolResult::new(crate::chat::ToolResult::ok("c1", "weather", Default::default()), false);
+    let answer_signal = satisfied(&wait, &spec, vec![completed(&key, &child(1), &d.tools, &result)]);
+    let final_answer = d.model(answer("done"));
+    let suffixes = vec![
+        vec![vec![], vec![model.clone()], vec![started.clone()], vec![opened(&wait, &spec), answer_signal.clone()]],
+        vec![
+            vec![],
+            vec![model],
+            vec![started],
+            vec![opened(&wait, &spec)],
+            vec![answer_signal],
+            vec![final_answer],
+        ],
+    ];
+    crate::kernel::conformance::check_definition(&d.definition, &user_input("go"), &suffixes).unwrap();
+}

@@ -20,6 +20,8 @@ fn single_tool_round_then_final_answer() {
     assert_eq!(output.model_calls, 2);
     assert_eq!(output.response().unwrap().message.as_ref().unwrap().text(), "18C in Paris");
     assert_eq!(h.model.calls(), 2);
+    // Model, start, wait-open, wait parked, settle + next model (§14.26).
+    assert_eq!(*h.model.steps.lock().unwrap(), vec![1, 5]);
     let first = h.model.request(0);
     let names: Vec<&str> = first.tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, TOOLS.to_vec(), "initial tools in registration order, the deferred one hidden");
@@ -378,4 +380,17 @@ fn a_sibling_waiting_for_input_stays_active_while_others_finish() {
     let results = results_at(&h.model.request(1), 2);
     let contents: Vec<&str> = results.iter().map(|r| r.output.content.as_str()).collect();
     assert_eq!(contents, vec![r#"picked "blue""#, "shared({})"]);
+}
+
+#[test]
+fn a_validator_panic_is_a_panic_failure() {
+    let h = harness(vec![answer("x")], |c| {
+        c.completion_validator = Some(Arc::new(|_: &CompletionCandidate| -> Result<CompletionDecision, String> {
+            panic!("validator bug")
+        }))
+    });
+    let (_r, result) = h.run("go");
+    let f = failure_of(&result);
+    assert_eq!(f.kind, crate::kernel::failure::FailureKind::Panic, "{f:?}");
+    assert_eq!(f.code.as_str(), "execution.step.failed");
 }

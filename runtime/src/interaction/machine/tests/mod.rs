@@ -46,6 +46,8 @@ pub(super) struct ScriptedModel {
     responses: Mutex<VecDeque<Response>>,
     pub requests: Mutex<Vec<Request>>,
     pub applied: Mutex<Vec<Vec<SignalId>>>,
+    /// The parent's kernel step sequence of each call.
+    pub steps: Mutex<Vec<u64>>,
 }
 
 impl ScriptedModel {
@@ -64,6 +66,7 @@ impl ModelClient for ScriptedModel {
     fn call<'a>(&'a self, cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<Response, ModelError>> {
         self.requests.lock().unwrap().push(request);
         self.applied.lock().unwrap().push(cx.invocation.applied_steer_signal_ids());
+        self.steps.lock().unwrap().push(cx.invocation.step_sequence());
         let next = self.responses.lock().unwrap().pop_front();
         Box::pin(async move { next.ok_or_else(|| ModelError::Provider("script exhausted".into())) })
     }
