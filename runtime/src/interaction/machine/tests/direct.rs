@@ -2,7 +2,6 @@
 //! (§2.2) and the child start/wait protocol checks (§4.4).
 
 use super::*;
-use crate::interaction::protocol::SettledToolResult;
 use crate::interaction::codes;
 use crate::interaction::ids::tool_child_key;
 use crate::interaction::protocol::{ModelCallEffect, ModelResult, ToolCallInput};

@@ -394,3 +394,60 @@ fn a_validator_panic_is_a_panic_failure() {
     assert_eq!(f.kind, crate::kernel::failure::FailureKind::Panic, "{f:?}");
     assert_eq!(f.code.as_str(), "execution.step.failed");
 }
+
+#[test]
+fn a_restored_tree_keeps_settled_siblings_and_waits_for_the_unknown_one() {
+    use crate::interaction::protocol::ToolCallSettlement;
+    use crate::kernel::owner::Reply;
+    use crate::kernel::snapshot::TreeSnapshot;
+    let calls = vec![call("s1", "shared", "{}"), call("s2", "shared", "{}")];
+    let h = harness(vec![calls_response(calls), answer("done")], |_| {});
+    let mut r = h.start("go");
+    for d in r.take_dispatches() {
+        let (e, o) = d.run(1);
+        r.complete(e, o);
+    }
+    let mut tools = r.take_dispatches();
+    assert_eq!(tools.len(), 2);
+    let held = tools.pop().unwrap();
+    assert_eq!(tool_call_id(&held), "s2");
+    let (e, o) = tools.pop().unwrap().run(2);
+    r.complete(e, o);
+    // The owner dies with s2's dispatch in flight; a new incarnation restores the head.
+    let load = |h: &Harness| {
+        let head = futures::executor::block_on(h.committer.load_tree(&ProcessId::root_from_hex(&hex(1)).unwrap()));
+        TreeSnapshot::decode(&head.unwrap().unwrap().cut.bytes).unwrap()
+    };
+    let owner = Owner::restore(
+        h.resolver.clone(),
+        h.parent.clone(),
+        &load(&h),
+        IncarnationId::from_hex(&hex(200)).unwrap(),
+        now(),
+    )
+    .unwrap();
+    let mut r2 = DirectRunner::new(owner, h.committer.clone() as Arc<dyn Committer>, now());
+    r2.run_to_idle();
+    assert!(root_result(&r2).is_none(), "the parent waits for the unknown sibling");
+    assert_eq!(h.model.calls(), 1);
+    let snapshot = load(&h);
+    let (process, effect) = snapshot
+        .processes()
+        .iter()
+        .find_map(|p| {
+            let unknown = p.prepared.as_ref()?.unknown_ids();
+            unknown.first().map(|e| (p.id.clone(), e.clone()))
+        })
+        .expect("s2's effect is unknown after the restore");
+    let settled = SettledToolResult::new(
+        ToolResult::ok("s2", "shared", crate::chat::ToolOutput::text("shared(resolved)")),
+        false,
+    );
+    let settlement = ToolCallSettlement::Result(settled).to_settlement().unwrap();
+    let reply = r2.command(Command::Resolve { process, effect, settlement });
+    assert!(matches!(reply, Ok(Reply::Resolved)), "{reply:?}");
+    r2.run_to_idle();
+    assert_eq!(root_result(&r2).unwrap().status(), Status::Completed);
+    let contents: Vec<String> = results_at(&h.model.request(1), 2).into_iter().map(|r| r.output.content).collect();
+    assert_eq!(contents, vec!["shared({})", "shared(resolved)"]);
+}

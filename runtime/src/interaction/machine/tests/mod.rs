@@ -14,7 +14,7 @@ use crate::interaction::definition::Definition;
 use crate::interaction::delegate::{Delegate, DelegateConfig};
 use crate::interaction::model::{DispatcherConfig, ModelCallContext, ModelClient, ModelDispatcher, ModelError};
 use crate::interaction::output::Output;
-use crate::interaction::protocol::{InteractionInput, ToolCallEffect};
+use crate::interaction::protocol::{InteractionInput, SettledToolResult, ToolCallEffect};
 use crate::interaction::toolset::{ToolSet, ToolSetConfig};
 use crate::interaction::wire::Wire;
 use crate::json::{Digest, Json, ObjectBuilder, Payload, ToJson};
@@ -219,7 +219,7 @@ pub(super) fn now() -> Timestamp {
     Timestamp::from_millis(1_700_000_000_000).unwrap()
 }
 
-fn hex(n: u64) -> String {
+pub(super) fn hex(n: u64) -> String {
     format!("{n:032x}")
 }
 
