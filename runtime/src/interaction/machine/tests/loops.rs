@@ -62,6 +62,7 @@ fn same_key_calls_never_overlap_and_windows_respect_the_key() {
         r.complete(e, o);
     }
     r.run_to_idle();
+    h.check(&r);
     assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
     let ids: Vec<String> = results_at(&h.model.request(1), 2).into_iter().map(|r| r.id).collect();
     assert_eq!(ids, vec!["a", "b", "c"]);
@@ -83,6 +84,7 @@ fn results_return_in_call_order_when_children_finish_in_reverse() {
         r.complete(e, o);
     }
     r.run_to_idle();
+    h.check(&r);
     assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
     let results = results_at(&h.model.request(1), 2);
     let ids: Vec<&str> = results.iter().map(|r| r.id.as_str()).collect();
@@ -198,6 +200,7 @@ fn a_steer_during_a_model_call_is_applied_at_the_next_boundary() {
         r.complete(e, o);
     }
     r.run_to_idle();
+    h.check(&r);
     let result = root_result(&r).unwrap();
     let output = output_of(&result);
     assert_eq!(output.response().unwrap().message.as_ref().unwrap().text(), "final", "the steer overrode completion");
@@ -376,6 +379,7 @@ fn a_sibling_waiting_for_input_stays_active_while_others_finish() {
     let request = pending[0].response_signal(SignalId::parse("signal:answer").unwrap(), &Json::str("blue")).unwrap();
     r.command(Command::Deliver { process: pending[0].process_id().clone(), requests: vec![request] }).unwrap();
     r.run_to_idle();
+    h.check(&r);
     assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
     let results = results_at(&h.model.request(1), 2);
     let contents: Vec<&str> = results.iter().map(|r| r.output.content.as_str()).collect();
@@ -447,6 +451,7 @@ fn a_restored_tree_keeps_settled_siblings_and_waits_for_the_unknown_one() {
     let reply = r2.command(Command::Resolve { process, effect, settlement });
     assert!(matches!(reply, Ok(Reply::Resolved)), "{reply:?}");
     r2.run_to_idle();
+    h.check(&r2);
     assert_eq!(root_result(&r2).unwrap().status(), Status::Completed);
     let contents: Vec<String> = results_at(&h.model.request(1), 2).into_iter().map(|r| r.output.content).collect();
     assert_eq!(contents, vec!["shared({})", "shared(resolved)"]);

@@ -295,7 +295,23 @@ impl Harness {
         let mut r = self.start(text);
         r.run_to_idle();
         let result = root_result(&r).expect("the root finished");
+        self.check(&r);
         (r, result)
+    }
+
+    /// The kernel's §12 oracle over everything the runner committed and published.
+    pub fn check(&self, r: &DirectRunner) {
+        use crate::kernel::invariants::{check_commits, check_history, check_publications};
+        use crate::kernel::snapshot::TreeSnapshot;
+        let acknowledged: Vec<&crate::kernel::owner::CommitRequest> =
+            r.commits.iter().filter(|(_, ok)| *ok).map(|(c, _)| c).collect();
+        let mut violations = check_commits(acknowledged.iter().copied());
+        let heads: Vec<TreeSnapshot> =
+            acknowledged.iter().filter_map(|c| TreeSnapshot::decode(&c.cut().bytes).ok()).collect();
+        violations.extend(check_publications(&r.published, &heads));
+        violations.extend(check_history(&self.committer.history(r.owner.root_id())));
+        let report: Vec<String> = violations.iter().map(ToString::to_string).collect();
+        assert!(report.is_empty(), "invariant violations:\n{}", report.join("\n"));
     }
 }
 
