@@ -99,3 +99,39 @@ fn a_delegate_start_failure_is_a_model_visible_error() {
         "{results:?}"
     );
 }
+
+#[test]
+fn a_waiting_delegate_tree_restores_without_restarting_the_child() {
+    use crate::kernel::owner::Command;
+    use crate::kernel::snapshot::TreeSnapshot;
+    let (h, _) = with_upper(vec![calls_response(vec![call("u1", "upper", r#"{"text":"wait"}"#)]), answer("done")], false);
+    let mut r = h.start("go");
+    r.run_to_idle();
+    assert!(root_result(&r).is_none());
+    let load = |h: &Harness| {
+        let head = futures::executor::block_on(h.committer.load_tree(&ProcessId::root_from_hex(&hex(1)).unwrap()));
+        TreeSnapshot::decode(&head.unwrap().unwrap().cut.bytes).unwrap()
+    };
+    let before = load(&h);
+    assert_eq!(before.processes().len(), 2);
+    let owner = Owner::restore(h.resolver.clone(), h.parent.clone(), &before, IncarnationId::from_hex(&hex(300)).unwrap(), now())
+        .unwrap();
+    let mut r2 = DirectRunner::new(owner, h.committer.clone() as Arc<dyn Committer>, now());
+    r2.run_to_idle();
+    let after = load(&h);
+    assert_eq!(after.processes().len(), 2, "no duplicate child");
+    let child = after.processes().iter().find(|p| p.relation.child_key.is_some()).unwrap();
+    let wait = child.current_wait_id.clone().expect("the child is parked");
+    let request = crate::kernel::signal::SignalRequest::new(
+        SignalId::external("signal:go").unwrap(),
+        Some(wait),
+        Payload::from_json(Json::str("go on")).unwrap(),
+    )
+    .unwrap();
+    r2.command(Command::Deliver { process: child.id.clone(), requests: vec![request] }).unwrap();
+    r2.run_to_idle();
+    h.check(&r2);
+    assert_eq!(root_result(&r2).unwrap().status(), Status::Completed);
+    let results = results_at(&h.model.request(1), 2);
+    assert_eq!(results[0].output.details.as_ref().unwrap().to_canonical_string(), r#"{"value":"GO ON"}"#);
+}

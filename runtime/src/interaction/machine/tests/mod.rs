@@ -155,13 +155,17 @@ pub(super) fn tool_call_id(d: &crate::kernel::direct::PendingDispatch) -> String
 
 // ------------------------------------------------------------------ delegate child
 
-/// Input `{"text":S}`; completes with `{"value":UPPER}`, fails for `"fail"`.
+/// Input `{"text":S}`; completes with `{"value":UPPER}`, fails for `"fail"`; for `"wait"` it
+/// opens an external wait first and upper-cases the answer.
 struct UpperDefinition {
     descriptor: Descriptor,
 }
 
 struct Upper {
     text: String,
+    /// 0: fresh; 1: wait opening expected; 2: parked on `wait`.
+    phase: u32,
+    wait: Option<crate::kernel::ids::WaitId>,
 }
 
 impl waist::Definition for UpperDefinition {
@@ -170,23 +174,52 @@ impl waist::Definition for UpperDefinition {
     }
     fn start(&self, input: &Payload) -> Result<Box<dyn Execution>, StepError> {
         let text = input.value().get("text").and_then(Json::as_str).unwrap_or_default().to_owned();
-        Ok(Box::new(Upper { text }))
+        Ok(Box::new(Upper { text, phase: 0, wait: None }))
     }
     fn restore(&self, _: &StepContext, state: &ExecutionState) -> Result<Box<dyn Execution>, StepError> {
-        self.start(&state.payload)
+        let v = state.payload.value();
+        let text = v.get("text").and_then(Json::as_str).unwrap_or_default().to_owned();
+        let phase = v.get("phase").and_then(Json::as_u64).unwrap_or_default() as u32;
+        let wait = v.get("wait").and_then(Json::as_str).map(|w| crate::kernel::ids::WaitId::parse(w).unwrap());
+        Ok(Box::new(Upper { text, phase, wait }))
     }
 }
 
+fn upper_output(text: &str) -> Payload {
+    Payload::from_json(ObjectBuilder::new().field("value", &text.to_uppercase()).build()).unwrap()
+}
+
 impl Execution for Upper {
-    fn step(&mut self, _: &StepContext, _: &[Signal]) -> Result<Transition, StepError> {
-        if self.text == "fail" {
-            return Ok(Transition::Fail { consumed: 0, failure: Failure::new(kcodes::STEP_FAILED, "worker gave up") });
+    fn step(&mut self, _: &StepContext, signals: &[Signal]) -> Result<Transition, StepError> {
+        match (self.text.as_str(), self.phase) {
+            ("fail", _) => Ok(Transition::Fail { consumed: 0, failure: Failure::new(kcodes::STEP_FAILED, "worker gave up") }),
+            ("wait", 0) => {
+                self.phase = 1;
+                let key = crate::kernel::ids::WaitKey::parse("test.upper.go").unwrap();
+                Ok(Transition::Continue {
+                    consumed: 0,
+                    effects: vec![Effect::Framework(crate::kernel::effect::FrameworkEffect::Wait { key, payload: None })],
+                })
+            }
+            ("wait", 1) => {
+                let opened = crate::kernel::engine_signal::WaitOpened::parse(&signals[0]).unwrap();
+                self.phase = 2;
+                self.wait = Some(opened.wait_id.clone());
+                Ok(Transition::Wait { consumed: 1, wait_id: opened.wait_id })
+            }
+            ("wait", _) => {
+                let answer = signals[0].payload().value().as_str().unwrap_or_default().to_owned();
+                Ok(Transition::Complete { consumed: 1, output: upper_output(&answer) })
+            }
+            (text, _) => Ok(Transition::Complete { consumed: 0, output: upper_output(text) }),
         }
-        let json = ObjectBuilder::new().field("value", &self.text.to_uppercase()).build();
-        Ok(Transition::Complete { consumed: 0, output: Payload::from_json(json).unwrap() })
     }
     fn snapshot(&self) -> Result<ExecutionState, StepError> {
-        let json = ObjectBuilder::new().field("text", &self.text).build();
+        let json = ObjectBuilder::new()
+            .field("text", &self.text)
+            .field("phase", &u64::from(self.phase))
+            .opt_field("wait", self.wait.as_ref().map(|w| w.as_str().to_owned()).as_ref())
+            .build();
         Ok(ExecutionState { kind: QualifiedName::parse("test.upper").unwrap(), payload: Payload::from_json(json).unwrap() })
     }
 }
@@ -198,7 +231,8 @@ pub(super) fn upper_deployment(config: &[u8]) -> Deployment {
     .unwrap();
     let output = crate::json::parse(br#"{"type":"object","properties":{"value":{"type":"string"}},"required":["value"]}"#)
         .unwrap();
-    let descriptor = Descriptor::new("test.upper", "Upper-cases a text.", input, output, None).unwrap();
+    let signals = crate::json::parse(br#"{"type":"string"}"#).unwrap();
+    let descriptor = Descriptor::new("test.upper", "Upper-cases a text.", input, output, Some(signals)).unwrap();
     Deployment::new(Arc::new(UpperDefinition { descriptor }), None, Digest::of(b"test.upper"), Digest::of(config))
 }
 
