@@ -27,8 +27,9 @@ fn index_u32(index: usize) -> Result<u32, StepError> {
     u32::try_from(index).map_err(|_| invalid("tool call index too large"))
 }
 
+/// Planned invocations (never beyond the batch, even for a state that validation rejects).
 fn planned(batch: &ChildBatch) -> usize {
-    usize::try_from(batch.next_start_index).unwrap_or(usize::MAX)
+    usize::try_from(batch.next_start_index).unwrap_or(usize::MAX).min(batch.invocations.len())
 }
 
 /// Started or keyed invocations without a result: what occupies a concurrency slot.
