@@ -262,3 +262,59 @@ fn conformance_through_a_tool_round() {
     ];
     crate::kernel::conformance::check_definition(&d.definition, &user_input("go"), &suffixes).unwrap();
 }
+
+fn steer(id: &str, text: &str) -> Signal {
+    let r = crate::interaction::signals::steer_signal(SignalId::parse(id).unwrap(), vec![Message::user(text)]).unwrap();
+    Signal::new(r.id().clone(), None, r.payload().clone(), None).unwrap()
+}
+
+#[test]
+fn steers_in_ready_model_are_applied_to_the_first_request() {
+    let mut d = Driver::new(|_| {});
+    assert!(d.step(&[steer("signal:s1", "a"), steer("signal:s1", "b")]).is_err(), "a duplicate steer id");
+    let t = effects(d.step(&[steer("signal:s1", "first"), steer("signal:s2", "second")]).unwrap());
+    let Effect::Dispatcher(payload) = &t[0] else { panic!() };
+    let effect = ModelCallEffect::from_payload(payload).unwrap();
+    let ids: Vec<&str> = effect.applied_steer_signal_ids.iter().map(|s| s.as_str()).collect();
+    assert_eq!(ids, vec!["signal:s1", "signal:s2"]);
+    let texts: Vec<String> = effect.request.messages.iter().map(Message::text).collect();
+    assert_eq!(texts, vec!["go", "first", "second"]);
+}
+
+#[test]
+fn a_delegate_output_violating_its_schema_is_a_step_error() {
+    let upper = upper_deployment(b"upper");
+    let u = upper.clone();
+    let mut d = Driver::new(move |c| c.delegates = vec![delegate("upper", &u)]);
+    effects(d.step(&[]).unwrap());
+    let call = call("u1", "upper", r#"{"text":"a"}"#);
+    let signal = d.model(calls_response(vec![call.clone()]));
+    let starts = effects(d.step(&[signal]).unwrap());
+    let key = start_spec(&starts[0]).key;
+    assert_eq!(key, crate::interaction::ids::delegate_child_key(1, &call).unwrap());
+    let r = ChildStartResult { key: key.clone(), deployment_ref: upper.reference().clone(), outcome: Ok(child(1)) };
+    let eid = d.effect_id();
+    let started = Signal::new(
+        SignalId::settlement(&eid),
+        None,
+        Payload::from_json(r.to_json()).unwrap(),
+        Some(SettlementStatus::Succeeded),
+    )
+    .unwrap();
+    let wait = wait_spec(&effects(d.step(&[started]).unwrap())[0]);
+    assert_eq!(wait.condition, Condition::All);
+    d.step(&[opened(&wait_id(1), &wait)]).unwrap();
+    let before = d.snapshot();
+    let mut outcome = completed(&key, &child(1), &upper, &SettledToolResult::new(crate::chat::ToolResult::ok("u1", "upper", Default::default()), false));
+    outcome.result.output = Some(Payload::from_bytes(br#"{"value":7}"#).unwrap());
+    let e = d.step(&[satisfied(&wait_id(1), &wait, vec![outcome.clone()])]).unwrap_err();
+    assert!(e.to_string().contains("violates its output schema"), "{e}");
+    assert_eq!(d.snapshot(), before);
+    outcome.result.output = Some(Payload::from_bytes(br#"{"value":"A"}"#).unwrap());
+    let next = effects(d.step(&[satisfied(&wait_id(1), &wait, vec![outcome])]).unwrap());
+    let Effect::Dispatcher(payload) = &next[0] else { panic!() };
+    assert_eq!(ModelCallEffect::from_payload(payload).unwrap().model_call_sequence, 2);
+    let state = crate::interaction::state::ParentState::from_execution_state(&d.snapshot()).unwrap();
+    assert_eq!(state.artifact_records.len(), 1);
+    assert_eq!(state.artifact_records[0].output().canonical(), r#"{"value":"A"}"#);
+}
