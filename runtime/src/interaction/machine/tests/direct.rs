@@ -318,3 +318,19 @@ fn a_delegate_output_violating_its_schema_is_a_step_error() {
     assert_eq!(state.artifact_records.len(), 1);
     assert_eq!(state.artifact_records[0].output().canonical(), r#"{"value":"A"}"#);
 }
+
+#[test]
+fn host_and_provider_errors_fail_with_their_codes() {
+    for (result, code) in [
+        (ModelResult::host_error("reducer broke"), codes::HOST_FAILED),
+        (ModelResult::provider_error("rate limited"), codes::MODEL_FAILED),
+    ] {
+        let mut d = Driver::new(|_| {});
+        effects(d.step(&[]).unwrap());
+        let s = result.to_settlement().unwrap();
+        let signal = Signal::new(SignalId::settlement(&d.effect_id()), None, s.payload, Some(s.status)).unwrap();
+        let Transition::Fail { failure, consumed } = d.step(&[signal]).unwrap() else { panic!() };
+        assert!(failure.is(code), "{failure:?}");
+        assert_eq!(consumed, 1);
+    }
+}
