@@ -1,1 +1,2 @@
 //! keel-sim: deterministic simulation harness.
+pub mod kernel_world;
