@@ -112,6 +112,12 @@ fn a_driver_that_redispatches_restored_pending_effects_is_caught_by_no_double_di
     println!("m2 caught at seed {caught:?}");
 }
 
+#[test]
+fn a_driver_that_misreports_what_the_world_answered_is_caught_by_settlement_truth() {
+    let caught = first_catch(DriverFlaw::MisreportAnswer, "j.settlement_truth");
+    assert!(caught.is_some(), "mutation m3 survived {SEEDS} seeds");
+}
+
 fn scenario(name: &str) -> Box<dyn Scenario> {
     scenarios().into_iter().find(|s| s.name() == name).unwrap_or_else(|| panic!("no scenario {name}"))
 }

@@ -272,6 +272,40 @@ impl Workload {
         compile(&self.root, deployments)
     }
 
+    /// A compact description of the tree, printed with the swarm options: `T`/`F` testkit or
+    /// fan-out node; ops `d` dispatch (`d*` same-identity), `bN` batch, `w` wait, `k(..)`
+    /// testkit child, `s(..)`/`S(..)` spawn waiting for results/drained subtrees, `c`
+    /// checkpoint, `f` fail; `/steps.effects.signals` child budgets.
+    pub fn describe(&self) -> String {
+        fn child(c: &ChildNode) -> String {
+            let m = grant_need(&c.budget);
+            format!("{}/{}.{}.{}", node(&c.node), m[0], m[1], m[2])
+        }
+        fn node(n: &Node) -> String {
+            let ops: Vec<String> = n
+                .ops
+                .iter()
+                .map(|op| match op {
+                    NodeOp::Dispatch(p) => {
+                        if p.get("replay").and_then(Json::as_str) == Some("same_identity") { "d*".into() } else { "d".into() }
+                    }
+                    NodeOp::Batch(ps) => format!("b{}", ps.len()),
+                    NodeOp::Wait(_) => "w".into(),
+                    NodeOp::Child(c) => format!("k({})", child(c)),
+                    NodeOp::Spawn { children, boundary } => {
+                        let letter = if *boundary == Boundary::SubtreeDrained { "S" } else { "s" };
+                        format!("{letter}({})", children.iter().map(child).collect::<Vec<_>>().join(","))
+                    }
+                    NodeOp::Checkpoint => "c".into(),
+                    NodeOp::Fail(_) => "f".into(),
+                })
+                .collect();
+            let kind = if n.kind == NodeKind::Testkit { "T" } else { "F" };
+            format!("{kind}[{}]", ops.join(","))
+        }
+        node(&self.root)
+    }
+
     /// How many processes the tree would have if every start succeeds.
     pub fn process_count(&self) -> u32 {
         fn count(n: &Node) -> u32 {

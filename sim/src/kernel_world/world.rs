@@ -45,6 +45,9 @@ pub enum DriverFlaw {
     /// On restore, re-runs every Effect the head holds as pending. Must be caught by
     /// `b.no_double_dispatch`.
     RedispatchRestoredPending,
+    /// Tells the kernel a different answer than the one the world really produced. Must be
+    /// caught by `j.settlement_truth`.
+    MisreportAnswer,
 }
 
 /// A fault fired at the first commit of `boundary` (fixed-shape scenarios).
@@ -161,8 +164,14 @@ pub(super) struct World {
     pub next_signal: u64,
     /// Every request the host delivered, for duplicates and conflicts.
     pub delivered: Vec<(ProcessId, SignalRequest)>,
+    /// Snapshots by digest: heads acknowledged to some writer, and decoded heads.
     heads: BTreeMap<[u8; 32], Arc<TreeSnapshot>>,
     last_head: Option<Digest>,
+    /// The newest installed head whose contents are not checked yet (checked through its
+    /// writer's snapshot at acknowledgement, or decoded if that never comes).
+    unchecked: Option<keel::kernel::commit::Head>,
+    /// Decode every installed head (else: restore sources, unacknowledged and final heads).
+    decode_all: bool,
     bounded_out: Option<&'static str>,
 }
 
@@ -213,6 +222,8 @@ impl World {
             delivered: Vec::new(),
             heads: BTreeMap::new(),
             last_head: None,
+            unchecked: None,
+            decode_all: seed % 4 == 0,
             bounded_out: None,
         })
     }
@@ -296,10 +307,15 @@ impl World {
         let Some(head) = head else {
             return self.start_root();
         };
-        let snap = match self.heads.get(&head.cut.digest.0) {
-            Some(s) => s.clone(),
-            None => Arc::new(TreeSnapshot::decode(&head.cut.bytes).map_err(|e| format!("head does not decode: {e}"))?),
+        // Restore decodes the stored bytes (never a cached copy): the real recovery path.
+        let snap = if self.unchecked.as_ref().is_some_and(|u| u.cut.digest == head.cut.digest) {
+            self.unchecked = None;
+            self.oracle.on_head(&head, &self.ledger)
+        } else {
+            self.oracle.round_trip(&head)
         };
+        let Some(snap) = snap else { return Err("the store head does not decode".into()) };
+        self.heads.insert(head.cut.digest.0, snap.clone());
         let mut pending = BTreeSet::new();
         for p in snap.processes() {
             for e in p.prepared.iter().flat_map(|s| &s.effects) {
@@ -400,9 +416,17 @@ impl World {
             };
             *self.next_fault.lock().unwrap_or_else(PoisonError::into_inner) = Some(injected);
         }
+        // A writer whose incarnation no longer holds the head is stale: the store must fence
+        // it (an activation is the one commit that replaces the writer).
+        let stale = !matches!(request, CommitRequest::Activation(_))
+            && self.memory.head(&self.root_id).is_some_and(|h| &h.cut.incarnation != self.instances[i].owner.incarnation());
         let result = futures::executor::block_on(direct::commit(self.committer.as_ref(), request));
         let ord = self.instances[i].ordinal;
         self.log(format!("i{ord} store {} -> {}", boundary, result_name(&result)));
+        if stale {
+            let fenced = matches!(&result, Err(CommitError::TreeIncarnationConflict { .. }) | Err(CommitError::Injected { .. }));
+            self.oracle.check(fenced, "fencing", || format!("a commit of superseded instance {ord} was not fenced: {result:?}"));
+        }
         if let Err(CommitError::TreeIncarnationConflict { .. }) = &result {
             self.fire("seen.fenced");
         }
@@ -422,9 +446,38 @@ impl World {
         self.oracle.check(head.cut.incarnation == writer, "fencing", || {
             format!("a commit by {} installed a head of incarnation {}", writer, head.cut.incarnation)
         });
-        if let Some(snap) = self.oracle.on_head(&head, &self.ledger) {
+        // Heads are checked in installation order: an older unchecked one is decoded now.
+        if let Some(older) = self.unchecked.take() {
+            self.check_decoded(&older);
+        }
+        if self.decode_all {
+            self.check_decoded(&head);
+        } else {
+            self.unchecked = Some(head);
+        }
+    }
+
+    fn check_decoded(&mut self, head: &keel::kernel::commit::Head) {
+        if let Some(snap) = self.oracle.on_head(head, &self.ledger) {
             self.heads.insert(head.cut.digest.0, snap);
         }
+    }
+
+    /// The owner acknowledged `digest`: its head is that cut (kernel contract); it also
+    /// stands in for decoding the stored head when that head is still unchecked.
+    fn on_acknowledged(&mut self, i: usize, digest: Digest) {
+        let ord = self.instances[i].ordinal;
+        let Some(snap) = self.instances[i].owner.head().cloned() else {
+            self.oracle.violate("kernel_contract", format!("instance {ord} has no head after an acknowledged commit"));
+            return;
+        };
+        self.oracle.check(snap.digest() == digest, "kernel_contract", || {
+            format!("instance {ord}'s head after the acknowledgement is not the cut it committed")
+        });
+        if let Some(head) = self.unchecked.take_if(|u| u.cut.digest == digest) {
+            self.oracle.on_head_built(&head, &snap, &self.ledger);
+        }
+        self.heads.insert(digest.0, snap);
     }
 
     fn on_dispatch_request(&mut self, i: usize, request: EffectRequest, cancel: CancelToken) {
@@ -526,6 +579,9 @@ impl World {
                 Err(DispatchError::InvalidSettlement("payload is not normalized".into()))
             }
             _ => match truth {
+                Some(t) if self.flaw == DriverFlaw::MisreportAnswer => {
+                    Ok(settlement(t.status, ObjectBuilder::new().field("forged", &self.time).build()))
+                }
                 Some(t) => {
                     if t.status == SettlementStatus::Failed {
                         self.fire("dispatch.definite_failure");
@@ -711,6 +767,9 @@ impl World {
         let failed = result.is_err();
         let now = self.now();
         self.instances[i].owner.handle(Input::CommitDone(result), now);
+        if !failed {
+            self.on_acknowledged(i, request.cut().digest);
+        }
         self.pump(i);
         if failed {
             self.writer_failed(i)?;
@@ -776,8 +835,15 @@ impl World {
     /// Ends the run: whole-history checks and the outcome.
     fn finish(mut self, seed: u64, scenario: &str, fatal: Option<String>) -> RunOutcome {
         let history = self.memory.history(&self.root_id);
+        if let Some(head) = self.unchecked.take() {
+            self.check_decoded(&head);
+        }
         self.oracle.on_finish(&history, &self.ledger);
-        let final_head = self.last_head.and_then(|d| self.heads.get(&d.0).cloned());
+        // The final head is always decoded: it is what a later restore would read.
+        let final_head = match self.memory.head(&self.root_id) {
+            Some(h) => self.oracle.round_trip(&h),
+            None => None,
+        };
         let outcome = if let Some(f) = fatal {
             self.oracle.violate("kernel_contract", f.clone());
             "aborted".to_owned()
@@ -855,6 +921,8 @@ pub fn run_world(setup: &Setup, seed: u64, scenario: &str, keep_trace: bool) -> 
     let fatal = world.run().err();
     let mut outcome = world.finish(seed, scenario, fatal);
     outcome.report.swarm.insert("workload.processes".into(), setup.workload.process_count().to_string());
+    outcome.report.swarm.insert("workload.tree".into(), setup.workload.describe());
+    outcome.report.swarm.insert("workload.root_budget".into(), format!("{:?}", setup.workload.root_budget));
     outcome
 }
 
