@@ -28,6 +28,11 @@ pub fn replay_of(payload: &Payload) -> ReplayPolicy {
     }
 }
 
+/// The number a generated payload carries (`effect`).
+pub fn effect_number(payload: &Payload) -> Option<u64> {
+    payload.value().get("effect").and_then(Json::as_u64)
+}
+
 pub struct SimDispatcher;
 
 impl Dispatcher for SimDispatcher {

@@ -5,7 +5,8 @@
 //! to, and (for adjudication) what the world really did.
 
 use super::swarm::{below, chance, weighted, HostAction, UnknownPolicy};
-use super::world::{settlement, short, Sent, World};
+use super::dispatcher::effect_number;
+use super::world::{dispatcher_payload, settlement, short, Sent, World};
 use keel::json::{ObjectBuilder, Payload};
 use keel::kernel::effect::EffectPhase;
 use keel::kernel::ids::{EffectId, ProcessId, SignalId, WaitId};
@@ -181,6 +182,24 @@ impl World {
                 self.fire("host.capture");
                 self.command(i, Command::Capture, Sent::Capture);
             }
+            HostAction::BogusResolve => {
+                // A definitely settled Effect, or the id of an Effect that was never prepared.
+                // (Pending or planned ones could be the Unknown frontier by the time the
+                // command is applied: it may wait behind an in-flight commit.)
+                let mut candidates: Vec<(ProcessId, EffectId)> = Vec::new();
+                for p in head.processes() {
+                    for e in p.prepared.iter().flat_map(|s| &s.effects) {
+                        if e.phase.is_definite() {
+                            candidates.push((p.id.clone(), e.id.clone()));
+                        }
+                    }
+                    candidates.push((p.id.clone(), EffectId::derive(&p.id, p.committed_steps + 7, 3)));
+                }
+                let Some((p, e)) = pick(self, &candidates) else { return Ok(false) };
+                self.fire("host.resolve.bogus");
+                let s = settlement(SettlementStatus::Succeeded, ObjectBuilder::new().field("bogus", &true).build());
+                self.command(i, Command::Resolve { process: p, effect: e, settlement: s }, Sent::NotResolved);
+            }
             HostAction::Adjudicate => {
                 let Some((p, e)) = pick(self, &unknown_frontiers(&head)) else { return Ok(false) };
                 return Ok(self.adjudicate(i, p, e));
@@ -193,11 +212,22 @@ impl World {
         let waits: Vec<(ProcessId, WaitId, bool)> =
             open_waits(head).into_iter().filter(|(p, _, _)| !self.unanswerable.contains(p)).collect();
         let Some((p, w, waiting)) = pick(self, &waits) else { return false };
-        self.fire(if waiting { "host.wait_answer.on_time" } else { "host.wait_answer.early" });
+        self.fire(if waiting { "host.wait_answer.on_time" } else { "host.wait_answer.ahead" });
         let Some(id) = self.signal_id() else { return false };
         let Ok(request) = SignalRequest::new(id.clone(), Some(w), self.body("answer")) else { return false };
         self.deliver(i, p.clone(), request, Sent::Answer { process: p, ids: vec![id] }, true);
         true
+    }
+
+    /// Answers a wait that is open in `cut` while its Process still runs.
+    pub fn answer_early(&mut self, i: usize, cut: &TreeSnapshot) {
+        let waits: Vec<(ProcessId, WaitId, bool)> = open_waits(cut).into_iter().filter(|(_, _, waiting)| !waiting).collect();
+        let Some((p, w, _)) = pick(self, &waits) else { return };
+        self.fire("host.wait_answer.early");
+        self.log(format!("host answers {} early", short(w.as_str())));
+        let Some(id) = self.signal_id() else { return };
+        let Ok(request) = SignalRequest::new(id.clone(), Some(w), self.body("early")) else { return };
+        self.deliver(i, p.clone(), request, Sent::Answer { process: p, ids: vec![id] }, true);
     }
 
     /// Decides (once per EffectId) and applies the seed's policy for an Unknown.
@@ -229,7 +259,8 @@ impl World {
                     }
                     None => {
                         self.fire("unknown.resolve_never_ran");
-                        settlement(SettlementStatus::Failed, ObjectBuilder::new().field("never_ran", &true).build())
+                        let number = self.head_of(i).and_then(|h| dispatcher_payload(&h, &process, &effect)).and_then(|p| effect_number(&p));
+                        settlement(SettlementStatus::Failed, ObjectBuilder::new().opt_field("effect", number.as_ref()).field("never_ran", &true).build())
                     }
                 };
                 self.oracle.submitted(&effect, &s);

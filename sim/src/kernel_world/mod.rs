@@ -70,6 +70,7 @@ pub const FAULT_KINDS: &[&str] = &[
     "host.stale_writer",
     "host.crash",
     "host.capture",
+    "host.resolve.bogus",
     "unknown.resolve_ran",
     "unknown.resolve_never_ran",
     "unknown.kill",

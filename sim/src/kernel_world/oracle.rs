@@ -21,7 +21,7 @@
 //!   unadjudicated by policy;
 //! * `j.settlement_truth` — a settled dispatcher Effect carries the world's real answer or a
 //!   settlement the host submitted for it;
-//! * plus `frontier`, `terminal_consistency`, `allocation`, `fencing`, `durable_ack`,
+//! * plus `mailbox_monotone`, `usage_monotone`, `first_terminal_wins`, `frontier`, `terminal_consistency`, `allocation`, `fencing`, `durable_ack`,
 //!   `signal_admission`, `strategy_order`, `restore`, `commit_in_flight`, `kernel_contract`.
 
 use super::bounds::MAX_VIOLATIONS;
@@ -31,8 +31,9 @@ use super::strategy::STRATEGY_INVARIANT;
 use keel::kernel::commit::{audit_history, CommitRecord, CommitRecordKind, EffectBoundaryKind, Head};
 use keel::kernel::dispatcher::ReplayPolicy;
 use keel::kernel::effect::{Effect, EffectPhase, Settlement};
-use keel::kernel::ids::{EffectId, ProcessId};
-use keel::kernel::process::Process;
+use keel::json::Digest;
+use keel::kernel::ids::{EffectId, ProcessId, SignalId};
+use keel::kernel::process::{Finish, Process};
 use keel::kernel::resource::{Allocation, Budget, Dimension, Quota};
 use keel::kernel::snapshot::TreeSnapshot;
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,7 +50,20 @@ pub struct Oracle {
     installed: BTreeSet<(EffectId, &'static str)>,
     /// Settlements the host submitted per Effect (resolutions).
     submitted: BTreeMap<EffectId, Vec<Settlement>>,
+    /// What earlier heads said about each Process (monotone facts).
+    tracks: BTreeMap<ProcessId, Track>,
     history_seen: usize,
+}
+
+/// The monotone facts of one Process across installed heads.
+#[derive(Default)]
+struct Track {
+    finish: Option<Finish>,
+    /// (SignalId, payload digest) in arrival order: the mailbox is append-only.
+    records: Vec<(SignalId, Digest)>,
+    cursor: u64,
+    steps: u64,
+    effects: u64,
 }
 
 fn boundary_name(kind: EffectBoundaryKind) -> &'static str {
@@ -152,7 +166,30 @@ impl Oracle {
         }
     }
 
+    /// Facts that only move forward between heads (spec §12.9, §12.10, §12.18).
+    fn check_monotone(&mut self, p: &Process) {
+        let track = self.tracks.remove(&p.id).unwrap_or_default();
+        let records: Vec<(SignalId, Digest)> = p.mailbox.records().iter().map(|r| (r.id().clone(), r.payload_digest())).collect();
+        self.check(records.starts_with(&track.records), "mailbox_monotone", || {
+            format!("{}: the mailbox of an earlier head is not a prefix of this one", p.id)
+        });
+        let cursor = p.mailbox.cursor();
+        self.check(cursor >= track.cursor, "mailbox_monotone", || format!("{}: cursor moved back {} -> {cursor}", p.id, track.cursor));
+        let (steps, effects) = (p.committed_steps, p.prepared_effects);
+        self.check(steps >= track.steps && effects >= track.effects, "usage_monotone", || {
+            format!("{}: usage moved back (steps {} -> {steps}, effects {} -> {effects})", p.id, track.steps, track.effects)
+        });
+        if let Some(earlier) = &track.finish {
+            self.check(p.finish.as_ref() == Some(earlier), "first_terminal_wins", || {
+                format!("{}: terminal {:?} changed to {:?}", p.id, earlier.termination, p.finish.as_ref().map(|f| &f.termination))
+            });
+        }
+        let finish = track.finish.or_else(|| p.finish.clone());
+        self.tracks.insert(p.id.clone(), Track { finish, records, cursor, steps, effects });
+    }
+
     fn check_process(&mut self, snap: &TreeSnapshot, p: &Process, ledger: &Ledger) {
+        self.check_monotone(p);
         // g: budgets.
         let usage = p.usage();
         for d in Dimension::ALL {

@@ -42,6 +42,9 @@ pub enum NodeOp {
     /// Fan-out only.
     Batch(Vec<Json>),
     Wait(String),
+    /// Fan-out only: a wait whose opening is consumed by a checkpoint Step before the
+    /// Process parks (the head then shows the wait open while the Process still runs).
+    LazyWait(String),
     /// A testkit child (runs alone, parent waits for it to drain).
     Child(Box<ChildNode>),
     /// Fan-out only: concurrent children.
@@ -137,6 +140,7 @@ pub fn estimate(node: &Node) -> Need {
             NodeOp::Dispatch(_) => ([1, 1, 1], vec![]),
             NodeOp::Batch(ps) => ([1, ps.len() as u64, ps.len() as u64], vec![]),
             NodeOp::Wait(_) => ([2, 1, 2], vec![]),
+            NodeOp::LazyWait(_) => ([3, 1, 2], vec![]),
             NodeOp::Child(c) => ([3, 2, 3], vec![c.as_ref()]),
             NodeOp::Spawn { children, .. } => {
                 let n = children.len() as u64;
@@ -202,6 +206,7 @@ impl Generator<'_> {
                     let n = between(self.rng, 2, MAX_BATCH);
                     NodeOp::Batch((0..n).map(|_| self.payload()).collect())
                 }
+                Some(2) if kind == NodeKind::Fanout && chance(self.rng, 500) => NodeOp::LazyWait(format!("w{i}")),
                 Some(2) => NodeOp::Wait(format!("w{i}")),
                 Some(3) if kind == NodeKind::Testkit => {
                     // A testkit child's script is a testkit script.
@@ -273,7 +278,7 @@ impl Workload {
     }
 
     /// A compact description of the tree, printed with the swarm options: `T`/`F` testkit or
-    /// fan-out node; ops `d` dispatch (`d*` same-identity), `bN` batch, `w` wait, `k(..)`
+    /// fan-out node; ops `d` dispatch (`d*` same-identity), `bN` batch, `w` wait, `W` lazy wait, `k(..)`
     /// testkit child, `s(..)`/`S(..)` spawn waiting for results/drained subtrees, `c`
     /// checkpoint, `f` fail; `/steps.effects.signals` child budgets.
     pub fn describe(&self) -> String {
@@ -291,6 +296,7 @@ impl Workload {
                     }
                     NodeOp::Batch(ps) => format!("b{}", ps.len()),
                     NodeOp::Wait(_) => "w".into(),
+                    NodeOp::LazyWait(_) => "W".into(),
                     NodeOp::Child(c) => format!("k({})", child(c)),
                     NodeOp::Spawn { children, boundary } => {
                         let letter = if *boundary == Boundary::SubtreeDrained { "S" } else { "s" };
@@ -346,7 +352,7 @@ fn testkit_ops(node: &Node, deployments: &Deployments) -> Vec<Op> {
             NodeOp::Checkpoint => Some(Op::Checkpoint),
             NodeOp::Fail(m) => Some(Op::Fail(m.clone())),
             // Not generated for testkit nodes.
-            NodeOp::Batch(_) | NodeOp::Spawn { .. } => None,
+            NodeOp::Batch(_) | NodeOp::LazyWait(_) | NodeOp::Spawn { .. } => None,
         })
         .collect()
 }
@@ -358,6 +364,7 @@ fn fanout_ops(node: &Node, deployments: &Deployments) -> Vec<FanOp> {
             NodeOp::Dispatch(p) => Some(FanOp::Dispatch(p.clone())),
             NodeOp::Batch(ps) => Some(FanOp::Batch(ps.clone())),
             NodeOp::Wait(k) => Some(FanOp::Wait(k.clone())),
+            NodeOp::LazyWait(k) => Some(FanOp::LazyWait(k.clone())),
             NodeOp::Spawn { children, boundary } => Some(FanOp::Spawn {
                 children: children
                     .iter()

@@ -37,6 +37,9 @@ pub enum FanOp {
     Batch(Vec<Json>),
     /// Open an external wait with this key, park, log the answer.
     Wait(String),
+    /// Like `Wait`, but the opening is consumed by a checkpoint Step and the Process parks
+    /// one Step later (an answer admitted in between is early: parking then does not block).
+    LazyWait(String),
     /// Start these children in one batch, then wait for all of them at `boundary`.
     Spawn { children: Vec<ChildPlan>, boundary: Boundary },
     Checkpoint,
@@ -56,8 +59,13 @@ pub struct ChildPlan {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Awaiting {
     Nothing,
-    Settlements(u32),
+    /// The settlements of a batch, with the `effect` number each dispatched payload carried.
+    Settlements(Vec<Option<u64>>),
     WaitOpening,
+    /// Lazy wait: the opening arrives; checkpoint first.
+    LazyOpening,
+    /// Lazy wait: park on this (already open) wait now.
+    Park(WaitId),
     WaitAnswer(WaitId),
     ChildStarts { keys: Vec<String>, boundary: Boundary },
     ChildWaitOpening(Vec<ProcessId>),
@@ -103,6 +111,7 @@ impl ToJson for FanOp {
             FanOp::Dispatch(p) => ObjectBuilder::new().field("op", "dispatch").value("payload", p.clone()).build(),
             FanOp::Batch(ps) => ObjectBuilder::new().field("op", "batch").value("payloads", Json::Array(ps.clone())).build(),
             FanOp::Wait(k) => ObjectBuilder::new().field("op", "wait").field("key", k).build(),
+            FanOp::LazyWait(k) => ObjectBuilder::new().field("op", "lazy_wait").field("key", k).build(),
             FanOp::Spawn { children, boundary } => ObjectBuilder::new()
                 .field("op", "spawn")
                 .field("children", children)
@@ -128,6 +137,7 @@ impl FromJson for FanOp {
                 FanOp::Batch(payloads)
             }
             "wait" => FanOp::Wait(r.required("key")?),
+            "lazy_wait" => FanOp::LazyWait(r.required("key")?),
             "spawn" => {
                 let children: Vec<ChildPlan> = r.required("children")?;
                 if children.is_empty() {
@@ -149,8 +159,13 @@ impl ToJson for Awaiting {
         let b = ObjectBuilder::new();
         match self {
             Awaiting::Nothing => b.field("name", "nothing").build(),
-            Awaiting::Settlements(n) => b.field("name", "settlements").field("count", n).build(),
+            Awaiting::Settlements(numbers) => {
+                let numbers: Vec<Json> = numbers.iter().map(|n| n.map_or(Json::Null, Json::u64)).collect();
+                b.field("name", "settlements").value("effects", Json::Array(numbers)).build()
+            }
             Awaiting::WaitOpening => b.field("name", "wait_opening").build(),
+            Awaiting::LazyOpening => b.field("name", "lazy_opening").build(),
+            Awaiting::Park(w) => b.field("name", "park").field("wait_id", w).build(),
             Awaiting::WaitAnswer(w) => b.field("name", "wait_answer").field("wait_id", w).build(),
             Awaiting::ChildStarts { keys, boundary } => {
                 b.field("name", "child_starts").field("keys", keys).field("boundary", boundary).build()
@@ -173,8 +188,17 @@ impl FromJson for Awaiting {
         let name: String = r.required("name")?;
         let a = match name.as_str() {
             "nothing" => Awaiting::Nothing,
-            "settlements" => Awaiting::Settlements(r.required("count")?),
+            "settlements" => {
+                let numbers: Vec<Json> = r.required("effects")?;
+                let numbers = numbers
+                    .iter()
+                    .map(|n| if n.is_null() { Ok(None) } else { u64::from_json(n).map(Some) })
+                    .collect::<Result<_, _>>()?;
+                Awaiting::Settlements(numbers)
+            }
             "wait_opening" => Awaiting::WaitOpening,
+            "lazy_opening" => Awaiting::LazyOpening,
+            "park" => Awaiting::Park(r.required("wait_id")?),
             "wait_answer" => Awaiting::WaitAnswer(r.required("wait_id")?),
             "child_starts" => Awaiting::ChildStarts { keys: r.required("keys")?, boundary: r.required("boundary")? },
             "child_wait_opening" => Awaiting::ChildWaitOpening(r.required("children")?),
@@ -246,17 +270,22 @@ impl FanoutExecution {
     fn receive(&self, s: &mut State, signals: &[Signal], consumed: &mut u32) -> Result<Option<Transition>, StepError> {
         match s.awaiting.clone() {
             Awaiting::Nothing => {}
-            Awaiting::Settlements(n) => {
-                let batch = signals.get(..n as usize).ok_or_else(|| bad("expected the batch's settlements"))?;
-                for sig in batch {
+            Awaiting::Settlements(numbers) => {
+                let batch = signals.get(..numbers.len()).ok_or_else(|| bad("expected the batch's settlements"))?;
+                for (sig, number) in batch.iter().zip(&numbers) {
                     // Only dispatcher settlements carry a status; anything else here means the
                     // kernel delivered out of declaration order or interleaved other input.
                     if sig.status().is_none() || !sig.engine_owned() {
                         return Err(broken("a batch's settlements are not delivered together in order"));
                     }
+                    // The world's answers name the Effect they answer.
+                    let answers = sig.payload().value().get("effect").and_then(Json::as_u64);
+                    if answers.is_some() && number.is_some() && answers != *number {
+                        return Err(broken("a settlement reached the Execution in another Effect's place"));
+                    }
                     s.log.push(signal_json(sig));
                 }
-                *consumed = n;
+                *consumed = numbers.len() as u32;
             }
             Awaiting::WaitOpening => {
                 let sig = signals.first().ok_or_else(|| bad("expected a wait opening"))?;
@@ -264,6 +293,17 @@ impl FanoutExecution {
                 s.awaiting = Awaiting::WaitAnswer(opened.wait_id.clone());
                 // Consume only the opening: an early answer stays for the next Step.
                 return Ok(Some(Transition::Wait { consumed: 1, wait_id: opened.wait_id }));
+            }
+            Awaiting::LazyOpening => {
+                let sig = signals.first().ok_or_else(|| bad("expected a wait opening"))?;
+                let opened = WaitOpened::parse(sig).map_err(|e| bad(e.to_string()))?;
+                s.awaiting = Awaiting::Park(opened.wait_id);
+                return Ok(Some(Transition::Checkpoint { consumed: 1 }));
+            }
+            Awaiting::Park(w) => {
+                // An early answer may already be in the window: it stays for the next Step.
+                s.awaiting = Awaiting::WaitAnswer(w.clone());
+                return Ok(Some(Transition::Wait { consumed: 0, wait_id: w }));
             }
             Awaiting::WaitAnswer(w) => {
                 let sig = signals.first().ok_or_else(|| bad("expected a wait answer"))?;
@@ -344,17 +384,17 @@ impl Execution for FanoutExecution {
         s.pc += 1;
         let t = match op {
             FanOp::Dispatch(p) => {
-                s.awaiting = Awaiting::Settlements(1);
+                s.awaiting = Awaiting::Settlements(vec![p.get("effect").and_then(Json::as_u64)]);
                 Transition::Continue { consumed, effects: vec![Effect::Dispatcher(payload(p)?)] }
             }
             FanOp::Batch(ps) => {
-                s.awaiting = Awaiting::Settlements(ps.len() as u32);
+                s.awaiting = Awaiting::Settlements(ps.iter().map(|p| p.get("effect").and_then(Json::as_u64)).collect());
                 let effects = ps.into_iter().map(|p| payload(p).map(Effect::Dispatcher)).collect::<Result<_, _>>()?;
                 Transition::Continue { consumed, effects }
             }
-            FanOp::Wait(key) => {
-                s.awaiting = Awaiting::WaitOpening;
-                let key = WaitKey::parse(&key).map_err(|e| bad(e.to_string()))?;
+            FanOp::Wait(ref key) | FanOp::LazyWait(ref key) => {
+                s.awaiting = if matches!(op, FanOp::LazyWait(_)) { Awaiting::LazyOpening } else { Awaiting::WaitOpening };
+                let key = WaitKey::parse(key).map_err(|e| bad(e.to_string()))?;
                 Transition::Continue { consumed, effects: vec![Effect::Framework(FrameworkEffect::Wait { key, payload: None })] }
             }
             FanOp::Spawn { children, boundary } => {

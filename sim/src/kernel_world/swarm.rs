@@ -57,10 +57,12 @@ pub enum HostAction {
     Capture,
     /// Adjudicate an Unknown per the seed's policy.
     Adjudicate,
+    /// Resolve an Effect that is not an Unknown frontier (must be refused).
+    BogusResolve,
 }
 
 impl HostAction {
-    pub const ALL: [HostAction; 12] = [
+    pub const ALL: [HostAction; 13] = [
         HostAction::Kill,
         HostAction::Cancel,
         HostAction::AnswerWait,
@@ -73,6 +75,7 @@ impl HostAction {
         HostAction::HostCrash,
         HostAction::Capture,
         HostAction::Adjudicate,
+        HostAction::BogusResolve,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -88,6 +91,7 @@ impl HostAction {
             HostAction::HostCrash => "host_crash",
             HostAction::Capture => "capture",
             HostAction::Adjudicate => "adjudicate",
+            HostAction::BogusResolve => "bogus_resolve",
         }
     }
 }
@@ -145,6 +149,9 @@ pub struct Swarm {
     /// Chance (‰) per turn of a host action.
     pub host_rate: u32,
     pub host_weights: BTreeMap<HostAction, u32>,
+    /// Chance (‰) the host answers a wait it sees open in a just-stored cut before the writer
+    /// hears the acknowledgement (an early answer).
+    pub early_answer: u32,
     /// Unknown policy weights: truth, kill, leave.
     pub unknown_weights: [u32; 3],
     /// Relative weight of delivering a commit acknowledgement vs other events.
@@ -210,6 +217,7 @@ impl Swarm {
             max_crashes: 0,
             host_rate: 0,
             host_weights: BTreeMap::new(),
+            early_answer: 0,
             unknown_weights: [1, 0, 0],
             ack_weight: 4,
             shape,
@@ -270,6 +278,7 @@ impl Swarm {
             max_crashes: between(rng, 0, MAX_CRASHES),
             host_rate: between(rng, 5, 120),
             host_weights,
+            early_answer: feature(rng, 300, 1000),
             unknown_weights: [between(rng, 4, 10), between(rng, 0, 3), between(rng, 0, 2)],
             ack_weight: between(rng, 1, 8),
             shape,
@@ -297,6 +306,7 @@ impl Swarm {
         for (a, w) in &self.host_weights {
             put(&format!("host.{}", a.name()), w.to_string());
         }
+        put("host.early_answer", self.early_answer.to_string());
         put(
             "unknown.policy",
             format!("truth {} / kill {} / leave {}", self.unknown_weights[0], self.unknown_weights[1], self.unknown_weights[2]),
