@@ -6,7 +6,8 @@
 
 use super::swarm::{below, chance, weighted, HostAction, UnknownPolicy};
 use super::dispatcher::effect_number;
-use super::world::{dispatcher_payload, settlement, short, Sent, World};
+use super::trace::short;
+use super::world::{dispatcher_payload, settlement, Sent, World};
 use keel::json::{ObjectBuilder, Payload};
 use keel::kernel::effect::EffectPhase;
 use keel::kernel::ids::{EffectId, ProcessId, SignalId, WaitId};

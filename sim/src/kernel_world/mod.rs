@@ -14,9 +14,12 @@
 //! * `shape` — the generated script tree and its deployments;
 //! * `strategy` — the fan-out strategy (batches, concurrent children) next to the testkit script;
 //! * `dispatcher` — the world's Dispatcher (policy from the payload);
-//! * `world` — the driver: owner instances, commits and acks, dispatch queue, crash/restore;
+//! * `world` — the driver: owner instances, commits and acks, the event loop, crash/restore;
+//! * `executor` — the world performing dispatches (ledger, answers, hidden answers);
+//! * `observe` — publications and replies checked against acknowledged heads;
 //! * `host` — host commands and Unknown adjudication from ground truth;
 //! * `ledger` — ground truth of physical dispatches;
+//! * `trace` — the hashed run trace and its line formats;
 //! * `oracle` — invariant checks against that ground truth;
 //! * `scenarios` — `kernel-swarm`, `kernel-crash-matrix`, `kernel-stale-writer`,
 //!   `kernel-fanout-order`;
@@ -28,8 +31,10 @@
 pub mod bounds;
 pub mod compat;
 mod dispatcher;
+mod executor;
 mod host;
 mod ledger;
+mod observe;
 mod oracle;
 pub mod scenarios;
 mod shape;

@@ -10,24 +10,20 @@
 
 use super::bounds::{MAX_FINISHING_ACTIONS, MAX_HOST_ACTIONS, MAX_INSTANCES, MAX_WORLD_TURNS};
 use super::compat::{RunReport, Violation};
-use super::dispatcher::{effect_number, replay_of};
-use super::ledger::{Ledger, PhysicalCall};
+use super::ledger::Ledger;
 use super::oracle::Oracle;
 use super::shape::{Deployments, Workload};
 use super::swarm::{below, chance, weighted, CommitFault, Swarm, UnknownPolicy};
-use super::trace::Trace;
+use super::trace::{command_name, describe_request, result_name, short, Trace};
 use keel::env::{random_hex, CancelToken, SeededRng, Timestamp};
-use keel::json::{Digest, Json, ObjectBuilder, Payload};
+use keel::json::{Digest, Json, Payload};
 use keel::kernel::binding::Deployment;
 use keel::kernel::capability::CapabilitySet;
 use keel::kernel::commit::{CommitError, Committer, EffectBoundaryKind, Fault, FaultyCommitter, MemoryCommitter};
 use keel::kernel::direct;
-use keel::kernel::dispatcher::{DispatchError, EffectRequest};
 use keel::kernel::effect::{Effect, EffectPhase, Settlement};
-use keel::kernel::event::EventPhase;
 use keel::kernel::ids::{EffectId, IncarnationId, ProcessId, SignalId};
-use keel::kernel::mailbox::AdmissionError;
-use keel::kernel::owner::{Action, Command, CommandError, CommandId, CommitRequest, Input, Owner, Publication, Reply, RootConfig};
+use keel::kernel::owner::{Action, Command, CommandId, CommitRequest, Input, Owner, RootConfig};
 use keel::kernel::signal::{SettlementStatus, SignalRequest};
 use keel::kernel::snapshot::TreeSnapshot;
 use keel::kernel::tree_limits::TreeLimits;
@@ -141,15 +137,15 @@ pub(super) struct World {
     pub rng: SeededRng,
     pub memory: Arc<MemoryCommitter>,
     pub committer: Arc<FaultyCommitter<Arc<MemoryCommitter>>>,
-    next_fault: Arc<Mutex<Option<Fault>>>,
+    pub next_fault: Arc<Mutex<Option<Fault>>>,
     pub deployments: &'static Deployments,
     pub root_deployment: Deployment,
-    root_input: Payload,
-    root_budget: keel::kernel::resource::Budget,
-    limits: TreeLimits,
+    pub root_input: Payload,
+    pub root_budget: keel::kernel::resource::Budget,
+    pub limits: TreeLimits,
     pub root_id: ProcessId,
     pub instances: Vec<Instance>,
-    instances_created: u32,
+    pub instances_created: u32,
     pub time: u64,
     pub ledger: Ledger,
     pub oracle: Oracle,
@@ -167,14 +163,14 @@ pub(super) struct World {
     /// Every request the host delivered, for duplicates and conflicts.
     pub delivered: Vec<(ProcessId, SignalRequest)>,
     /// Snapshots by digest: heads acknowledged to some writer, and decoded heads.
-    heads: BTreeMap<[u8; 32], Arc<TreeSnapshot>>,
-    last_head: Option<Digest>,
+    pub heads: BTreeMap<[u8; 32], Arc<TreeSnapshot>>,
+    pub last_head: Option<Digest>,
     /// The newest installed head whose contents are not checked yet (checked through its
     /// writer's snapshot at acknowledgement, or decoded if that never comes).
-    unchecked: Option<keel::kernel::commit::Head>,
+    pub unchecked: Option<keel::kernel::commit::Head>,
     /// Decode every installed head (else: restore sources, unacknowledged and final heads).
-    decode_all: bool,
-    bounded_out: Option<&'static str>,
+    pub decode_all: bool,
+    pub bounded_out: Option<&'static str>,
 }
 
 impl World {
@@ -257,7 +253,7 @@ impl World {
         self.instances.get(i).and_then(|inst| inst.owner.head().cloned())
     }
 
-    fn acked_head(&self, i: usize) -> Option<Arc<TreeSnapshot>> {
+    pub fn acked_head(&self, i: usize) -> Option<Arc<TreeSnapshot>> {
         self.instances[i].acked.and_then(|d| self.heads.get(&d.0).cloned())
     }
 
@@ -488,213 +484,6 @@ impl World {
             self.oracle.on_head_built(&head, &snap, &self.ledger);
         }
         self.heads.insert(digest.0, snap);
-    }
-
-    fn on_dispatch_request(&mut self, i: usize, request: EffectRequest, cancel: CancelToken) {
-        let ord = self.instances[i].ordinal;
-        let pending = self.acked_head(i).is_some_and(|h| {
-            h.process(&request.process_id)
-                .and_then(|p| p.prepared.as_ref())
-                .and_then(|s| s.effects.iter().find(|e| e.id == request.effect_id))
-                .is_some_and(|e| e.phase == EffectPhase::Pending)
-        });
-        self.oracle.check(pending, "a.pending_before_dispatch", || {
-            format!("instance {ord} was asked to dispatch {} which is not pending in its acknowledged head", request.effect_id)
-        });
-        let started = self.instances[i].pre_dispatched.remove(&request.effect_id);
-        self.log(format!("i{ord} dispatch {}", short(request.effect_id.as_str())));
-        self.instances[i].queue.push(Queued {
-            effect: request.effect_id,
-            process: request.process_id,
-            payload: request.payload,
-            cancel,
-            started,
-        });
-    }
-
-    /// DriverFlaw::DispatchBeforePending: performs the Effect of a pending boundary before
-    /// the boundary is sent.
-    fn pre_dispatch(&mut self, i: usize, request: &CommitRequest) {
-        let CommitRequest::Effect(b) = request else { return };
-        let Ok(snap) = TreeSnapshot::decode(&b.cut.bytes) else { return };
-        let Some(payload) = dispatcher_payload(&snap, &b.process_id, &b.effect_id) else { return };
-        self.physical(Some(i), &b.effect_id, &b.process_id, &payload, false);
-        self.instances[i].pre_dispatched.insert(b.effect_id.clone());
-    }
-
-    /// The world physically performs a dispatch (ground truth).
-    fn physical(&mut self, i: Option<usize>, effect: &EffectId, process: &ProcessId, payload: &Payload, restored: bool) {
-        let policy = replay_of(payload);
-        let (ordinal, acknowledged) = match i {
-            Some(i) => {
-                let inst = &self.instances[i];
-                (inst.ordinal, inst.acked_pending.contains(effect) || inst.restored_pending.contains(effect))
-            }
-            None => (self.instances_created + 1, restored),
-        };
-        let answer = match self.ledger.truth(effect) {
-            Some(a) => a.clone(),
-            None => self.draw_answer(effect_number(payload)),
-        };
-        let call = PhysicalCall { effect: effect.clone(), process: process.clone(), instance: ordinal, time: self.time, policy };
-        let count = self.ledger.record(call, answer);
-        self.log(format!("i{ordinal} physical {} #{count}", short(effect.as_str())));
-        if count > 1 {
-            self.fire("seen.redispatch");
-        }
-        self.oracle.on_physical_dispatch(effect, acknowledged, count, policy);
-    }
-
-    /// The world's real answer; it names the Effect it answers (`effect`), so the strategy
-    /// can tell whether settlements reach it in declaration order.
-    fn draw_answer(&mut self, number: Option<u64>) -> Settlement {
-        let n = self.ledger.total() + 1;
-        let (status, key) = if chance(&self.rng, self.swarm.definite_failure) {
-            (SettlementStatus::Failed, "refused")
-        } else {
-            (SettlementStatus::Succeeded, "answer")
-        };
-        settlement(status, ObjectBuilder::new().opt_field("effect", number.as_ref()).field(key, &n).build())
-    }
-
-    /// What the world reports for a completed dispatch (its real answer may be hidden).
-    fn report(&mut self, q: &Queued) -> Result<Settlement, DispatchError> {
-        let truth = self.ledger.truth(&q.effect).cloned();
-        if q.cancel.is_cancelled() && chance(&self.rng, self.swarm.honor_cancel) {
-            self.fire("dispatch.canceled");
-            return Err(DispatchError::Canceled);
-        }
-        let s = &self.swarm;
-        let ok = 1000u32.saturating_sub(s.dispatch_error + s.dispatch_panic + s.dispatch_deadline + s.dispatch_invalid);
-        let weights = [ok, s.dispatch_error, s.dispatch_panic, s.dispatch_deadline, s.dispatch_invalid];
-        match weighted(&self.rng, &weights) {
-            Some(1) => {
-                self.fire("dispatch.error");
-                Err(DispatchError::Failed("connection reset".into()))
-            }
-            Some(2) => {
-                self.fire("dispatch.panic");
-                Err(DispatchError::Panicked("panicked: tool bug".into()))
-            }
-            Some(3) => {
-                self.fire("dispatch.deadline");
-                Err(DispatchError::DeadlineExceeded)
-            }
-            Some(4) => {
-                self.fire("dispatch.invalid_settlement");
-                Err(DispatchError::InvalidSettlement("payload is not normalized".into()))
-            }
-            _ => match truth {
-                Some(t) if self.flaw == DriverFlaw::MisreportAnswer => {
-                    Ok(settlement(t.status, ObjectBuilder::new().field("forged", &self.time).build()))
-                }
-                Some(t) => {
-                    if t.status == SettlementStatus::Failed {
-                        self.fire("dispatch.definite_failure");
-                    }
-                    Ok(t)
-                }
-                None => Err(DispatchError::Failed("the world has no record of this call".into())),
-            },
-        }
-    }
-
-    fn on_publish(&mut self, i: usize, p: Publication) {
-        let ord = self.instances[i].ordinal;
-        if self.instances[i].stopped {
-            self.oracle.violate("e.published_acknowledged", format!("instance {ord} published after it stopped: {}", publication_name(&p)));
-            return;
-        }
-        let head = self.acked_head(i);
-        match p {
-            Publication::Started { process, restored } => {
-                self.log(format!("i{ord} published started {} restored={restored}", short(process.id.as_str())));
-                let known = head.as_ref().is_some_and(|h| h.process(&process.id).is_some());
-                self.oracle.check(known, "e.published_acknowledged", || {
-                    format!("instance {ord} published {} which is not in its acknowledged head", process.id)
-                });
-                self.instances[i].published.insert(process.id);
-            }
-            Publication::Finished { result } => {
-                self.log(format!("i{ord} published finished {} {}", short(result.process_id.as_str()), result.status().as_str()));
-                let matches = head.as_ref().and_then(|h| h.process(&result.process_id)).is_some_and(|p| {
-                    p.finish.as_ref().is_some_and(|f| f.termination == result.termination && f.output == result.output)
-                });
-                self.oracle.check(matches, "e.published_acknowledged", || {
-                    format!("instance {ord} published a result for {} that its acknowledged head does not hold", result.process_id)
-                });
-            }
-            Publication::Stopped { error } => {
-                self.log(format!("i{ord} published stopped"));
-                let own = &error.incarnation == self.instances[i].owner.incarnation();
-                self.oracle.check(own, "e.published_acknowledged", || "a RuntimeError names another incarnation".into());
-                self.instances[i].stopped = true;
-            }
-            Publication::Event(e) => {
-                if e.phase == EventPhase::Committed {
-                    let known = head.as_ref().is_some_and(|h| h.process(&e.process_id).is_some());
-                    self.oracle.check(known, "e.published_acknowledged", || {
-                        format!("committed event {} for {} is not backed by an acknowledged head", e.name, e.process_id)
-                    });
-                    if e.name == keel::kernel::event::names::PROCESS_FINISHED {
-                        let terminal = head.as_ref().and_then(|h| h.process(&e.process_id)).is_some_and(|p| p.is_terminal());
-                        self.oracle.check(terminal, "e.published_acknowledged", || {
-                            format!("process.finished for {} before its terminal cut was acknowledged", e.process_id)
-                        });
-                    }
-                }
-            }
-        }
-    }
-
-    fn on_reply(&mut self, i: usize, id: CommandId, result: Result<Reply, CommandError>) {
-        let ord = self.instances[i].ordinal;
-        let Some(sent) = self.instances[i].commands.remove(&id) else {
-            self.oracle.violate("kernel_contract", format!("instance {ord} replied to unknown command {id}"));
-            return;
-        };
-        self.log(format!("i{ord} reply {id} {}", reply_name(&result)));
-        let head = self.acked_head(i);
-        let accepted = matches!(result, Ok(Reply::Delivered { accepted: true }));
-        match sent {
-            Sent::Answer { process, ids } | Sent::Premature { process, ids } => {
-                if accepted {
-                    let durable = head.as_ref().and_then(|h| h.process(&process)).is_some_and(|p| ids.iter().all(|s| p.mailbox.contains(s)));
-                    self.oracle.check(durable, "durable_ack", || format!("accepted signal for {process} is not in the acknowledged head"));
-                }
-                self.oracle.check(!matches!(result, Ok(Reply::Delivered { accepted: false })), "signal_admission", || {
-                    "a fresh SignalId was reported as a duplicate".into()
-                });
-                if let Err(CommandError::Signal(AdmissionError::LimitExceeded { .. })) = &result {
-                    // The Process can never take this answer: the host gives up on it.
-                    self.unanswerable.insert(process);
-                }
-            }
-            Sent::NotAccepted { what } => {
-                self.oracle.check(!accepted, "signal_admission", || format!("{what} was accepted"));
-            }
-            Sent::Conflict => {
-                self.oracle.check(result.is_err(), "signal_admission", || "conflicting content under an admitted SignalId was not refused".into());
-            }
-            Sent::Resolve { process, effect } => {
-                if matches!(result, Ok(Reply::Resolved)) {
-                    let settled = head.as_ref().and_then(|h| h.process(&process)).is_some_and(|p| {
-                        p.prepared.as_ref().and_then(|s| s.effects.iter().find(|e| e.id == effect)).is_none_or(|e| e.phase.is_definite())
-                    });
-                    self.oracle.check(settled, "durable_ack", || format!("resolution of {effect} acknowledged but not in the head"));
-                }
-            }
-            Sent::NotResolved => {
-                self.oracle.check(result.is_err(), "kernel_contract", || "a resolution of a non-Unknown Effect was accepted".into());
-            }
-            Sent::Capture => {
-                if let Ok(Reply::Captured(snap)) = &result {
-                    let acked = self.instances[i].acked;
-                    self.oracle.check(acked == Some(snap.digest()), "durable_ack", || "a capture returned a cut that is not the acknowledged head".into());
-                }
-            }
-            Sent::Intent => {}
-        }
     }
 
     /// Sends a host command to instance `i`.
@@ -972,69 +761,4 @@ pub fn settlement(status: SettlementStatus, payload: Json) -> Settlement {
     // Small, kernel-free JSON objects always fit a payload.
     let payload = Payload::from_json(payload).unwrap_or_else(|_| Payload::null());
     Settlement { status, payload }
-}
-
-/// The tail of an id (enough to tell ids apart in a trace).
-pub fn short(id: &str) -> &str {
-    let n = id.len();
-    &id[n.saturating_sub(8)..]
-}
-
-fn describe_request(r: &CommitRequest) -> String {
-    match r {
-        CommitRequest::Checkpoint(c) => format!("seq={}", c.sequence),
-        CommitRequest::Effect(b) => format!("seq={} effect={}", b.sequence, short(b.effect_id.as_str())),
-        CommitRequest::Activation(a) => format!("inc={}", short(a.new_incarnation.as_str())),
-    }
-}
-
-fn result_name(r: &Result<(), CommitError>) -> String {
-    match r {
-        Ok(()) => "ok".into(),
-        Err(CommitError::Injected { fault }) => format!("injected {fault}"),
-        Err(CommitError::TreeIncarnationConflict { .. }) => "fenced".into(),
-        Err(CommitError::CommitConflict { .. }) => "conflict".into(),
-        Err(e) => format!("error {e}"),
-    }
-}
-
-fn publication_name(p: &Publication) -> &'static str {
-    match p {
-        Publication::Started { .. } => "started",
-        Publication::Finished { .. } => "finished",
-        Publication::Stopped { .. } => "stopped",
-        Publication::Event(e) => e.name,
-    }
-}
-
-fn reply_name(r: &Result<Reply, CommandError>) -> String {
-    match r {
-        Ok(Reply::Delivered { accepted }) => format!("delivered accepted={accepted}"),
-        Ok(Reply::IntentRecorded) => "intent".into(),
-        Ok(Reply::Resolved) => "resolved".into(),
-        Ok(Reply::Captured(s)) => format!("captured {}", &s.digest().to_string()[..8.min(s.digest().to_string().len())]),
-        Err(CommandError::Signal(e)) => format!("refused signal: {e}"),
-        Err(e) => format!("refused {}", command_error_name(e)),
-    }
-}
-
-fn command_error_name(e: &CommandError) -> &'static str {
-    match e {
-        CommandError::NotFound(_) => "not_found",
-        CommandError::ProcessFinished(_) => "finished",
-        CommandError::Signal(_) => "signal",
-        CommandError::EffectNotPending(_) => "not_pending",
-        CommandError::InvalidSettlement(_) => "invalid_settlement",
-        CommandError::Stopped(_) => "stopped",
-    }
-}
-
-fn command_name(c: &Command) -> String {
-    match c {
-        Command::Deliver { process, requests } => format!("deliver {} x{}", short(process.as_str()), requests.len()),
-        Command::Cancel { process, .. } => format!("cancel {}", short(process.as_str())),
-        Command::Kill { process, .. } => format!("kill {}", short(process.as_str())),
-        Command::Resolve { effect, settlement, .. } => format!("resolve {} {}", short(effect.as_str()), settlement.status.as_str()),
-        Command::Capture => "capture".into(),
-    }
 }
