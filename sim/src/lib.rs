@@ -28,4 +28,5 @@ pub mod scenarios;
 pub mod schedule;
 pub mod swarm_rng;
 pub mod trace;
+pub mod kernel_world;
 pub mod world;

@@ -14,5 +14,10 @@ pub fn builtin_registry() -> Registry {
     let mut registry = Registry::new();
     // A fresh registry has no names yet, so this cannot collide.
     let _ = registry.register(Arc::new(ClockAndRng));
+    // Kernel-level worlds (direct mode, scripted strategy): swarm faults, crash matrix, stale
+    // writers, fan-out ordering.
+    for scenario in crate::kernel_world::scenarios() {
+        let _ = registry.register(Arc::from(scenario));
+    }
     registry
 }

@@ -1,0 +1,185 @@
+//! The kernel-level scenarios: the swarm generator and fixed shapes.
+
+use super::compat::{RunOptions, RunReport, Scenario, Violation};
+use super::dispatcher::effect_payload;
+use super::shape::{ChildNode, Node, NodeKind, NodeOp, Workload};
+use super::swarm::{CommitFault, HostAction, ShapeParams, Swarm, BOUNDARIES};
+use super::world::{run_world, DriverFlaw, RunOutcome, Setup, Target};
+use keel::env::SeededRng;
+use keel::kernel::dispatcher::ReplayPolicy;
+use keel::kernel::resource::Budget;
+use keel::kernel::status::Status;
+
+/// One seed of the swarm generator, with an optional broken driver.
+pub fn swarm_run(seed: u64, flaw: DriverFlaw, options: &RunOptions) -> RunReport {
+    let rng = SeededRng::new(seed);
+    let swarm = Swarm::draw(&rng);
+    let workload = Workload::generate(&rng, &swarm.shape);
+    let setup = Setup { swarm, workload, flaw, targets: vec![] };
+    run_world(&setup, seed, "kernel-swarm", options.keep_trace).report
+}
+
+/// `kernel-swarm`: every seed draws its fault mix, host behavior and script tree.
+pub struct KernelSwarm;
+
+impl Scenario for KernelSwarm {
+    fn name(&self) -> &str {
+        "kernel-swarm"
+    }
+    fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
+        swarm_run(seed, DriverFlaw::None, options)
+    }
+}
+
+fn flat_shape() -> ShapeParams {
+    ShapeParams {
+        max_depth: 1,
+        fanout: 0,
+        op_weights: [1, 0, 0, 0, 0, 0],
+        same_identity: 0,
+        tight_budget: 0,
+        finite_root: false,
+        max_active_children: 16,
+        limit_depth: 16,
+    }
+}
+
+fn testkit(depth: u32, ops: Vec<NodeOp>) -> Node {
+    Node { kind: NodeKind::Testkit, depth, ops }
+}
+
+/// The fixture that holds `boundary` (spec §9.6's single-Effect fixture where it can).
+fn matrix_fixture(boundary: &str) -> Node {
+    let dispatch = || NodeOp::Dispatch(effect_payload(1, ReplayPolicy::Never));
+    match boundary {
+        "child_start" => testkit(
+            0,
+            vec![NodeOp::Child(Box::new(ChildNode {
+                node: testkit(1, vec![NodeOp::Checkpoint]),
+                key: "c".into(),
+                budget: Budget::finite(3, 0, 3),
+            }))],
+        ),
+        "signals" | "parked" => testkit(0, vec![NodeOp::Wait("w".into())]),
+        "progress" => testkit(0, vec![NodeOp::Checkpoint, NodeOp::Checkpoint]),
+        _ => testkit(0, vec![dispatch()]),
+    }
+}
+
+/// The number of crash-matrix cases (boundaries × commit faults).
+pub const MATRIX_CASES: u64 = (BOUNDARIES.len() * CommitFault::ALL.len()) as u64;
+
+/// The (boundary, fault) of crash-matrix seed `seed`.
+pub fn matrix_case(seed: u64) -> (&'static str, CommitFault) {
+    let k = (seed % MATRIX_CASES) as usize;
+    (BOUNDARIES[k / CommitFault::ALL.len()], CommitFault::ALL[k % CommitFault::ALL.len()])
+}
+
+/// `kernel-crash-matrix`: the fixture crashed at one boundary with one fault (chosen by
+/// `seed % 30`), then restored and driven to completion; checks spec §9.6's expectations on
+/// top of the oracle.
+pub struct KernelCrashMatrix;
+
+impl Scenario for KernelCrashMatrix {
+    fn name(&self) -> &str {
+        "kernel-crash-matrix"
+    }
+    fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
+        let (boundary, fault) = matrix_case(seed);
+        let mut swarm = Swarm::quiet(flat_shape());
+        if boundary == "resolved" {
+            // Every reported outcome is uncertain: the host must resolve.
+            swarm.dispatch_error = 1000;
+        }
+        let mut targets = vec![Target { boundary, fault }];
+        if boundary == "activation" {
+            // An activation needs a crash first.
+            targets.insert(0, Target { boundary: "start", fault: CommitFault::CrashAfter });
+        }
+        let setup = Setup { swarm, workload: Workload::fixed(matrix_fixture(boundary)), flaw: DriverFlaw::None, targets };
+        let RunOutcome { mut report, final_head, dispatches } = run_world(&setup, seed, "kernel-crash-matrix", options.keep_trace);
+        report.swarm.insert("matrix.case".into(), format!("{boundary}.{}", fault.name()));
+        let mut expect = |ok: bool, detail: String| {
+            report.invariants_checked += 1;
+            if !ok {
+                report.violations.push(Violation { invariant: "crash_matrix".into(), detail });
+            }
+        };
+        let point = format!("{boundary}.{}", fault.name());
+        expect(report.crash_points_hit.get(&point) == Some(&1), format!("crash point {point} was not hit exactly once"));
+        let root = final_head.as_ref().map(|h| h.root().clone());
+        let status = root.as_ref().map(|r| r.status);
+        expect(status == Some(Status::Completed), format!("{point}: the root ended {status:?}, not completed"));
+        let uses_dispatch = !matches!(boundary, "child_start" | "signals" | "parked" | "progress");
+        if uses_dispatch {
+            let expected = if boundary == "pending" && fault != CommitFault::FailBefore { 0 } else { 1 };
+            expect(dispatches == expected, format!("{point}: {dispatches} physical dispatches, expected {expected}"));
+            if let Some(r) = &root {
+                let u = r.usage();
+                let got = (u.committed_steps, u.prepared_effects, u.accepted_signals);
+                expect(got == (2, 1, 1), format!("{point}: usage {got:?}, expected steps 2, effects 1, signals 1"));
+            }
+        }
+        if boundary == "progress" {
+            let steps = root.as_ref().map(|r| r.committed_steps);
+            expect(steps == Some(3), format!("{point}: {steps:?} committed steps, expected 3 as uncrashed"));
+        }
+        if boundary == "child_start" {
+            let n = final_head.as_ref().map(|h| h.processes().len());
+            expect(n == Some(2), format!("{point}: {n:?} processes, expected the child once"));
+        }
+        report
+    }
+}
+
+/// `kernel-stale-writer`: generated trees where the host keeps restoring second writers
+/// while the first is alive (some of its commits held in flight); every other fault is off.
+pub struct KernelStaleWriter;
+
+impl Scenario for KernelStaleWriter {
+    fn name(&self) -> &str {
+        "kernel-stale-writer"
+    }
+    fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
+        let rng = SeededRng::new(seed);
+        let drawn = Swarm::draw(&rng);
+        let mut swarm = Swarm::quiet(drawn.shape.clone());
+        swarm.max_crashes = 3;
+        swarm.commit_hold = 300;
+        swarm.host_rate = 60;
+        swarm.host_weights = [(HostAction::StaleWriter, 6), (HostAction::AnswerWait, 4), (HostAction::Adjudicate, 2)].into_iter().collect();
+        swarm.dispatch_error = drawn.dispatch_error;
+        let workload = Workload::generate(&rng, &swarm.shape);
+        let setup = Setup { swarm, workload, flaw: DriverFlaw::None, targets: vec![] };
+        run_world(&setup, seed, "kernel-stale-writer", options.keep_trace).report
+    }
+}
+
+/// `kernel-fanout-order`: concurrent siblings and batches, no crashes: completion order is
+/// the only thing the seed varies besides the tree.
+pub struct KernelFanoutOrder;
+
+impl Scenario for KernelFanoutOrder {
+    fn name(&self) -> &str {
+        "kernel-fanout-order"
+    }
+    fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
+        let rng = SeededRng::new(seed);
+        let shape = ShapeParams {
+            max_depth: 2,
+            fanout: 1000,
+            op_weights: [3, 3, 1, 4, 1, 0],
+            same_identity: 0,
+            tight_budget: 0,
+            finite_root: true,
+            max_active_children: 16,
+            limit_depth: 16,
+        };
+        let mut swarm = Swarm::quiet(shape);
+        swarm.definite_failure = 200;
+        swarm.ack_weight = 1;
+        let workload = Workload::generate(&rng, &swarm.shape);
+        let setup = Setup { swarm, workload, flaw: DriverFlaw::None, targets: vec![] };
+        run_world(&setup, seed, "kernel-fanout-order", options.keep_trace).report
+    }
+}
