@@ -16,8 +16,9 @@ fn help_names_the_self_test_plainly() {
 fn list_prints_every_scenario() {
     let out = cli(&builtin_registry(), "list");
     assert_eq!(out.code, 0);
-    assert_eq!(out.out.lines().count(), 1);
+    assert_eq!(out.out.lines().count(), builtin_registry().scenarios().len());
     assert!(out.out.starts_with("clock-and-rng "));
+    assert!(out.out.contains("kernel-swarm"));
     assert_eq!(cli(&test_registry(), "list").out.lines().count(), 5);
 }
 
@@ -41,12 +42,13 @@ fn bad_arguments_exit_2_with_a_message() {
         ),
         (
             "replay --seed 1 --scenario nope",
-            "error: unknown scenario `nope` (known: clock-and-rng)",
+            "error: unknown scenario `nope` (known: clock-and-rng",
         ),
         (
             "run --seeds 1 --scenario scenarios/a.scn",
             "looks like a scenario file, but no registered world loads scenario files yet",
         ),
+        ("replay --seed 1", "say which with `--scenario`"),
     ] {
         let out = cli(&builtin_registry(), line);
         assert_eq!(out.code, 2, "{line}");
@@ -57,7 +59,9 @@ fn bad_arguments_exit_2_with_a_message() {
 
 #[test]
 fn scenario_may_be_omitted_only_when_one_is_registered() {
-    let out = cli(&builtin_registry(), "replay --seed 1");
+    let mut single = keel_sim::registry::Registry::new();
+    single.register(std::sync::Arc::new(keel_sim::scenarios::ClockAndRng)).unwrap();
+    let out = cli(&single, "replay --seed 1");
     assert_eq!(out.code, 0, "{}", out.err);
     assert!(out.out.starts_with("trace ("));
     assert!(out
