@@ -76,7 +76,8 @@ pub fn active_delegate_children(process: &Process) -> Result<Option<Vec<ActiveDe
         };
         let index = first.saturating_add(j);
         // Validation guarantees both; a miss is still an error, never a panic.
-        let call = calls.get(index).ok_or_else(|| InteractionError::invalid_state("delegate invocation without a call"))?;
+        let call =
+            calls.get(index).ok_or_else(|| InteractionError::invalid_state("delegate invocation without a call"))?;
         let child_key = invocation
             .child_key
             .clone()
