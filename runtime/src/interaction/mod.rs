@@ -6,7 +6,8 @@
 //! * [`codes`]: the stable failure codes of Process termination; [`diagnostic`]: §12
 //!   normalization of failure and error texts;
 //! * [`protocol`]: every Effect/Signal payload envelope of §4 with strict codecs;
-//! * [`ids`]: the deterministic child, wait and delegate keys;
+//! * [`ids`]: the deterministic child, wait and delegate keys; [`active_delegates`]: which
+//!   model ToolCall each running Delegate child answers (§9.2);
 //! * [`output`], [`artifact`], [`completion`]: the final Output, Delegate Artifacts, and the
 //!   completion validator contract;
 //! * [`signals`]: host-side Signal builders and classification of incoming Signals;
@@ -31,6 +32,7 @@
 //! assert_eq!(steer.messages[0].text(), "Use the newer requirements.");
 //! ```
 
+pub mod active_delegates;
 pub mod artifact;
 pub mod attribution;
 pub mod codes;

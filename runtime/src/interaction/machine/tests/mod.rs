@@ -2,6 +2,7 @@
 //! scripted model behind the real ModelDispatcher, a test tool-child deployment (one Effect
 //! per call, answered by a function of the call) and a test delegate deployment.
 
+mod active_delegates;
 mod config;
 mod delegates;
 mod direct;
