@@ -1,1 +1,3 @@
 //! Workspace integration tests live in `tests/tests/`.
+
+pub mod fuzz_props;
