@@ -124,7 +124,7 @@ pub fn root_id() -> ProcessId {
 /// Runs `scenario` on `world` and returns every acknowledged cut, in commit order.
 pub fn run_in(world: &World, scenario: &Scenario) -> Vec<Vec<u8>> {
     let committer = Arc::new(MemoryCommitter::new());
-    let config = RootConfig { budget: scenario.budget.clone(), capabilities: CapabilitySet::empty(), limits: TreeLimits::default() };
+    let config = RootConfig { budget: scenario.budget, capabilities: CapabilitySet::empty(), limits: TreeLimits::default() };
     let Ok(owner) = Owner::start(
         world.resolver.clone(),
         world.root.clone(),
