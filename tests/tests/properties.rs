@@ -139,8 +139,8 @@ fn op(world: &'static runs::World) -> impl Strategy<Value = Op> {
 fn host_action() -> impl Strategy<Value = runs::HostAction> {
     use runs::HostAction::*;
     prop_oneof![
-        3 => prop_oneof![Just(Json::str("yes")), (0u64..10).prop_map(Json::u64)].prop_map(AnswerWaits),
-        1 => (any::<u8>(), Just(Json::str("note"))).prop_map(|(n, p)| Signal(n, p)),
+        3 => prop_oneof![Just(Json::str("yes")), Just(Json::Null), (0u64..10).prop_map(Json::u64)].prop_map(AnswerWaits),
+        1 => (any::<u8>(), prop_oneof![Just(Json::str("note")), Just(Json::Null)]).prop_map(|(n, p)| Signal(n, p)),
         2 => Just(ResolveUnknowns),
         1 => any::<u8>().prop_map(Kill),
         1 => any::<u8>().prop_map(Cancel),
