@@ -35,9 +35,7 @@ impl FromJson for ChildSpec {
         let spec = ChildSpec {
             key: r.required("key")?,
             deployment_ref: r.required("deployment_ref")?,
-            input: r.required_with("input", |v| {
-                Payload::from_json(v.clone()).map_err(DecodeError::from)
-            })?,
+            input: crate::kernel::signal::required_payload(&mut r, "input")?,
             budget: r.required("budget")?,
             capabilities: r.required("capabilities")?,
         };

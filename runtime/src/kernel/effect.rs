@@ -3,7 +3,7 @@
 use super::child::{ChildSpec, ChildWaitSpec};
 use super::failure::Failure;
 use super::ids::{EffectId, WaitKey};
-use super::signal::SettlementStatus;
+use super::signal::{optional_payload, required_payload, SettlementStatus};
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
 
 /// An Effect declared by a `continue` Transition.
@@ -65,25 +65,19 @@ impl ToJson for Effect {
     }
 }
 
-fn payload_member(v: &Json) -> Result<Payload, DecodeError> {
-    Payload::from_json(v.clone()).map_err(DecodeError::from)
-}
 
 impl FromJson for Effect {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;
         let target: String = r.required("target")?;
         let effect = match target.as_str() {
-            "dispatcher" => Effect::Dispatcher(r.required_with("payload", payload_member)?),
+            "dispatcher" => Effect::Dispatcher(required_payload(&mut r, "payload")?),
             "framework" => {
                 let op: String = r.required("operation")?;
                 Effect::Framework(match op.as_str() {
                     "wait" => FrameworkEffect::Wait {
                         key: r.required("key")?,
-                        payload: match r.optional_value("payload")? {
-                            Some(v) => Some(payload_member(v).map_err(|e| e.in_member("payload"))?),
-                            None => None,
-                        },
+                        payload: optional_payload(&mut r, "payload")?,
                     },
                     "start_child" => FrameworkEffect::StartChild(r.required("spec")?),
                     "wait_children" => FrameworkEffect::WaitChildren(r.required("spec")?),
@@ -120,7 +114,7 @@ impl ToJson for Settlement {
 impl FromJson for Settlement {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;
-        let s = Settlement { status: r.required("status")?, payload: r.required_with("payload", payload_member)? };
+        let s = Settlement { status: r.required("status")?, payload: required_payload(&mut r, "payload")? };
         r.finish()?;
         Ok(s)
     }

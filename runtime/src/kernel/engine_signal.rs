@@ -122,10 +122,7 @@ impl FromJson for WaitOpenedBody {
         let mut r = ObjectReader::new(value)?;
         op_check(&mut r, "wait_opened")?;
         let key = r.required("key")?;
-        let payload = match r.optional_value("payload")? {
-            Some(v) => Some(Payload::from_json(v.clone()).map_err(DecodeError::from)?),
-            None => None,
-        };
+        let payload = super::signal::optional_payload(&mut r, "payload")?;
         r.finish()?;
         Ok(WaitOpenedBody((key, payload)))
     }

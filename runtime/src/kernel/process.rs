@@ -87,10 +87,7 @@ impl FromJson for Finish {
         let mut r = ObjectReader::new(value)?;
         let f = Finish {
             finished_at: r.required("finished_at")?,
-            output: match r.optional_value("output")? {
-                Some(v) => Some(Payload::from_json(v.clone()).map_err(|e| DecodeError::from(e).in_member("output"))?),
-                None => None,
-            },
+            output: crate::kernel::signal::optional_payload(&mut r, "output")?,
             termination: r.required("termination")?,
         };
         r.finish()?;

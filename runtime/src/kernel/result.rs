@@ -38,10 +38,7 @@ impl FromJson for ProcessResult {
             process_id: r.required("process_id")?,
             deployment_ref: r.required("deployment_ref")?,
             termination: r.required("termination")?,
-            output: match r.optional_value("output")? {
-                Some(v) => Some(Payload::from_json(v.clone()).map_err(|e| DecodeError::from(e).in_member("output"))?),
-                None => None,
-            },
+            output: crate::kernel::signal::optional_payload(&mut r, "output")?,
         };
         r.finish()?;
         if (res.status() == Status::Completed) != res.output.is_some() {

@@ -155,7 +155,7 @@ impl FromJson for Signal {
         let mut r = ObjectReader::new(value)?;
         let id: SignalId = r.required("id")?;
         let wait_id: Option<WaitId> = r.optional("wait_id")?;
-        let payload = r.required_with("payload", decode_payload)?;
+        let payload = required_payload(&mut r, "payload")?;
         let status: Option<SettlementStatus> = r.optional("status")?;
         r.finish()?;
         Signal::new(id, wait_id, payload, status).map_err(|e| DecodeError::invalid(e.to_string()))
@@ -208,7 +208,7 @@ impl FromJson for SignalRequest {
         let mut r = ObjectReader::new(value)?;
         let id: SignalId = r.required("id")?;
         let wait_id: Option<WaitId> = r.optional("wait_id")?;
-        let payload = r.required_with("payload", decode_payload)?;
+        let payload = required_payload(&mut r, "payload")?;
         r.finish()?;
         SignalRequest::new(id, wait_id, payload).map_err(|e| DecodeError::invalid(e.to_string()))
     }
@@ -219,6 +219,20 @@ impl FromJson for SignalRequest {
 /// A free function rather than a `FromJson` impl so the json module stays free to add its own.
 pub(crate) fn decode_payload(value: &Json) -> Result<Payload, DecodeError> {
     Payload::from_json(value.clone()).map_err(DecodeError::from)
+}
+
+/// A required open-JSON member. `null` is a payload like any other (`Payload::null()`), and
+/// every encoder writes it as `null`, so it must decode: a cut holding one must stay restorable.
+pub(crate) fn required_payload(r: &mut ObjectReader<'_>, key: &'static str) -> Result<Payload, DecodeError> {
+    r.nullable_value(key).and_then(decode_payload).map_err(|e| e.in_member(key))
+}
+
+/// An optional open-JSON member: absent → `None`; present, `null` included → `Some`.
+pub(crate) fn optional_payload(r: &mut ObjectReader<'_>, key: &'static str) -> Result<Option<Payload>, DecodeError> {
+    if !r.has(key) {
+        return Ok(None);
+    }
+    required_payload(r, key).map(Some)
 }
 
 #[cfg(test)]

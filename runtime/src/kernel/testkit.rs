@@ -163,7 +163,8 @@ impl FromJson for Op {
         let mut r = ObjectReader::new(value)?;
         let op: String = r.required("op")?;
         let o = match op.as_str() {
-            "dispatch" => Op::Dispatch(r.required("payload")?),
+            // Any payload, `null` included: `Op::Dispatch(Json::Null)` must round-trip.
+            "dispatch" => Op::Dispatch(r.nullable_value("payload")?.clone()),
             "wait" => Op::Wait(r.required("key")?),
             "child" => Op::Child {
                 deployment: r.required("deployment")?,

@@ -90,7 +90,7 @@ impl FromJson for Transition {
             "pause" => Transition::Pause { consumed, reason: r.required("reason")? },
             "complete" => Transition::Complete {
                 consumed,
-                output: r.required_with("output", |v| Payload::from_json(v.clone()).map_err(DecodeError::from))?,
+                output: crate::kernel::signal::required_payload(&mut r, "output")?,
             },
             "fail" => Transition::Fail { consumed, failure: r.required("failure")? },
             other => return Err(DecodeError::invalid(format!("unknown transition kind `{other}`"))),

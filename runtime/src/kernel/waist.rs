@@ -33,7 +33,7 @@ impl FromJson for ExecutionState {
         let mut r = ObjectReader::new(value)?;
         let s = ExecutionState {
             kind: r.required("kind")?,
-            payload: r.required_with("payload", |v| Payload::from_json(v.clone()).map_err(DecodeError::from))?,
+            payload: crate::kernel::signal::required_payload(&mut r, "payload")?,
         };
         r.finish()?;
         Ok(s)

@@ -4,7 +4,7 @@ use crate::json::{
     DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson,
 };
 use crate::kernel::ids::{SignalId, WaitId, WaitKey};
-use crate::kernel::signal::{decode_payload, SettlementStatus, Signal, SignalSource};
+use crate::kernel::signal::{required_payload, SettlementStatus, Signal, SignalSource};
 
 /// What an opening record opens. It is kept after consumption (only the payload is released),
 /// so the wait table can always be replayed from history.
@@ -256,7 +256,7 @@ impl FromJson for SignalRecord {
         let status: Option<SettlementStatus> = r.optional("status")?;
         let opens: Option<WaitOpening> = r.optional("opens")?;
         let body = match (r.has("payload"), r.has("payload_digest")) {
-            (true, false) => RecordBody::Pending(r.required_with("payload", decode_payload)?),
+            (true, false) => RecordBody::Pending(required_payload(&mut r, "payload")?),
             (false, true) => {
                 RecordBody::Consumed(r.required_with("payload_digest", decode_digest)?)
             }

@@ -1,0 +1,374 @@
+//! The bodies of the fuzz targets in `fuzz/fuzz_targets/`, as plain functions so that
+//! `cargo test` replays the committed corpus through exactly the same checks
+//! (`tests/tests/fuzz_corpus.rs`) and proptest can reuse them.
+//!
+//! Every function takes raw fuzzer bytes and panics only when a property breaks: rejecting
+//! input is always fine, panicking inside a decoder or accepting input that does not
+//! round-trip is a bug.
+//!
+//! TODO(interaction): add targets for the Interaction protocol decoders once
+//! `runtime/src/interaction/` lands (one function here, one target, one corpus directory).
+
+pub mod arbitrary_json;
+pub mod runs;
+
+use arbitrary::{Arbitrary, Unstructured};
+use keel::env::BoxFuture;
+use keel::json::{self, Digest, FromJson, Json, ParseLimits, Payload, ToJson};
+use keel::kernel::commit::{Activation, Checkpoint, CommitError, Committer, EffectBoundary, Head};
+use keel::kernel::direct::DirectRunner;
+use keel::kernel::ids::{IncarnationId, ProcessId};
+use keel::kernel::owner::{Command, Owner};
+use keel::kernel::snapshot::TreeSnapshot;
+use std::fmt::Debug;
+use std::sync::{Arc, OnceLock};
+
+/// The names of the fuzz targets, which are also the corpus directory names.
+pub const TARGETS: &[&str] = &["json_parse", "tree_snapshot", "kernel_values", "chat_types", "tool_input_request", "snapshot_mutation"];
+
+/// Runs the property of the target called `name` on `data` (`false` if there is no such target).
+pub fn run_target(name: &str, data: &[u8]) -> bool {
+    match name {
+        "json_parse" => json_parse(data),
+        "tree_snapshot" => tree_snapshot(data),
+        "kernel_values" => kernel_values(data),
+        "chat_types" => chat_types(data),
+        "tool_input_request" => tool_input_request(data),
+        "snapshot_mutation" => snapshot_mutation(data),
+        _ => return false,
+    }
+    true
+}
+
+/// Parses without the payload size cap (re-encodings of accepted values are re-read with it).
+fn parse_unbounded(bytes: &[u8]) -> Json {
+    json::parse_with(bytes, &ParseLimits { max_bytes: usize::MAX, ..Default::default() })
+        .unwrap_or_else(|e| panic!("canonical bytes must parse: {e}"))
+}
+
+/// `json::parse` never panics; accepted input has a canonical form that parses back to the
+/// same value and is a fixed point of parse ∘ encode; Payload and the depth limit agree.
+pub fn json_parse(data: &[u8]) {
+    let Ok(value) = json::parse(data) else { return };
+    let canonical = value.to_canonical_bytes();
+    assert_eq!(canonical.len(), value.canonical_len(), "canonical_len is the encoded length");
+    assert!(canonical.len() <= data.len(), "canonical form is never longer than parsed input");
+    let reparsed = json::parse(&canonical).unwrap_or_else(|e| panic!("canonical bytes must parse: {e}"));
+    assert_eq!(reparsed, value, "parse(canonical) == value");
+    assert_eq!(reparsed.to_canonical_bytes(), canonical, "canonical(parse(canonical)) == canonical");
+    let payload = Payload::from_bytes(data).unwrap_or_else(|e| panic!("parsed input is a payload: {e}"));
+    assert_eq!(payload.canonical().as_bytes(), &canonical[..]);
+    assert_eq!(payload.digest(), Digest::of(&canonical));
+    assert_eq!(Digest::of_json(&value), Digest::of(&canonical));
+    // The depth limit is exact: the value's own depth passes, one less fails.
+    let depth = value.depth();
+    let limits = |max_depth| ParseLimits { max_depth, ..Default::default() };
+    assert!(json::parse_with(data, &limits(depth)).is_ok(), "depth {depth} passes a limit of {depth}");
+    if depth > 0 {
+        assert!(json::parse_with(data, &limits(depth - 1)).is_err(), "depth {depth} fails a limit of {}", depth - 1);
+    }
+}
+
+/// Decoding + full validation never panics; an accepted snapshot is its own canonical bytes,
+/// re-encodes and rebuilds identically, and restores into an owner that runs without panics.
+pub fn tree_snapshot(data: &[u8]) {
+    let Ok(snap) = TreeSnapshot::decode(data) else { return };
+    check_snapshot(&snap, data);
+}
+
+fn check_snapshot(snap: &TreeSnapshot, data: &[u8]) {
+    assert_eq!(&snap.bytes()[..], data, "accepted snapshot bytes are canonical");
+    assert_eq!(snap.digest(), Digest::of(data));
+    assert_eq!(snap.to_json().to_canonical_bytes(), data, "re-encoding is byte-identical");
+    let again = TreeSnapshot::decode(&snap.to_json().to_canonical_bytes()).expect("re-encoding decodes");
+    assert_eq!(&again, snap);
+    let rebuilt = TreeSnapshot::build(snap.root_id.clone(), snap.incarnation.clone(), snap.limits, snap.processes().to_vec())
+        .expect("an accepted snapshot rebuilds");
+    assert_eq!(&rebuilt, snap);
+    for p in snap.processes() {
+        round_trip::<keel::kernel::process::Process>(&p.to_json());
+    }
+    restore_and_run(snap);
+}
+
+/// A committer that acknowledges everything and stores nothing: restored owners of any
+/// accepted snapshot get to run (the kernel validates every cut itself before committing).
+struct AcceptAll;
+
+impl Committer for AcceptAll {
+    fn commit_checkpoint(&self, _: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn commit_effect(&self, _: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn activate_tree(&self, _: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn load_tree(&self, _: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
+        Box::pin(async { Ok(None) })
+    }
+}
+
+fn fuzz_world() -> &'static runs::World {
+    static WORLD: OnceLock<runs::World> = OnceLock::new();
+    WORLD.get_or_init(|| runs::World::new(&[]))
+}
+
+/// Restores `snap` (if it names the fuzz deployments), runs it to idle, kills the root and runs
+/// again; every cut the owner commits must decode and re-encode byte-identically.
+fn restore_and_run(snap: &TreeSnapshot) {
+    let world = fuzz_world();
+    let Ok(incarnation) = IncarnationId::from_hex(&format!("{:032x}", 0xfeed_u64)) else { return };
+    let Ok(owner) = Owner::restore(world.resolver.clone(), world.root.clone(), snap, incarnation, runs::now()) else { return };
+    let mut runner = DirectRunner::new(owner, Arc::new(AcceptAll), runs::now());
+    runner.run_to_idle();
+    let root = runner.owner.root_id().clone();
+    let _ = runner.command(Command::Kill { process: root, reason: "fuzz".into() });
+    runner.run_to_idle();
+    for (request, _) in &runner.commits {
+        let bytes = &request.cut().bytes;
+        let cut = TreeSnapshot::decode(bytes).unwrap_or_else(|e| panic!("a committed cut must decode: {e}"));
+        assert_eq!(cut.to_json().to_canonical_bytes(), &bytes[..]);
+    }
+}
+
+/// `T::from_json` never panics; an accepted value re-encodes to canonical bytes that decode
+/// to an equal value with identical bytes.
+pub fn round_trip<T: FromJson + ToJson + PartialEq + Debug>(value: &Json) -> Option<T> {
+    let decoded = T::from_json(value).ok()?;
+    let first = decoded.to_json().to_canonical_bytes();
+    let again = T::from_json(&parse_unbounded(&first))
+        .unwrap_or_else(|e| panic!("re-encoding of an accepted {} must decode: {e}", std::any::type_name::<T>()));
+    assert_eq!(again, decoded, "decode(encode(v)) == v for {}", std::any::type_name::<T>());
+    assert_eq!(again.to_json().to_canonical_bytes(), first, "encoding is stable for {}", std::any::type_name::<T>());
+    Some(decoded)
+}
+
+/// The kernel FromJson types, in the order of the selector byte of [`kernel_values`].
+pub const KERNEL_TYPES: &[&str] = &[
+    "Process",
+    "Mailbox",
+    "Signal",
+    "SignalRequest",
+    "Transition",
+    "Effect",
+    "ChildStartResult",
+    "ChildOutcome",
+    "WaitOpened",
+    "ChildWaitOpened",
+    "ChildWaitSatisfied",
+    "Settlement",
+    "Failure",
+    "ProcessResult",
+    "TreeLimits",
+    "Budget",
+    "ChildSpec",
+    "ChildWaitSpec",
+    "SignalRecord",
+    "ExecutionState",
+    "PendingControl",
+    "Termination",
+    "DeploymentRef",
+    "CapabilitySet",
+];
+
+/// First byte selects a kernel type (modulo [`KERNEL_TYPES`]), the rest is JSON for it.
+pub fn kernel_values(data: &[u8]) {
+    use keel::kernel::*;
+    let Some((&selector, rest)) = data.split_first() else { return };
+    let Ok(value) = json::parse(rest) else { return };
+    match usize::from(selector) % KERNEL_TYPES.len() {
+        0 => drop(round_trip::<process::Process>(&value)),
+        1 => {
+            if let Some(mailbox) = round_trip::<mailbox::Mailbox>(&value) {
+                // Rebuilding from the decoded history is the same check decoding ran.
+                let rebuilt = mailbox::Mailbox::from_records(mailbox.records().to_vec(), mailbox.cursor())
+                    .expect("a decoded mailbox's history is valid");
+                assert_eq!(rebuilt, mailbox);
+                assert!(mailbox.cursor() <= mailbox.len());
+                assert_eq!(mailbox.pending_window().len() as u64, mailbox.pending_count());
+            }
+        }
+        2 => drop(round_trip::<signal::Signal>(&value)),
+        3 => {
+            if let Some(request) = round_trip::<signal::SignalRequest>(&value) {
+                assert!(!request.id().is_engine_owned(), "host requests never use the Engine namespace");
+            }
+        }
+        4 => drop(round_trip::<transition::Transition>(&value)),
+        5 => drop(round_trip::<effect::Effect>(&value)),
+        6 => drop(round_trip::<engine_signal::ChildStartResult>(&value)),
+        7 => drop(round_trip::<engine_signal::ChildOutcome>(&value)),
+        8..=10 => {
+            let Some(signal) = round_trip::<signal::Signal>(&value) else { return };
+            // An Engine Signal body is strict: what parses re-renders to the same payload.
+            let rendered = match usize::from(selector) % KERNEL_TYPES.len() {
+                8 => engine_signal::WaitOpened::parse(&signal)
+                    .ok()
+                    .map(|w| engine_signal::WaitOpened::payload_json(&w.key, w.payload.as_ref())),
+                9 => engine_signal::ChildWaitOpened::parse(&signal)
+                    .ok()
+                    .map(|w| engine_signal::ChildWaitOpened::payload_json(&w.spec)),
+                _ => engine_signal::ChildWaitSatisfied::parse(&signal).ok().map(|w| w.payload_json()),
+            };
+            if let Some(rendered) = rendered {
+                assert_eq!(rendered.to_canonical_string(), signal.payload().canonical(), "engine signal body re-renders");
+            }
+        }
+        11 => drop(round_trip::<effect::Settlement>(&value)),
+        12 => drop(round_trip::<failure::Failure>(&value)),
+        13 => drop(round_trip::<result::ProcessResult>(&value)),
+        14 => drop(round_trip::<tree_limits::TreeLimits>(&value)),
+        15 => drop(round_trip::<resource::Budget>(&value)),
+        16 => drop(round_trip::<child::ChildSpec>(&value)),
+        17 => drop(round_trip::<child::ChildWaitSpec>(&value)),
+        18 => drop(round_trip::<mailbox::SignalRecord>(&value)),
+        19 => drop(round_trip::<waist::ExecutionState>(&value)),
+        20 => drop(round_trip::<status::PendingControl>(&value)),
+        21 => drop(round_trip::<status::Termination>(&value)),
+        22 => drop(round_trip::<deployment::DeploymentRef>(&value)),
+        _ => drop(round_trip::<capability::CapabilitySet>(&value)),
+    }
+}
+
+/// The chat types, in the order of the selector byte of [`chat_types`].
+pub const CHAT_TYPES: &[&str] = &[
+    "Request",
+    "Response",
+    "ResponseDelta",
+    "Message",
+    "Part",
+    "ToolCall",
+    "ToolResult",
+    "ToolDefinition",
+    "Options",
+    "ToolChoice",
+    "Usage",
+    "FinishReason",
+    "ToolCallDelta",
+    "ToolOutput",
+];
+
+/// First byte selects a chat type (modulo [`CHAT_TYPES`]), the rest is JSON for it. Decoded
+/// values are valid and round-trip; a decoded Response survives split → accumulate.
+pub fn chat_types(data: &[u8]) {
+    use keel::chat::*;
+    let Some((&selector, rest)) = data.split_first() else { return };
+    let Ok(value) = json::parse(rest) else { return };
+    fn valid(result: Result<(), ChatError>) {
+        if let Err(e) = result {
+            panic!("a decoded chat value is valid: {e}");
+        }
+    }
+    match usize::from(selector) % CHAT_TYPES.len() {
+        0 => {
+            if let Some(v) = round_trip::<Request>(&value) {
+                valid(v.validate())
+            }
+        }
+        1 => {
+            if let Some(v) = round_trip::<Response>(&value) {
+                valid(v.validate());
+                // Chunk size from the selector's high bits: 1..=32 bytes.
+                let chunk = usize::from(selector >> 3) + 1;
+                let normal = Accumulator::accumulate(&ResponseDelta::split(&v, chunk))
+                    .unwrap_or_else(|e| panic!("a valid response streams and accumulates: {e}"));
+                let again = Accumulator::accumulate(&ResponseDelta::split(&normal, chunk + 1))
+                    .unwrap_or_else(|e| panic!("an accumulated response streams again: {e}"));
+                assert_eq!(again, normal, "accumulate ∘ split is idempotent");
+            }
+        }
+        2 => {
+            if let Some(v) = round_trip::<ResponseDelta>(&value) {
+                valid(v.validate());
+                // A single valid delta may still contradict itself (two ids for one call
+                // index): the accumulator refuses that, but never panics.
+                let mut acc = Accumulator::new();
+                if acc.push(&v).is_ok() {
+                    let _ = acc.finish();
+                }
+            }
+        }
+        3 => {
+            if let Some(v) = round_trip::<Message>(&value) {
+                valid(v.validate())
+            }
+        }
+        4 => {
+            if let Some(v) = round_trip::<Part>(&value) {
+                valid(v.validate())
+            }
+        }
+        5 => {
+            if let Some(v) = round_trip::<ToolCall>(&value) {
+                valid(v.validate())
+            }
+        }
+        6 => {
+            if let Some(v) = round_trip::<ToolResult>(&value) {
+                valid(v.validate())
+            }
+        }
+        7 => {
+            if let Some(v) = round_trip::<ToolDefinition>(&value) {
+                valid(v.validate())
+            }
+        }
+        8 => {
+            if let Some(v) = round_trip::<Options>(&value) {
+                valid(v.validate())
+            }
+        }
+        9 => drop(round_trip::<ToolChoice>(&value)),
+        10 => drop(round_trip::<Usage>(&value)),
+        11 => drop(round_trip::<FinishReason>(&value)),
+        12 => {
+            if let Some(v) = round_trip::<ToolCallDelta>(&value) {
+                valid(v.validate())
+            }
+        }
+        _ => {
+            if let Some(v) = round_trip::<ToolOutput>(&value) {
+                valid(v.validate())
+            }
+        }
+    }
+}
+
+/// `ToolInputRequest` decoding (which compiles the response schema) never panics; accepted
+/// requests round-trip, and validating their own members against the schema never panics.
+pub fn tool_input_request(data: &[u8]) {
+    use keel::tool::ToolInputRequest;
+    let Ok(value) = json::parse(data) else { return };
+    let Some(request) = round_trip::<ToolInputRequest>(&value) else { return };
+    for candidate in [request.prompt(), request.continuation_state(), request.response_schema()] {
+        if let Ok(continuation) = request.resume_with(candidate.value()) {
+            assert_eq!(continuation.response(), candidate, "a validated response is kept as given");
+            assert_eq!(continuation.state(), request.continuation_state());
+        }
+    }
+}
+
+/// The captured seed snapshots that [`snapshot_mutation`] edits.
+pub fn mutation_bases() -> &'static [Json] {
+    static BASES: OnceLock<Vec<Json>> = OnceLock::new();
+    BASES.get_or_init(|| runs::seed_cuts().into_iter().map(|(_, bytes)| parse_unbounded(&bytes)).collect())
+}
+
+/// Structured: the bytes drive an [`arbitrary_json::SnapshotMutation`] of a real captured
+/// snapshot; whatever the edits produce, decoding never panics and an accepted result obeys
+/// every [`tree_snapshot`] property.
+pub fn snapshot_mutation(data: &[u8]) {
+    let Ok(mutation) = arbitrary_json::SnapshotMutation::arbitrary_take_rest(Unstructured::new(data)) else { return };
+    let bases = mutation_bases();
+    let Some(base) = bases.get(usize::from(mutation.base) % bases.len().max(1)) else { return };
+    let mut tree = base.clone();
+    for edit in mutation.edits.iter().take(arbitrary_json::MAX_EDITS) {
+        arbitrary_json::apply(&mut tree, edit);
+    }
+    let bytes = tree.to_canonical_bytes();
+    if let Ok(snap) = TreeSnapshot::decode(&bytes) {
+        check_snapshot(&snap, &bytes);
+    }
+}

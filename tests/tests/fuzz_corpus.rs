@@ -1,0 +1,195 @@
+//! Replays every committed fuzz corpus file (`fuzz/corpus/<target>/`) through the same
+//! property the fuzz target runs (`keel_tests::fuzz_props`), so `cargo test` keeps every seed,
+//! minimized fuzzer find and fixed crash passing without libFuzzer.
+
+use keel_tests::fuzz_props::{self, TARGETS};
+use std::path::{Path, PathBuf};
+
+/// The committed corpus stays small so this replay stays fast.
+const MAX_FILES_PER_TARGET: usize = 200;
+const MAX_FILE_BYTES: u64 = 64 * 1024;
+
+fn corpus_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus")
+}
+
+fn files(target: &str) -> Vec<PathBuf> {
+    let dir = corpus_root().join(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("corpus entry").path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+/// Runs every file of `target` through its property; reports all failing files at once.
+fn replay(target: &str) {
+    let files = files(target);
+    assert!(!files.is_empty(), "{target}: the seed corpus is empty");
+    assert!(files.len() <= MAX_FILES_PER_TARGET, "{target}: {} files (limit {MAX_FILES_PER_TARGET}); run `cargo fuzz cmin`", files.len());
+    let mut failures = Vec::new();
+    for file in &files {
+        let len = std::fs::metadata(file).expect("metadata").len();
+        assert!(len <= MAX_FILE_BYTES, "{}: {len} bytes (limit {MAX_FILE_BYTES})", file.display());
+        let data = std::fs::read(file).expect("read corpus file");
+        if std::panic::catch_unwind(|| assert!(fuzz_props::run_target(target, &data), "unknown target")).is_err() {
+            failures.push(file.display().to_string());
+        }
+    }
+    assert!(failures.is_empty(), "{target}: properties broke on {failures:#?}");
+}
+
+#[test]
+fn corpus_json_parse() {
+    replay("json_parse");
+}
+
+#[test]
+fn corpus_tree_snapshot() {
+    replay("tree_snapshot");
+}
+
+#[test]
+fn corpus_kernel_values() {
+    replay("kernel_values");
+}
+
+#[test]
+fn corpus_chat_types() {
+    replay("chat_types");
+}
+
+#[test]
+fn corpus_tool_input_request() {
+    replay("tool_input_request");
+}
+
+#[test]
+fn corpus_snapshot_mutation() {
+    replay("snapshot_mutation");
+}
+
+#[test]
+fn every_corpus_directory_is_a_target() {
+    let mut dirs: Vec<String> = std::fs::read_dir(corpus_root())
+        .expect("fuzz/corpus")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    dirs.sort();
+    let mut targets: Vec<String> = TARGETS.iter().map(|t| t.to_string()).collect();
+    targets.sort();
+    assert_eq!(dirs, targets);
+}
+
+/// The captured snapshots (`real-*`) must stay real: if the snapshot format changes they stop
+/// decoding and only exercise the first rejection. Re-capture them with
+/// `cargo run -p keel-tests --bin capture-corpus` (after deleting the old `real-*` files).
+#[test]
+fn captured_snapshots_still_decode() {
+    let real: Vec<PathBuf> = files("tree_snapshot")
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("real-")))
+        .collect();
+    assert!(real.len() >= 20, "expected the captured snapshots in fuzz/corpus/tree_snapshot");
+    for file in real {
+        let bytes = std::fs::read(&file).expect("read");
+        if let Err(e) = keel::kernel::snapshot::TreeSnapshot::decode(&bytes) {
+            panic!("{} no longer decodes ({e}): re-run capture-corpus", file.display());
+        }
+    }
+}
+
+/// The mutation target edits the seed scenarios' cuts; they must all be accepted as they are.
+#[test]
+fn mutation_bases_are_accepted_snapshots() {
+    let bases = fuzz_props::mutation_bases();
+    assert!(bases.len() >= 20);
+    for base in bases {
+        let bytes = base.to_canonical_bytes();
+        keel::kernel::snapshot::TreeSnapshot::decode(&bytes).expect("a captured cut decodes");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Regressions for bugs the fuzzers and properties found (outside this crate).
+
+/// Found by `properties::every_cut_of_a_generated_run_round_trips`: the testkit encoded
+/// `Op::Dispatch(Json::Null)` as `"payload":null` but decoded it with `required`, which
+/// rejects an explicit null, so a script dispatching `null` failed to start.
+#[test]
+fn testkit_dispatch_of_null_round_trips() {
+    use keel::json::{FromJson, Json, ToJson};
+    use keel::kernel::testkit::Op;
+    let op = Op::Dispatch(Json::Null);
+    assert_eq!(Op::from_json(&op.to_json()).expect("decodes"), op);
+    let scenario = fuzz_props::runs::Scenario {
+        ops: vec![op],
+        dispatch: vec![],
+        host: vec![],
+        budget: keel::kernel::resource::Budget::unlimited(),
+    };
+    assert!(!fuzz_props::runs::run(&scenario).is_empty(), "the run starts and commits");
+}
+
+/// Found by `properties::every_cut_of_a_generated_run_round_trips`: `null` is a payload like
+/// any other in memory (`Payload::null()`), and every encoder writes it as `"payload":null`,
+/// but the decoders read payload members as required non-null typed members. A strategy that
+/// dispatched `null`, a dispatcher that settled with `null` or a host that delivered a `null`
+/// Signal made the owner commit cuts that no longer decoded: the tree could not be restored.
+#[test]
+fn null_payloads_round_trip_through_every_decoder() {
+    use keel::json::{FromJson, Payload, ToJson};
+    use keel::kernel::child::ChildSpec;
+    use keel::kernel::effect::{Effect, FrameworkEffect, Settlement};
+    use keel::kernel::ids::{ChildKey, SignalId, WaitKey};
+    use keel::kernel::signal::{SettlementStatus, Signal, SignalRequest};
+    use keel::kernel::transition::Transition;
+    use keel::kernel::waist::ExecutionState;
+    use std::fmt::Debug;
+
+    fn round_trip<T: FromJson + ToJson + PartialEq + Debug>(value: T) {
+        let json = value.to_json();
+        let decoded = T::from_json(&json).unwrap_or_else(|e| panic!("{} with a null payload: {e}", json.to_canonical_string()));
+        assert_eq!(decoded, value);
+    }
+    let null = Payload::null();
+    round_trip(Effect::Dispatcher(null.clone()));
+    round_trip(Effect::Framework(FrameworkEffect::Wait { key: WaitKey::parse("k").unwrap(), payload: Some(null.clone()) }));
+    round_trip(Settlement { status: SettlementStatus::Succeeded, payload: null.clone() });
+    round_trip(Signal::new(SignalId::external("signal:a").unwrap(), None, null.clone(), None).unwrap());
+    round_trip(SignalRequest::new(SignalId::external("signal:a").unwrap(), None, null.clone()).unwrap());
+    round_trip(ExecutionState { kind: keel::text::QualifiedName::parse("keel.fuzz.state").unwrap(), payload: null.clone() });
+    round_trip(Transition::Complete { consumed: 0, output: null.clone() });
+    let world = fuzz_props::runs::World::new(&[]);
+    round_trip(ChildSpec {
+        key: ChildKey::parse("c").unwrap(),
+        deployment_ref: world.child.reference().clone(),
+        input: null,
+        budget: keel::kernel::resource::Budget::unlimited(),
+        capabilities: keel::kernel::capability::CapabilitySet::empty(),
+    });
+}
+
+/// The same bug end to end: every cut of a run full of `null` payloads decodes and restores.
+#[test]
+fn runs_with_null_payloads_commit_decodable_cuts() {
+    use fuzz_props::runs::{DispatchOutcome, HostAction, Scenario};
+    use keel::json::Json;
+    use keel::kernel::testkit::Op;
+    let scenario = Scenario {
+        ops: vec![Op::Dispatch(Json::Null), Op::Wait("k".into()), Op::Checkpoint],
+        dispatch: vec![DispatchOutcome::Echo],
+        host: vec![HostAction::Restore, HostAction::AnswerWaits(Json::Null), HostAction::Restore],
+        budget: keel::kernel::resource::Budget::unlimited(),
+    };
+    let cuts = fuzz_props::runs::run(&scenario);
+    assert!(cuts.len() >= 4, "the run gets past its first dispatch ({} cuts)", cuts.len());
+    for cut in &cuts {
+        if let Err(e) = keel::kernel::snapshot::TreeSnapshot::decode(cut) {
+            panic!("a committed cut must decode: {e}");
+        }
+        fuzz_props::tree_snapshot(cut);
+    }
+}
