@@ -34,7 +34,7 @@ fn describe_failures(reports: &[RunReport]) -> String {
     let mut text = format!("{} of {} seeds violated invariants\n", failing.len(), reports.len());
     for r in failing.iter().take(5) {
         text.push_str(&format!(
-            "seed {} ({}), outcome {}: {:?}\n  swarm {:?}\n  replay: cargo test -p keel-sim --test kernel_world -- --ignored replay_one (KEEL_SEED={} KEEL_SCENARIO={})\n",
+            "seed {} ({}), outcome {}: {:?}\n  swarm {:?}\n  replay: KEEL_SEED={} KEEL_SCENARIO={} cargo test -p keel-sim --test kernel_world -- --ignored --nocapture replay_one\n",
             r.seed, r.scenario, r.outcome, r.violations, r.swarm, r.seed, r.scenario
         ));
     }
