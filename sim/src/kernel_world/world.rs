@@ -192,7 +192,7 @@ impl World {
         let s = &setup.swarm.shape;
         let limits = TreeLimits::default().with_max_active_children(s.max_active_children).with_max_depth(s.limit_depth);
         let root_id = ProcessId::root_from_hex(&random_hex(&rng, 16)).map_err(|e| e.to_string())?;
-        let decode_all = chance(&rng, 250);
+        let decode_all = chance(&rng, 125);
         Ok(World {
             swarm: setup.swarm.clone(),
             flaw: setup.flaw,
