@@ -34,7 +34,7 @@ fn describe_failures(reports: &[RunReport]) -> String {
     let mut text = format!("{} of {} seeds violated invariants\n", failing.len(), reports.len());
     for r in failing.iter().take(5) {
         text.push_str(&format!(
-            "seed {} ({}), outcome {}: {:?}\n  swarm {:?}\n  replay: cargo test -p keel-sim --test kernel_world -- --ignored replay_one (KEEL_SEED={} KEEL_SCENARIO={})\n",
+            "seed {} ({}), outcome {}: {:?}\n  swarm {:?}\n  replay: KEEL_SEED={} KEEL_SCENARIO={} cargo test -p keel-sim --test kernel_world -- --ignored --nocapture replay_one\n",
             r.seed, r.scenario, r.outcome, r.violations, r.swarm, r.seed, r.scenario
         ));
     }
@@ -44,7 +44,7 @@ fn describe_failures(reports: &[RunReport]) -> String {
 #[test]
 fn swarm_passes_on_the_default_seeds_and_covers_every_fault_and_crash_boundary() {
     let started = Instant::now();
-    let reports = campaign(0..SEEDS, |seed| swarm_run(seed, DriverFlaw::None, &RunOptions::default()));
+    let reports = campaign(0..SEEDS, |seed| swarm_run(seed, DriverFlaw::None, &RunOptions { keep_trace: false }));
     let elapsed = started.elapsed();
     assert!(reports.iter().all(|r| r.violations.is_empty()), "{}", describe_failures(&reports));
 
@@ -79,8 +79,8 @@ fn swarm_passes_on_the_default_seeds_and_covers_every_fault_and_crash_boundary()
 
 #[test]
 fn equal_seeds_give_equal_traces_and_different_seeds_differ() {
-    let first = campaign(0..50, |seed| swarm_run(seed, DriverFlaw::None, &RunOptions::default()));
-    let second = campaign(0..50, |seed| swarm_run(seed, DriverFlaw::None, &RunOptions::default()));
+    let first = campaign(0..50, |seed| swarm_run(seed, DriverFlaw::None, &RunOptions { keep_trace: false }));
+    let second = campaign(0..50, |seed| swarm_run(seed, DriverFlaw::None, &RunOptions { keep_trace: false }));
     for (a, b) in first.iter().zip(&second) {
         assert_eq!(a.trace_hash, b.trace_hash, "seed {} is not deterministic", a.seed);
         assert_eq!((&a.faults_fired, &a.outcome, a.invariants_checked), (&b.faults_fired, &b.outcome, b.invariants_checked));
@@ -95,7 +95,7 @@ fn equal_seeds_give_equal_traces_and_different_seeds_differ() {
 
 /// Runs seeds until one report has a violation of `invariant`; returns that seed.
 fn first_catch(flaw: DriverFlaw, invariant: &str) -> Option<u64> {
-    (0..SEEDS).find(|seed| swarm_run(*seed, flaw, &RunOptions::default()).violations.iter().any(|v| v.invariant == invariant))
+    (0..SEEDS).find(|seed| swarm_run(*seed, flaw, &RunOptions { keep_trace: false }).violations.iter().any(|v| v.invariant == invariant))
 }
 
 #[test]
@@ -127,7 +127,7 @@ fn the_crash_matrix_passes_every_boundary_and_fault() {
     let matrix = scenario("kernel-crash-matrix");
     let mut cases = BTreeSet::new();
     for seed in 0..MATRIX_CASES {
-        let r = matrix.run(seed, &RunOptions::default());
+        let r = matrix.run(seed, &RunOptions { keep_trace: false });
         assert!(r.violations.is_empty(), "case {:?}: {:?}", matrix_case(seed), r.violations);
         assert!(r.outcome.starts_with("terminal:completed"), "case {:?} ended {}", matrix_case(seed), r.outcome);
         cases.insert(r.crash_points_hit.keys().cloned().collect::<Vec<_>>());
@@ -139,7 +139,7 @@ fn the_crash_matrix_passes_every_boundary_and_fault() {
 fn fixed_shape_scenarios_pass() {
     for name in ["kernel-stale-writer", "kernel-fanout-order"] {
         let s = scenario(name);
-        let reports = campaign(0..80, |seed| s.run(seed, &RunOptions::default()));
+        let reports = campaign(0..80, |seed| s.run(seed, &RunOptions { keep_trace: false }));
         assert!(reports.iter().all(|r| r.violations.is_empty()), "{name}: {}", describe_failures(&reports));
         let fired: BTreeSet<&String> = reports.iter().flat_map(|r| r.faults_fired.keys()).collect();
         let wanted = if name == "kernel-stale-writer" { "seen.fenced" } else { "dispatch.reordered" };

@@ -14,7 +14,7 @@ pub const MAX_FINISHING_ACTIONS: u32 = 64;
 /// Depth of the generated process tree (root = 0).
 pub const MAX_TREE_DEPTH: u32 = 3;
 /// Processes in a generated tree, root included.
-pub const MAX_PROCESSES: u32 = 5;
+pub const MAX_PROCESSES: u32 = 4;
 /// Ops in one generated script.
 pub const MAX_OPS_PER_SCRIPT: u32 = 4;
 /// Dispatcher Effects in one generated batch.

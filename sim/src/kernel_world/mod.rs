@@ -4,9 +4,9 @@
 //! ```
 //! use keel_sim::kernel_world::{scenarios, RunOptions};
 //! let swarm = scenarios().into_iter().find(|s| s.name() == "kernel-swarm").unwrap();
-//! let report = swarm.run(7, &RunOptions::default());
+//! let report = swarm.run(7, &RunOptions { keep_trace: false });
 //! assert!(report.violations.is_empty(), "{:?}", report.violations);
-//! assert_eq!(report.trace_hash, swarm.run(7, &RunOptions::default()).trace_hash);
+//! assert_eq!(report.trace_hash, swarm.run(7, &RunOptions { keep_trace: false }).trace_hash);
 //! ```
 //!
 //! Code map:

@@ -38,7 +38,12 @@ impl World {
                 self.log(format!("i{ord} published stopped"));
                 let own = &error.incarnation == self.instances[i].owner.incarnation();
                 self.oracle.check(own, "e.published_acknowledged", || "a RuntimeError names another incarnation".into());
+                let acked = self.instances[i].acked;
+                self.oracle.check(error.head_digest == acked, "runtime_error", || {
+                    format!("instance {ord}'s RuntimeError names head {:?}, its last acknowledged head is {acked:?}", error.head_digest)
+                });
                 self.instances[i].stopped = true;
+                self.instances[i].stop_unresolved = Some(error.unresolved_effect_ids);
             }
             Publication::Event(e) => {
                 if e.phase == EventPhase::Committed {

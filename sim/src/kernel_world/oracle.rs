@@ -21,7 +21,8 @@
 //!   unadjudicated by policy;
 //! * `j.settlement_truth` — a settled dispatcher Effect carries the world's real answer or a
 //!   settlement the host submitted for it;
-//! * plus `mailbox_monotone`, `usage_monotone`, `first_terminal_wins`, `frontier`, `terminal_consistency`, `allocation`, `fencing`, `durable_ack`,
+//! * plus `runtime_error` (its head and unresolved Effects against what the world saw),
+//!   `mailbox_monotone`, `usage_monotone`, `first_terminal_wins`, `frontier`, `terminal_consistency`, `allocation`, `fencing`, `durable_ack`,
 //!   `signal_admission`, `strategy_order`, `restore`, `commit_in_flight`, `kernel_contract`.
 
 use super::bounds::MAX_VIOLATIONS;

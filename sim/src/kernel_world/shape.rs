@@ -312,6 +312,19 @@ impl Workload {
         node(&self.root)
     }
 
+    /// Whether any script has a lazy wait.
+    pub fn has_lazy_waits(&self) -> bool {
+        fn any(n: &Node) -> bool {
+            n.ops.iter().any(|op| match op {
+                NodeOp::LazyWait(_) => true,
+                NodeOp::Child(c) => any(&c.node),
+                NodeOp::Spawn { children, .. } => children.iter().any(|c| any(&c.node)),
+                _ => false,
+            })
+        }
+        any(&self.root)
+    }
+
     /// How many processes the tree would have if every start succeeds.
     pub fn process_count(&self) -> u32 {
         fn count(n: &Node) -> u32 {

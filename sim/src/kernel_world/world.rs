@@ -19,7 +19,7 @@ use keel::env::{random_hex, CancelToken, SeededRng, Timestamp};
 use keel::json::{Digest, Json, Payload};
 use keel::kernel::binding::Deployment;
 use keel::kernel::capability::CapabilitySet;
-use keel::kernel::commit::{CommitError, Committer, EffectBoundaryKind, Fault, FaultyCommitter, MemoryCommitter};
+use keel::kernel::commit::{CheckpointKind, CommitError, Committer, EffectBoundaryKind, Fault, FaultyCommitter, MemoryCommitter};
 use keel::kernel::direct;
 use keel::kernel::effect::{Effect, EffectPhase, Settlement};
 use keel::kernel::ids::{EffectId, IncarnationId, ProcessId, SignalId};
@@ -119,6 +119,8 @@ pub(super) struct Instance {
     pub next_command: CommandId,
     /// DriverFlaw::DispatchBeforePending: Effects already performed before their commit.
     pub pre_dispatched: BTreeSet<EffectId>,
+    /// The unresolved EffectIds of the RuntimeError this instance published.
+    pub stop_unresolved: Option<Vec<EffectId>>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -170,6 +172,8 @@ pub(super) struct World {
     pub unchecked: Option<keel::kernel::commit::Head>,
     /// Decode every installed head (else: restore sources, unacknowledged and final heads).
     pub decode_all: bool,
+    /// Whether the workload has lazy waits (the only source of early answers).
+    pub lazy_waits: bool,
     pub bounded_out: Option<&'static str>,
 }
 
@@ -188,7 +192,7 @@ impl World {
         let s = &setup.swarm.shape;
         let limits = TreeLimits::default().with_max_active_children(s.max_active_children).with_max_depth(s.limit_depth);
         let root_id = ProcessId::root_from_hex(&random_hex(&rng, 16)).map_err(|e| e.to_string())?;
-        let decode_all = chance(&rng, 250);
+        let decode_all = chance(&rng, 125);
         Ok(World {
             swarm: setup.swarm.clone(),
             flaw: setup.flaw,
@@ -223,6 +227,7 @@ impl World {
             last_head: None,
             unchecked: None,
             decode_all,
+            lazy_waits: setup.workload.has_lazy_waits(),
             bounded_out: None,
         })
     }
@@ -291,6 +296,7 @@ impl World {
             commands: BTreeMap::new(),
             next_command: 1,
             pre_dispatched: BTreeSet::new(),
+            stop_unresolved: None,
         });
         let i = self.instances.len() - 1;
         self.pump(i);
@@ -373,7 +379,9 @@ impl World {
             Some(self.send_commit(i, &request))
         };
         let stored = matches!(result, Some(Ok(())));
-        let checkpoint = matches!(&request, CommitRequest::Checkpoint(_));
+        // Only a lazy wait's checkpoint (a `progress` cut) shows a wait open while its
+        // Process runs; other cuts are not worth decoding for it.
+        let checkpoint = self.lazy_waits && matches!(&request, CommitRequest::Checkpoint(c) if c.kind == CheckpointKind::Progress);
         self.instances[i].outstanding = Some(Outstanding { request, result });
         // A host that races ahead: it learns of a wait from the store before the writer's
         // acknowledgement and answers at once; the owner applies the answer after the ack,
@@ -570,20 +578,32 @@ impl World {
         }
         self.pump(i);
         if failed {
-            self.writer_failed(i)?;
+            self.writer_failed(i, request)?;
         }
         Ok(())
     }
 
     /// A writer whose commit failed: it must have stopped (RuntimeError, no Result after its
     /// last ack). It is dropped; the head is restored elsewhere if no writer is left.
-    fn writer_failed(&mut self, i: usize) -> Result<(), String> {
+    fn writer_failed(&mut self, i: usize, failed: &CommitRequest) -> Result<(), String> {
         let inst = &self.instances[i];
         let ord = inst.ordinal;
         self.oracle.check(inst.stopped, "e.published_acknowledged", || format!("instance {ord} failed a commit but did not publish Stopped"));
         if inst.acked.is_none() {
             let nothing = inst.published.is_empty();
             self.oracle.check(nothing, "e.published_acknowledged", || format!("instance {ord} published before its first acknowledged commit"));
+        }
+        // Spec §6.4: the RuntimeError lists every in-flight dispatch and the Effect whose
+        // settled/resolved commit failed; a failed pending commit adds nothing.
+        let listed: BTreeSet<EffectId> = inst.stop_unresolved.iter().flatten().cloned().collect();
+        let in_flight: Vec<EffectId> = inst.queue.iter().map(|q| q.effect.clone()).filter(|e| !listed.contains(e)).collect();
+        self.oracle.check(in_flight.is_empty(), "runtime_error", || format!("instance {ord}'s RuntimeError omits in-flight dispatches {in_flight:?}"));
+        if let CommitRequest::Effect(b) = failed {
+            let wanted = b.kind != EffectBoundaryKind::Pending;
+            let present = listed.contains(&b.effect_id);
+            self.oracle.check(wanted == present, "runtime_error", || {
+                format!("instance {ord}'s RuntimeError lists={present} the Effect of its failed {} boundary", b.kind.as_str())
+            });
         }
         self.drop_instance(i)
     }
