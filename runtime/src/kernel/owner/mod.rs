@@ -309,10 +309,18 @@ impl Owner {
                 self.advance(&pid);
                 continue;
             }
-            let cut_differs = self.cut_differs_from_head();
+            // Build the cut once: it is both compared with the head and, if it differs, committed.
+            let cut = self.snapshot();
+            let cut_differs = match (&self.head, &cut) {
+                (Some((head, _)), Ok(c)) => head.digest() != c.digest(),
+                _ => true,
+            };
             if cut_differs && (self.jobs.is_empty() || !self.staged.is_empty()) {
                 let kind = self.cut_class();
-                self.commit_checkpoint(kind, AfterCommit::Nothing);
+                match cut {
+                    Ok(c) => self.commit_checkpoint_cut(kind, AfterCommit::Nothing, Arc::new(c)),
+                    Err(e) => self.stop(format!("prospective cut rejected: {e}"), None),
+                }
                 continue;
             }
             return;
@@ -375,6 +383,11 @@ impl Owner {
 
     fn commit_checkpoint(&mut self, kind: CheckpointKind, after: AfterCommit) {
         let Some(cut) = self.prospective() else { return };
+        self.commit_checkpoint_cut(kind, after, cut);
+    }
+
+    /// Commits an already-built, validated cut as a checkpoint.
+    fn commit_checkpoint_cut(&mut self, kind: CheckpointKind, after: AfterCommit, cut: Arc<TreeSnapshot>) {
         let sequence = self.next_sequence();
         let previous_digest = self.head.as_ref().map(|(h, _)| h.digest());
         let checkpoint = Checkpoint { sequence, kind, previous_digest, cut: Self::tree_cut(&cut) };
