@@ -1,6 +1,6 @@
 //! Running one Step inline: `step → snapshot → restore`, then preparation (spec §1.3, §1.4).
 
-use super::{Live, Owner};
+use super::{Action, Live, Owner, Publication};
 use crate::kernel::effect::{Effect, FrameworkEffect};
 use crate::kernel::failure::Failure;
 use crate::kernel::prepared::PreparedStep;
@@ -79,6 +79,7 @@ impl Owner {
             return self.stop(format!("process {pid} has no adopted execution"), None);
         };
         self.attempt_event(pid, super::super::event::names::STEP_STARTED, Some(sequence), None);
+        let started_at = self.now;
         let cx = StepContext::default();
         let outcome = guarded(Stage::Step, || execution_instance.step(&cx, &window))
             .and_then(|t| guarded(Stage::Snapshot, || execution_instance.snapshot()).map(|s| (t, s)))
@@ -86,9 +87,13 @@ impl Owner {
         drop(execution_instance);
         let (transition, candidate_state, candidate) = match outcome {
             Ok(v) => v,
-            Err(failure) => return self.fail_after_discard(pid, failure),
+            Err(failure) => {
+                self.step_finished(pid, sequence, "failed", started_at);
+                return self.fail_after_discard(pid, failure);
+            }
         };
         if let Err(failure) = self.prepare(pid, sequence, window.len(), &transition) {
+            self.step_finished(pid, sequence, "failed", started_at);
             return self.fail_after_discard(pid, failure);
         }
         self.attempt_event(pid, super::super::event::names::STEP_PREPARED, Some(sequence), None);
@@ -104,12 +109,28 @@ impl Owner {
                 p.prepared_effects = before;
             }
             let message = format!("{what} would be {bytes} bytes, over {limit}");
+            self.step_finished(pid, sequence, "failed", started_at);
             return self.fail_after_discard(pid, execution(crate::kernel::failure::codes::LIMIT_SNAPSHOT, &message));
         }
         if let Some(live) = self.live.get_mut(pid) {
             live.candidate = Some(candidate);
         }
+        self.step_finished(pid, sequence, "prepared", started_at);
         // A batch with no Effects finalizes on the next turn (advance sees it fully settled).
+    }
+
+    /// `agent.step.finished` (spec §10.1, attempt phase): closes every attempt that emitted
+    /// `step.started`, with how it ended (`prepared` or `failed`) and its duration on the
+    /// owner's clock. Whether the prepared step commits is `step.committed`'s business.
+    fn step_finished(&mut self, pid: &ProcessId, sequence: u64, status: &str, started_at: crate::env::Timestamp) {
+        let duration = self.now.saturating_duration_since(started_at);
+        if let Some(mut e) = self.event(pid, super::super::event::names::STEP_FINISHED, Some(sequence), None) {
+            e.payload = crate::json::ObjectBuilder::new()
+                .field("status", status)
+                .field("duration_ms", &u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+                .build();
+            self.actions.push_back(Action::Publish(Publication::Event(e)));
+        }
     }
 
     /// Preparation checks in spec order (§1.3); the first failure wins.
