@@ -10,6 +10,8 @@ pub mod interaction;
 pub mod json;
 pub mod kernel;
 pub mod limits;
+#[cfg(feature = "mutations")]
+pub mod mutation;
 pub mod schema;
 pub mod text;
 pub mod tool;

@@ -30,9 +30,28 @@ impl Machine<'_> {
 
     /// Makes every pending steer visible (a safe model boundary) and returns their ids.
     pub(super) fn apply_pending(&mut self) -> Vec<SignalId> {
+        #[cfg(feature = "mutations")]
+        if crate::mutation::active(crate::mutation::Mutation::SteerAppliedTwice) {
+            return self.apply_pending_twice();
+        }
         let PendingSteer { messages, signal_ids } = self.s.pending_steer.take().unwrap_or_default();
         self.s.working_context.messages.extend(messages);
         signal_ids
+    }
+
+    /// MUTATION SteerAppliedTwice: the first application leaves the steer pending, so the
+    /// next model boundary applies it again (recognized by its messages already being in
+    /// the context) and only then clears it.
+    #[cfg(feature = "mutations")]
+    fn apply_pending_twice(&mut self) -> Vec<SignalId> {
+        let Some(pending) = self.s.pending_steer.take() else { return Vec::new() };
+        let again = pending.messages.iter().all(|m| self.s.working_context.messages.contains(m));
+        self.s.working_context.messages.extend(pending.messages.iter().cloned());
+        let ids = pending.signal_ids.clone();
+        if !again {
+            self.s.pending_steer = Some(pending);
+        }
+        ids
     }
 
     /// T1: `ready_model` + steers.
@@ -62,7 +81,13 @@ impl Machine<'_> {
         self.s.model_call_count = sequence;
         self.s.phase = Phase::AwaitingModel;
         self.s.tool_round = None;
-        self.s.pending_steer = None;
+        #[cfg(feature = "mutations")]
+        let keep = crate::mutation::active(crate::mutation::Mutation::SteerAppliedTwice);
+        #[cfg(not(feature = "mutations"))]
+        let keep = false;
+        if !keep {
+            self.s.pending_steer = None;
+        }
         Ok(Transition::Continue { consumed: self.consumed, effects: vec![Effect::Dispatcher(payload)] })
     }
 

@@ -53,6 +53,18 @@ fn delegate_input(delegate: &Delegate, call: &ToolCall) -> Result<Payload, Strin
     Payload::from_json(value).map_err(|e| format!("error: delegated worker arguments are not valid JSON: {e}"))
 }
 
+/// The order a batch folds in: invocation (= call) order.
+fn fold_order(batch: &ChildBatch) -> Vec<&BatchInvocation> {
+    #[cfg(feature = "mutations")]
+    if crate::mutation::active(crate::mutation::Mutation::FoldInCompletionOrder) {
+        // MUTATION: arrival order instead (a stable sort keeps unranked ties in place).
+        let mut order: Vec<&BatchInvocation> = batch.invocations.iter().collect();
+        order.sort_by_key(|i| i.completed.unwrap_or(u32::MAX));
+        return order;
+    }
+    batch.invocations.iter().collect()
+}
+
 impl Machine<'_> {
     fn round(&self) -> Result<&ToolRound, StepError> {
         self.s.tool_round.as_ref().ok_or_else(|| invalid("no tool round"))
@@ -389,6 +401,12 @@ impl Machine<'_> {
                 }
             };
             batch.invocations[j].result = Some(settled);
+            #[cfg(feature = "mutations")]
+            if kind == BatchKind::Tool
+                && crate::mutation::active(crate::mutation::Mutation::FoldInCompletionOrder)
+            {
+                batch.invocations[j].completed = u32::try_from(batch.settled_count()).ok();
+            }
         }
         batch.wait_id = None;
         match kind {
@@ -407,7 +425,7 @@ impl Machine<'_> {
         let mut names = self.s.advertised_tool_names.clone();
         let mut results = Vec::with_capacity(batch.invocations.len());
         let mut all_direct = batch.kind == BatchKind::Tool;
-        for invocation in &batch.invocations {
+        for invocation in fold_order(batch) {
             let settled = invocation.result.as_ref().ok_or_else(|| invalid("folding an unsettled invocation"))?;
             for name in &settled.advertised_tool_names {
                 if !names.contains(name) {

@@ -188,6 +188,10 @@ pub struct BatchInvocation {
     pub process_id: Option<ProcessId>,
     /// The settled result, kept until the batch folds.
     pub result: Option<SettledToolResult>,
+    /// Mutation `FoldInCompletionOrder` only: the 1-based rank of this result's arrival in
+    /// the batch (`"completed"` on the wire; never written while the mutation is off).
+    #[cfg(feature = "mutations")]
+    pub completed: Option<u32>,
 }
 
 impl BatchInvocation {
@@ -207,11 +211,13 @@ impl BatchInvocation {
 
 impl ToJson for BatchInvocation {
     fn to_json(&self) -> Json {
-        ObjectBuilder::new()
+        let b = ObjectBuilder::new()
             .opt_field("child_key", self.child_key.as_ref())
             .opt_field("process_id", self.process_id.as_ref())
-            .opt_field("result", self.result.as_ref())
-            .build()
+            .opt_field("result", self.result.as_ref());
+        #[cfg(feature = "mutations")]
+        let b = b.opt_field("completed", self.completed.as_ref());
+        b.build()
     }
 }
 
@@ -222,6 +228,8 @@ impl FromJson for BatchInvocation {
             child_key: r.optional("child_key")?,
             process_id: r.optional("process_id")?,
             result: r.optional("result")?,
+            #[cfg(feature = "mutations")]
+            completed: r.optional("completed")?,
         };
         r.finish()?;
         Ok(invocation)

@@ -51,7 +51,12 @@ impl ParentState {
         match phase {
             Phase::ReadyModel | Phase::AwaitingModel => {
                 forbid(self.tool_round.is_some(), "a tool_round")?;
-                forbid(self.pending_steer.is_some(), "a pending_steer")?;
+                #[cfg(feature = "mutations")]
+                let steer_kept = crate::mutation::active(crate::mutation::Mutation::SteerAppliedTwice);
+                #[cfg(not(feature = "mutations"))]
+                let steer_kept = false;
+                // MUTATION SteerAppliedTwice keeps an applied steer pending past the boundary.
+                forbid(self.pending_steer.is_some() && !steer_kept, "a pending_steer")?;
                 forbid(self.final_output.is_some(), "a final_output")?;
                 if phase == Phase::AwaitingModel && self.model_call_count == 0 {
                     return Err(invalid("phase awaiting_model needs model_call_count ≥ 1"));
@@ -160,6 +165,14 @@ fn check_round(phase: Phase, sequence: u32, round: &ToolRound) -> Result<(), Int
     }
     for (i, (result, call)) in round.results.iter().zip(&calls).enumerate() {
         result.validate().map_err(|e| invalid(format!("results[{i}]: {e}")))?;
+        #[cfg(feature = "mutations")]
+        if crate::mutation::active(crate::mutation::Mutation::FoldInCompletionOrder) {
+            // MUTATION: results folded out of order; only require they answer settled calls.
+            if !calls[..next].iter().any(|c| result.answers(c)) {
+                return Err(invalid(format!("results[{i}] answers no settled call")));
+            }
+            continue;
+        }
         if !result.answers(call) {
             return Err(invalid(format!("results[{i}] does not answer call {i}")));
         }

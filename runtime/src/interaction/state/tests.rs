@@ -33,7 +33,7 @@ fn keyed(key: ChildKey) -> BatchInvocation {
     BatchInvocation { child_key: Some(key), ..BatchInvocation::default() }
 }
 fn started(key: ChildKey, process: &str) -> BatchInvocation {
-    BatchInvocation { child_key: Some(key), process_id: Some(pid(process)), result: None }
+    BatchInvocation { child_key: Some(key), process_id: Some(pid(process)), ..BatchInvocation::default() }
 }
 fn settled(id: &str, name: &str) -> SettledToolResult {
     SettledToolResult::new(ok_result(id, name, "r"), false)
@@ -517,25 +517,26 @@ fn invocation_rules() {
     reject(
         edit(delegate_starts(), |s| {
             batch(s).invocations[1] =
-                BatchInvocation { child_key: Some(dkey(&mixed_calls()[2])), process_id: None, result: Some(ok.clone()) }
+                BatchInvocation {
+                child_key: Some(dkey(&mixed_calls()[2])),
+                result: Some(ok.clone()),
+                ..BatchInvocation::default()
+            }
         }),
         "delegate result",
     );
     ok = SettledToolResult::new(ToolResult::error("d2", "research", "x"), false);
     reject(
         edit(delegate_waiting(), |s| {
-            batch(s).invocations[1] = BatchInvocation {
-                child_key: Some(dkey(&mixed_calls()[2])),
-                process_id: Some(pid("process:d2")),
-                result: Some(ok.clone()),
-            }
+            batch(s).invocations[1] =
+                BatchInvocation { result: Some(ok.clone()), ..started(dkey(&mixed_calls()[2]), "process:d2") }
         }),
         "delegate result",
     );
     // A start failure (key, no process, error result) is fine.
     assert!(edit(delegate_waiting(), |s| {
         batch(s).invocations[1] =
-            BatchInvocation { child_key: Some(dkey(&mixed_calls()[2])), process_id: None, result: Some(ok) }
+            BatchInvocation { child_key: Some(dkey(&mixed_calls()[2])), result: Some(ok), ..BatchInvocation::default() }
     })
     .validate_structure()
     .is_ok());
@@ -827,9 +828,8 @@ fn arb_tool_batch_state() -> impl Strategy<Value = ParentState> {
                     }
                     let c = &calls[j];
                     BatchInvocation {
-                        child_key: Some(tkey(&c.id)),
-                        process_id: Some(pid(&format!("process:{j}"))),
                         result: (j < settled_n).then(|| SettledToolResult::new(ok_result(&c.id, &c.name, "r"), false)),
+                        ..started(tkey(&c.id), &format!("process:{j}"))
                     }
                 })
                 .collect();

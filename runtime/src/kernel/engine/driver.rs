@@ -54,6 +54,10 @@ pub(super) struct Driver {
     next_command: CommandId,
     /// `process_sequence` counters of this activation (spec §10.1).
     sequences: BTreeMap<ProcessId, u64>,
+    /// Mutation `DispatchBeforePending`: fires once the last early-acknowledged commit ran,
+    /// so later commits still reach the committer in the owner's order.
+    #[cfg(feature = "mutations")]
+    early_commit: Option<oneshot::Receiver<()>>,
 }
 
 impl Driver {
@@ -73,6 +77,8 @@ impl Driver {
             replies: BTreeMap::new(),
             next_command: 1,
             sequences: BTreeMap::new(),
+            #[cfg(feature = "mutations")]
+            early_commit: None,
         }
     }
 
@@ -123,7 +129,19 @@ impl Driver {
         }
         while let Some(action) = self.owner.poll_action() {
             match action {
-                Action::Commit(request) => self.spawn_commit(request),
+                Action::Commit(request) => {
+                    #[cfg(feature = "mutations")]
+                    if crate::mutation::active(crate::mutation::Mutation::DispatchBeforePending)
+                        && is_pending_boundary(&request)
+                    {
+                        // MUTATION: tell the owner the pending boundary is durable before the
+                        // committer saw it; the owner dispatches in this very loop.
+                        self.spawn_early_commit(request);
+                        self.owner.handle(Input::CommitDone(Ok(())), self.shared.env.clock.now());
+                        continue;
+                    }
+                    self.spawn_commit(request)
+                }
                 Action::Dispatch {
                     deployment,
                     request,
@@ -140,10 +158,16 @@ impl Driver {
         }
     }
 
-    fn spawn_commit(&self, request: CommitRequest) {
+    fn spawn_commit(&mut self, request: CommitRequest) {
         let committer = self.shared.committer.clone();
         let tx = self.tx.clone();
+        #[cfg(feature = "mutations")]
+        let before = self.early_commit.take();
         self.shared.env.executor.spawn(Box::pin(async move {
+            #[cfg(feature = "mutations")]
+            if let Some(before) = before {
+                let _ = before.await;
+            }
             // AssertUnwindSafe: after a panic the request and committer handle are dropped
             // unobserved; the panic becomes a storage failure, which proves nothing.
             let outcome = AssertUnwindSafe(commit(committer.as_ref(), &request))
@@ -156,6 +180,37 @@ impl Driver {
                 });
             // A closed channel means the tree already stopped; the answer is moot.
             let _ = tx.unbounded_send(Msg::CommitDone(outcome));
+        }));
+    }
+
+    /// Mutation `DispatchBeforePending`: performs a commit the owner already believes
+    /// acknowledged. Its outcome is only recorded (a failure surfaces when the next commit,
+    /// which follows a head the store never got, is fenced).
+    #[cfg(feature = "mutations")]
+    fn spawn_early_commit(&mut self, request: CommitRequest) {
+        let committer = self.shared.committer.clone();
+        let tree = self.tree.clone();
+        let before = self.early_commit.take();
+        let (done, after) = oneshot::channel();
+        self.early_commit = Some(after);
+        self.shared.env.executor.spawn(Box::pin(async move {
+            if let Some(before) = before {
+                let _ = before.await;
+            }
+            let outcome = AssertUnwindSafe(commit(committer.as_ref(), &request))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|p| {
+                    Err(CommitError::Storage {
+                        message: bounded(&panic_text(&p), "committer panicked"),
+                    })
+                });
+            if let Err(e) = outcome {
+                tree.update(|s| {
+                    s.commit_error.get_or_insert(e);
+                });
+            }
+            let _ = done.send(());
         }));
     }
 
@@ -243,6 +298,11 @@ impl Driver {
             let _ = reply.send(self.tree.answer_locally(&target));
         }
     }
+}
+
+#[cfg(feature = "mutations")]
+fn is_pending_boundary(request: &CommitRequest) -> bool {
+    matches!(request, CommitRequest::Effect(b) if b.kind == crate::kernel::commit::EffectBoundaryKind::Pending)
 }
 
 fn bounded(text: &str, default: &str) -> String {

@@ -29,6 +29,9 @@ use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
+#[cfg(feature = "mutations")]
+mod mutations;
+
 // ---------------------------------------------------------------------------------------------
 // A deterministic single-threaded executor.
 

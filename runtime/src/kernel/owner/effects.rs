@@ -229,9 +229,39 @@ impl Owner {
         };
         let step = self.processes[&pid].prepared.as_ref().map(|s| s.sequence);
         self.attempt_event(&pid, crate::kernel::event::names::EFFECT_FINISHED, step, Some(&effect));
+        #[cfg(feature = "mutations")]
+        if self.processes[&pid].prepared.as_ref().is_some_and(|s| s.effects[index].phase == EffectPhase::Unknown) {
+            // MUTATION RedispatchUnknown: the re-run's settlement takes the host's slot.
+            let (phase, _) = normalize_outcome(outcome);
+            if phase != EffectPhase::Unknown {
+                self.set_phase(&pid, index, phase, None);
+                self.commit_effect(EffectBoundaryKind::Resolved, &pid, &effect, AfterCommit::Nothing);
+            }
+            return;
+        }
         let (phase, diagnostic) = normalize_outcome(outcome);
         self.set_phase(&pid, index, phase, diagnostic);
         self.commit_effect(EffectBoundaryKind::Settled, &pid, &effect, AfterCommit::Nothing);
+    }
+
+    /// MUTATION RedispatchUnknown: dispatches every restored Unknown dispatcher Effect again
+    /// instead of waiting for the host's resolution.
+    #[cfg(feature = "mutations")]
+    pub(super) fn redispatch_unknowns(&mut self) {
+        let unknown: Vec<(ProcessId, EffectId)> = self
+            .processes
+            .values()
+            .filter(|p| !p.is_terminal())
+            .filter_map(|p| {
+                let prepared = p.prepared.as_ref()?;
+                let e = &prepared.effects[prepared.frontier()?];
+                (e.phase == EffectPhase::Unknown && matches!(e.effect, Effect::Dispatcher(_)))
+                    .then(|| (p.id.clone(), e.id.clone()))
+            })
+            .collect();
+        for (pid, effect) in unknown {
+            self.start_dispatch(&pid, &effect);
+        }
     }
 
     /// A pending Effect found in a restored cut (no job of this incarnation runs it).

@@ -474,6 +474,10 @@ impl Owner {
                 for result in finished {
                     self.actions.push_back(Action::Publish(Publication::Finished { result }));
                 }
+                #[cfg(feature = "mutations")]
+                if restored && crate::mutation::active(crate::mutation::Mutation::RedispatchUnknown) {
+                    self.redispatch_unknowns();
+                }
             }
             AfterCommit::Dispatch { process, effect } => self.start_dispatch(&process, &effect),
             AfterCommit::PublishChild(pid) => {

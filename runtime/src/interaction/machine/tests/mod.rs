@@ -4,9 +4,16 @@
 
 mod active_delegates;
 mod config;
+mod delegate_waits;
 mod delegates;
 mod direct;
+mod faults;
 mod loops;
+#[cfg(feature = "mutations")]
+mod mutations;
+mod snapshots;
+mod streaming;
+mod waits;
 
 use crate::chat::{FinishReason, Message, Request, Response, ToolCall, Usage};
 use crate::env::{BoxFuture, Timestamp};
@@ -136,7 +143,13 @@ pub(super) const TOOLS: [&str; 6] = ["weather", "keyed", "shared", "direct", "se
 
 /// The real ToolSet over the test tools (`hidden` deferred).
 pub(super) fn tool_set() -> ToolSet {
-    let tools: Vec<Arc<dyn Tool>> = TOOLS.iter().map(|n| Arc::new(TestTool(n)) as Arc<dyn Tool>).collect();
+    tool_set_with(Vec::new())
+}
+
+/// The test tools followed by `extra` (registered after them).
+pub(super) fn tool_set_with(extra: Vec<Arc<dyn Tool>>) -> ToolSet {
+    let mut tools: Vec<Arc<dyn Tool>> = TOOLS.iter().map(|n| Arc::new(TestTool(n)) as Arc<dyn Tool>).collect();
+    tools.extend(extra);
     ToolSet::new(ToolSetConfig {
         name: "test.tools".into(),
         description: "Runs one test tool call.".into(),
@@ -152,6 +165,66 @@ pub(super) fn tool_set() -> ToolSet {
 /// The call id of a held tool dispatch.
 pub(super) fn tool_call_id(d: &crate::kernel::direct::PendingDispatch) -> String {
     ToolCallEffect::from_payload(&d.request.payload).unwrap().input.call.id
+}
+
+/// What a [`FaultTool`] does on its n-th call (1-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Fault {
+    /// Panics on every call.
+    Panic,
+    /// Panics on the first call only, then answers like a good tool.
+    PanicOnce,
+    /// Returns a host failure (Unknown) on every call.
+    HostFailure,
+}
+
+/// A shared-concurrency tool that misbehaves per [`Fault`] and counts its calls.
+pub(super) struct FaultTool {
+    name: &'static str,
+    fault: Fault,
+    pub calls: std::sync::atomic::AtomicU64,
+}
+
+impl FaultTool {
+    pub fn new(name: &'static str, fault: Fault) -> Arc<FaultTool> {
+        Arc::new(FaultTool { name, fault, calls: std::sync::atomic::AtomicU64::new(0) })
+    }
+    pub fn count(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Tool for FaultTool {
+    fn spec(&self) -> ToolDefinitionInput {
+        ToolDefinitionInput {
+            name: self.name.into(),
+            description: format!("The {} fault tool.", self.name),
+            input_schema: crate::json::parse(br#"{"type":"object"}"#).unwrap(),
+        }
+    }
+    fn call<'a>(&'a self, _: &'a Invocation, _: ToolContext) -> BoxFuture<'a, Result<crate::chat::ToolOutput, ToolError>> {
+        let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        match (self.fault, n) {
+            (Fault::Panic, _) | (Fault::PanicOnce, 1) => panic!("{} exploded", self.name),
+            (Fault::HostFailure, _) => Box::pin(async { Err(ToolError::host_failure("the host lost the call")) }),
+            (Fault::PanicOnce, _) => {
+                let text = format!("{} ok on call {n}", self.name);
+                Box::pin(async move { Ok(crate::chat::ToolOutput::text(text)) })
+            }
+        }
+    }
+    fn concurrency(&self, _: &Invocation) -> Option<Concurrency> {
+        Some(Concurrency::shared())
+    }
+}
+
+/// A harness whose tool set adds `extra` tools after the test tools.
+pub(super) fn harness_tools(
+    extra: Vec<Arc<dyn Tool>>,
+    responses: Vec<Response>,
+    configure: impl FnOnce(&mut DefinitionConfig),
+) -> Harness {
+    harness_full(tool_set_with(extra), responses, configure, |_| {}, |m| DispatcherConfig::complete(m))
 }
 
 // ------------------------------------------------------------------ delegate child
@@ -289,13 +362,23 @@ pub(super) fn harness_with(
     configure: impl FnOnce(&mut DefinitionConfig),
     extra: impl FnOnce(&mut DeploymentSet),
 ) -> Harness {
-    let tools = tool_set();
+    harness_full(tool_set(), responses, configure, extra, |m| DispatcherConfig::complete(m))
+}
+
+/// Everything chosen by the caller: the tool set and the model Dispatcher's configuration
+/// (built from the scripted model).
+pub(super) fn harness_full(
+    tools: ToolSet,
+    responses: Vec<Response>,
+    configure: impl FnOnce(&mut DefinitionConfig),
+    extra: impl FnOnce(&mut DeploymentSet),
+    model_config: impl FnOnce(Arc<ScriptedModel>) -> DispatcherConfig,
+) -> Harness {
     let mut config = base_config(&tools);
     configure(&mut config);
     let definition = Definition::new(config).unwrap();
     let model = ScriptedModel::new(responses);
-    let dispatcher =
-        ModelDispatcher::new(definition.model_manifest(), DispatcherConfig::complete(model.clone())).unwrap();
+    let dispatcher = ModelDispatcher::new(definition.model_manifest(), model_config(model.clone())).unwrap();
     let parent = Deployment::new(
         Arc::new(definition.clone()),
         Some(Arc::new(dispatcher)),
@@ -348,6 +431,50 @@ impl Harness {
         let report: Vec<String> = violations.iter().map(ToString::to_string).collect();
         assert!(report.is_empty(), "invariant violations:\n{}", report.join("\n"));
     }
+}
+
+impl Harness {
+    /// The committer's head of the tree.
+    pub fn head(&self) -> crate::kernel::snapshot::TreeSnapshot {
+        let root = ProcessId::root_from_hex(&hex(1)).unwrap();
+        let head = futures::executor::block_on(self.committer.load_tree(&root)).unwrap().expect("a head");
+        crate::kernel::snapshot::TreeSnapshot::decode(&head.cut.bytes).unwrap()
+    }
+
+    /// A new owner over the head under incarnation `hex(incarnation)` (the old one is fenced).
+    pub fn restore(&self, incarnation: u64) -> DirectRunner {
+        let owner = Owner::restore(
+            self.resolver.clone(),
+            self.parent.clone(),
+            &self.head(),
+            IncarnationId::from_hex(&hex(incarnation)).unwrap(),
+            now(),
+        )
+        .expect("restore");
+        DirectRunner::new(owner, self.committer.clone() as Arc<dyn Committer>, now())
+    }
+
+    /// The root's parent state at the head.
+    pub fn parent_state(&self) -> crate::interaction::state::ParentState {
+        self.definition.restore_state(&self.head().root().committed_state).unwrap()
+    }
+}
+
+/// Performs every dispatch held right now, in issue order.
+pub(super) fn run_held(r: &mut DirectRunner, attempt: u64) {
+    for d in r.take_dispatches() {
+        let (e, o) = d.run(attempt);
+        r.complete(e, o);
+    }
+}
+
+/// Every (process, effect) that is Unknown at the frontier in `snapshot`.
+pub(super) fn unknowns(snapshot: &crate::kernel::snapshot::TreeSnapshot) -> Vec<(ProcessId, crate::kernel::ids::EffectId)> {
+    snapshot
+        .processes()
+        .iter()
+        .flat_map(|p| p.prepared.iter().flat_map(|s| s.unknown_ids()).map(|e| (p.id.clone(), e)))
+        .collect()
 }
 
 pub(super) fn root_result(r: &DirectRunner) -> Option<ProcessResult> {
