@@ -124,6 +124,7 @@ pub async fn drive(cx: Arc<Context>) -> Driven {
                 out.stops += 1;
                 cx.trace(format!("writer {} stopped", cx.incarnation()));
                 drain(&cx, &mut out).await;
+                host.after_stop();
                 drop(engine);
                 cx.next_incarnation();
                 if out.stops >= MAX_INTERACTION_CRASHES {
@@ -154,7 +155,7 @@ async fn drain(cx: &Context, out: &mut Driven) {
 }
 
 async fn run_host(cx: &Context, host: &mut Host, engine: &Engine, handle: &ProcessHandle, deadline: u64) -> Tick {
-    if host.redeliver(engine).await.is_err() {
+    if host.redeliver(engine, handle).await.is_err() {
         return Tick::Stopped;
     }
     let root = handle.id().clone();

@@ -54,6 +54,9 @@ pub struct Host {
     /// Unknowns left unknown by policy (checked by the oracle).
     pub left: BTreeSet<EffectId>,
     pub terminated_by_host: bool,
+    /// Kill (`true`) / cancel intents issued so far: re-issued after a restore, since the
+    /// commit that recorded them may be lost.
+    intents: Vec<bool>,
     pub checks: u64,
     pub violations: Vec<Violation>,
 }
@@ -76,6 +79,7 @@ impl Host {
             decided: BTreeSet::new(),
             left: BTreeSet::new(),
             terminated_by_host: false,
+            intents: Vec::new(),
             checks: 0,
             violations: Vec::new(),
         }
@@ -112,8 +116,25 @@ impl Host {
         }
     }
 
-    /// After a restore: every delivery not acknowledged before the crash, again.
-    pub async fn redeliver(&mut self, engine: &Engine) -> Result<(), HostError> {
+    /// After a writer stopped: Unknowns it was deciding are decided again on the restored
+    /// head (a kill may be lost; a resolution the store holds is no longer Unknown there).
+    pub fn after_stop(&mut self) {
+        let left = self.left.clone();
+        self.decided.retain(|e| left.contains(e));
+    }
+
+    /// After a restore: every delivery not acknowledged before the crash, again, and every
+    /// termination intent.
+    pub async fn redeliver(&mut self, engine: &Engine, handle: &ProcessHandle) -> Result<(), HostError> {
+        for kill in self.intents.clone() {
+            self.cx.fired("host.redeliver");
+            let result = if kill { handle.kill("host kill").await } else { handle.request_cancellation("host cancel").await };
+            if let Err(e) = result {
+                if stopped_or(&e) {
+                    return Err(HostError::Stopped);
+                }
+            }
+        }
         for d in std::mem::take(&mut self.unacked) {
             self.cx.fired("host.redeliver");
             let steer = self.steers.values().any(|r| r == &d.request);
@@ -182,6 +203,7 @@ impl Host {
                 Action::Kill => {
                     self.cx.fired("host.kill");
                     self.terminated_by_host = true;
+                    self.intents.push(true);
                     if let Err(e) = handle.kill("host kill").await {
                         if stopped_or(&e) {
                             return Err(HostError::Stopped);
@@ -191,6 +213,7 @@ impl Host {
                 Action::Cancel => {
                     self.cx.fired("host.cancel");
                     self.terminated_by_host = true;
+                    self.intents.push(false);
                     if let Err(e) = handle.request_cancellation("host cancel").await {
                         if stopped_or(&e) {
                             return Err(HostError::Stopped);
@@ -294,6 +317,7 @@ impl Host {
                 UnknownPolicy::Kill => {
                     self.cx.fired("unknown.kill");
                     self.terminated_by_host = true;
+                    self.intents.push(true);
                     if let Err(e) = handle.kill("unknown effect").await {
                         if stopped_or(&e) {
                             return Err(HostError::Stopped);

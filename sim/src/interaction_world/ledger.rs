@@ -67,6 +67,8 @@ impl ToolClass {
 pub struct ModelCallRecord {
     /// `root` or the delegate's name.
     pub model: String,
+    /// The calling Process's child key (`root` for the root): sequences count per Process.
+    pub process: String,
     pub sequence: u32,
     pub request: Request,
     pub applied_steers: Vec<SignalId>,

@@ -7,6 +7,7 @@ use super::ledger::{Caller, ModelCallRecord};
 use super::spec::{Finish, ModelMode, ModelSpec, Trigger, Turn};
 use keel::chat::{FinishReason, Message, Request, Response, ResponseDelta, ToolCall, Usage};
 use keel::env::BoxFuture;
+use keel::interaction::protocol::ModelResult;
 use keel::interaction::completion::{CompletionCandidate, CompletionDecision, CompletionValidator};
 use keel::interaction::model::{
     DispatcherConfig, ModelCallContext, ModelClient, ModelContextReducer, ModelDeltaStream, ModelError, ModelStreamer,
@@ -60,11 +61,21 @@ impl SimModel {
         self.cx.trace(format!("model {} call {sequence} start by {caller:?} ({} messages)", self.name, request.messages.len()));
         self.cx.ledger.record_model_call(ModelCallRecord {
             model: self.name.clone(),
+            process: invocation.relation().child_key.as_ref().map_or_else(|| "root".to_owned(), |k| k.as_str().to_owned()),
             sequence,
             request,
             applied_steers: invocation.applied_steer_signal_ids(),
             caller,
         });
+        // The answer is fixed by the sequence: that is the truth if the call is cut off.
+        let truth = match scripted_answer(&self.spec, sequence) {
+            Ok(r) => ModelResult::response(r),
+            Err(ModelError::Provider(m)) => ModelResult::provider_error(&m),
+            Err(ModelError::Host(m)) => ModelResult::host_error(&m),
+        };
+        if let Ok(s) = truth.to_settlement() {
+            self.cx.ledger.record_truth(invocation.effect_id(), s);
+        }
         let (lo, hi) = self.spec.latency_ms;
         let ms = lo + self.cx.env.rng.next_u64() % (hi - lo + 1);
         self.cx.env.clock.sleep(Duration::from_millis(ms)).await;

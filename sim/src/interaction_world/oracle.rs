@@ -173,9 +173,9 @@ fn heads(c: &mut Checker, records: &[Recorded], root: Option<&ProcessId>, cx: &C
 
 fn model_requests(c: &mut Checker, cx: &Context, host: &Host) {
     let calls = cx.ledger.model_calls();
-    let mut per_model: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    let mut per_model: BTreeMap<(&str, &str), Vec<u32>> = BTreeMap::new();
     for m in &calls {
-        per_model.entry(m.model.as_str()).or_default().push(m.sequence);
+        per_model.entry((m.model.as_str(), m.process.as_str())).or_default().push(m.sequence);
         let messages = &m.request.messages;
         let mut answered = BTreeSet::new();
         for (i, msg) in messages.iter().enumerate() {
@@ -194,9 +194,9 @@ fn model_requests(c: &mut Checker, cx: &Context, host: &Host) {
             });
         }
     }
-    for (model, seqs) in &per_model {
+    for ((model, process), seqs) in &per_model {
         let unique: BTreeSet<&u32> = seqs.iter().collect();
-        c.expect(unique.len() == seqs.len(), "model_call_limit", || format!("model {model} saw a sequence twice: {seqs:?}"));
+        c.expect(unique.len() == seqs.len(), "model_call_limit", || format!("model {model} of {process} saw a sequence twice: {seqs:?}"));
         let limit = if *model == "root" { cx.spec.max_model_calls } else { cx.spec.delegate.as_ref().map_or(0, |d| d.max_model_calls) };
         c.expect(seqs.iter().all(|s| *s <= limit), "model_call_limit", || format!("model {model} calls {seqs:?} exceed {limit}"));
     }

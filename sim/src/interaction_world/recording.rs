@@ -63,7 +63,8 @@ impl Recording {
 
     fn check_pending(&self, request: &EffectRequest) {
         self.cx.ledger.count_check();
-        let Some(root) = self.cx.root() else {
+        // The store's only root: a dispatch can start before `Engine::start` has returned.
+        let Some(root) = self.cx.store.memory().roots().first().cloned() else {
             self.cx.ledger.violation(Violation::new("pending_before_dispatch", "a dispatch before the root was known"));
             return;
         };
@@ -90,9 +91,14 @@ impl Recording {
         self.cx.trace(format!("dispatch {} {} start by {caller:?}", self.kind, short(&effect)));
         self.cx.ledger.begin(&effect, caller, self.kind, self.tool_class(&request.payload));
         let mut guard = Guard { cx: &self.cx, effect: effect.clone(), done: false };
+        let cancel = dcx.cancel.clone();
         let outcome = self.inner.dispatch(request, dcx).await;
         guard.done = true;
         let ended = match &outcome {
+            // The ModelDispatcher settles a cancelled call (a kill, or its writer stopping) as
+            // a provider failure: not what the model did. Its truth is the ledger's record.
+            // (Simulated tools ignore cancellation, so their settlement is what they did.)
+            Ok(_) if self.kind == "model" && cancel.is_cancelled() => Ended::Unknown("cut off by cancellation".into()),
             Ok(s) => Ended::Settled(s.clone()),
             Err(e) => Ended::Unknown(e.to_string()),
         };

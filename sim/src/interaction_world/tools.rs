@@ -61,9 +61,17 @@ impl SimTool {
         if !host && cx.continuation().is_none() {
             self.cx.hook(Trigger::ToolCall(id.clone())).await;
         }
-        self.cx.env.clock.sleep(Duration::from_millis(ms)).await;
         let args = invocation.arguments_json().clone();
-        if answers.len() < self.spec.pauses as usize {
+        let last_attempt = answers.len() >= self.spec.pauses as usize;
+        if last_attempt && matches!(self.spec.outcome, Outcome::Text) || self.spec.outcome.is_unknown() {
+            // The work is decided now; if the call is cut off or its report lost, this is the
+            // truth the host may settle from.
+            if let (true, Some(e), Some(s)) = (last_attempt, &effect, success_settlement(&self.spec, &id, &args, &answers)) {
+                self.cx.ledger.record_truth(e, s);
+            }
+        }
+        self.cx.env.clock.sleep(Duration::from_millis(ms)).await;
+        if !last_attempt {
             self.cx.fired("tool.input_request");
             let prompt = Json::str(format!("call {id} pause {}", answers.len() + 1)).to_canonical_string();
             let answered: Vec<Json> = answers.iter().map(|a| Json::str(a.clone())).collect();
@@ -71,12 +79,6 @@ impl SimTool {
             return Err(require_tool_input(prompt.as_bytes(), br#"{"type":"string"}"#, state.as_bytes()));
         }
         let outcome = self.spec.outcome;
-        if outcome.is_unknown() {
-            // The work happened; only its report is lost. That is the truth the host may use.
-            if let (Some(e), Some(s)) = (&effect, success_settlement(&self.spec, &id, &args, &answers)) {
-                self.cx.ledger.record_truth(e, s);
-            }
-        }
         self.cx.fired(&format!("tool.{}", outcome.as_str()));
         self.cx.trace(format!("tool {} call {id} end {}", self.spec.name, outcome.as_str()));
         match outcome {
