@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 /// Seeds of the default swarm campaign (kept small: every run is a full async Engine).
-const SEEDS: u64 = 150;
+const SEEDS: u64 = 80;
 
 fn campaign(seeds: std::ops::Range<u64>, run: impl Fn(u64) -> RunReport + Sync) -> Vec<RunReport> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 2) as u64;
@@ -95,7 +95,7 @@ fn scenario(name: &str) -> Box<dyn Scenario> {
 fn the_crash_matrix_passes_its_first_cases() {
     let matrix = scenario("interaction-crash-matrix");
     // Every file at its first commits, both faults.
-    let seeds = 0..(MATRIX_FILES.len() as u64 * 2 * 6);
+    let seeds = 0..(MATRIX_FILES.len() as u64 * 2 * 3);
     let reports = campaign(seeds, |seed| matrix.run(seed, &RunOptions::default()));
     assert!(reports.iter().all(RunReport::passed), "{}", describe_failures(&reports));
     let files: BTreeSet<usize> = reports.iter().map(|r| matrix_case(r.seed).0).collect();

@@ -18,6 +18,10 @@ pub enum SpecFileError {
     Read { file: String, message: String },
     #[error("{file}: {bytes} bytes exceed the scenario file limit of {max}")]
     TooLarge { file: String, bytes: u64, max: u64 },
+    /// Only `.json` files are Interaction scenarios (the wording keeps the CLI's message for
+    /// files no world loads).
+    #[error("`{file}` looks like a scenario file, but no registered world loads scenario files yet with this extension (the Interaction world loads `.json` files)")]
+    Extension { file: String },
     #[error("{file}: at {path}: {reason}")]
     Invalid { file: String, path: String, reason: String },
 }
@@ -25,6 +29,9 @@ pub enum SpecFileError {
 /// Reads and decodes one scenario file.
 pub fn load_file(path: &Path) -> Result<Spec, SpecFileError> {
     let file = path.display().to_string();
+    if path.extension().is_none_or(|e| e != "json") {
+        return Err(SpecFileError::Extension { file });
+    }
     let read_err = |e: std::io::Error| SpecFileError::Read { file: file.clone(), message: e.to_string() };
     let bytes = std::fs::metadata(path).map_err(read_err)?.len();
     if bytes > MAX_SCENARIO_FILE_BYTES {
