@@ -28,5 +28,6 @@ pub mod scenarios;
 pub mod schedule;
 pub mod swarm_rng;
 pub mod trace;
+pub mod interaction_world;
 pub mod kernel_world;
 pub mod world;

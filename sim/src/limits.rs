@@ -23,3 +23,36 @@ pub const MAX_REGRESSION_FILE_BYTES: u64 = 1 << 20;
 
 /// Test runs the minimizer may spend before returning its best schedule so far.
 pub const MAX_MINIMIZE_RUNS: u64 = 10_000;
+
+/// A scenario file larger than this is refused rather than read.
+pub const MAX_SCENARIO_FILE_BYTES: u64 = 1 << 20;
+
+/// Items one list of a scenario file may hold (turns, tools, calls, host actions, faults).
+pub const MAX_SCENARIO_LIST_LEN: usize = 64;
+
+/// The largest simulated latency a scenario may ask for, in milliseconds.
+pub const MAX_SIM_LATENCY_MS: u64 = 10_000;
+
+/// Input pauses one simulated tool call may take.
+pub const MAX_SIM_TOOL_PAUSES: u32 = 8;
+
+/// Writer stops (crash, lost ack, failed commit) one Interaction-world run may suffer; later
+/// commits pass so every run can finish.
+pub const MAX_INTERACTION_CRASHES: u64 = 4;
+
+/// How often the simulated host looks at the tree (simulated time).
+pub const HOST_TICK: Duration = Duration::from_millis(1);
+
+/// Host ticks without any change (head, in-flight calls, events) after which a live tree is
+/// declared stuck.
+pub const HOST_QUIET_TICKS: u64 = 200;
+
+/// Simulated time one Interaction-world run may take before it is declared stuck.
+pub const MAX_INTERACTION_RUN_TIME: Duration = Duration::from_secs(600);
+
+/// How long a triggered model or tool call waits for the host to act before it carries on.
+pub const HOOK_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How long the host waits for a stopped writer's in-flight calls to finish before it
+/// restores anyway (and records a violation).
+pub const INFLIGHT_DRAIN_TIMEOUT: Duration = Duration::from_secs(60);

@@ -19,5 +19,10 @@ pub fn builtin_registry() -> Registry {
     for scenario in crate::kernel_world::scenarios() {
         let _ = registry.register(Arc::from(scenario));
     }
+    // The Interaction world: the real strategy on the async Engine under madsim.
+    for scenario in crate::interaction_world::scenarios() {
+        let _ = registry.register(Arc::from(scenario));
+    }
+    registry.set_file_loader(Box::new(crate::interaction_world::load_scenario));
     registry
 }

@@ -1,0 +1,250 @@
+//! The invariants of an Interaction-world run. Names are stable strings (reports, minimizer):
+//!
+//! * `kernel_<n>` — the kernel §12 oracle over every writer's acknowledged commits and the
+//!   store history (`check_commits`, `check_history`);
+//! * `head_round_trip` — every acknowledged cut decodes and re-encodes byte-identically;
+//! * `results_in_call_order` — every request the model received answers each tool call of
+//!   an assistant message exactly once, right after it, in call order;
+//! * `no_double_dispatch`, `pending_before_dispatch`, `tool_concurrency` — checked by the
+//!   ledger while calls start;
+//! * `unknown_sticky` — an Unknown stays Unknown in every later acknowledged head (across
+//!   restores) until a resolved boundary settles it; `unknown_left_retained` — one the
+//!   host left is still Unknown at the end and was never dispatched again;
+//! * `steers_once_in_order` — steers reach the model at most once each, in acceptance order;
+//! * `model_call_limit` — no model call sequence twice, none beyond `max_model_calls`;
+//! * `signal_dedupe`, `signal_conflict_refused`, `stale_answer_refused`, `resolve_accepted`
+//!   — checked by the host as it acts;
+//! * `expect.*` — the scenario's own expectations; `same_output` — a crash run settled from
+//!   truth ends like the fault-free run.
+
+use super::context::Context;
+use super::driver::Ending;
+use super::host::Host;
+use super::ledger::Caller;
+use super::store::Recorded;
+use crate::world::Violation;
+use keel::interaction::output::{CompletionSource, Output};
+use keel::interaction::wire::Wire;
+use keel::kernel::commit::{CommitRecordKind, EffectBoundaryKind};
+use keel::kernel::effect::EffectPhase;
+use keel::kernel::ids::{EffectId, ProcessId};
+use keel::kernel::invariants::{check_commits, check_history};
+use keel::kernel::owner::CommitRequest;
+use keel::kernel::snapshot::TreeSnapshot;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a run ended with, comparable across runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// `completed`, `failed`, `killed`, `canceled`, `timed_out`, `stuck`, `refused`.
+    pub status: String,
+    pub output_source: Option<String>,
+    pub output_text: Option<String>,
+    pub failure_code: Option<String>,
+    pub root_model_calls: u32,
+}
+
+pub fn summarize(ending: &Ending, cx: &Context) -> Summary {
+    let root_model_calls = cx.ledger.model_calls().iter().filter(|m| m.model == "root").count() as u32;
+    let mut s = Summary { root_model_calls, ..Summary::default() };
+    match ending {
+        Ending::Finished(result) => {
+            s.status = format!("{:?}", result.status()).to_lowercase();
+            s.failure_code = result.termination.failure.as_ref().map(|f| f.code.as_str().to_owned());
+            if let Some(output) = result.output.as_ref().and_then(|p| Output::from_payload(p).ok()) {
+                match output.source() {
+                    CompletionSource::DirectToolResults => {
+                        s.output_source = Some("direct_tool_results".into());
+                        let parts: Vec<String> = output.tool_results().unwrap_or_default().iter().map(|r| r.output.content.clone()).collect();
+                        s.output_text = Some(parts.join("\n"));
+                    }
+                    _ => {
+                        s.output_source = Some("model".into());
+                        s.output_text = output.response().and_then(|r| r.message.as_ref()).map(|m| m.text());
+                    }
+                }
+            }
+        }
+        Ending::Stuck => s.status = "stuck".into(),
+        Ending::TimedOut => s.status = "timed_out".into(),
+        Ending::Refused(why) => s.status = format!("refused: {why}"),
+    }
+    s
+}
+
+struct Checker {
+    checks: u64,
+    violations: Vec<Violation>,
+}
+
+impl Checker {
+    fn expect(&mut self, ok: bool, invariant: &str, detail: impl FnOnce() -> String) {
+        self.checks += 1;
+        if !ok {
+            self.violations.push(Violation::new(invariant, detail()));
+        }
+    }
+}
+
+/// Every invariant; returns (violations, checks).
+pub fn check(cx: &Context, host: &Host, root: Option<&ProcessId>, summary: &Summary) -> (Vec<Violation>, u64) {
+    let mut c = Checker { checks: 0, violations: Vec::new() };
+    let records = cx.store.records();
+    kernel(&mut c, cx, &records, root);
+    heads(&mut c, &records, root, cx);
+    model_requests(&mut c, cx, host);
+    left_unknowns(&mut c, cx, host, root);
+    expectations(&mut c, cx, summary);
+    let (ledger, checks) = cx.ledger.findings();
+    c.violations.extend(ledger);
+    c.violations.extend(host.violations.iter().cloned());
+    (c.violations, c.checks + checks + host.checks)
+}
+
+fn kernel(c: &mut Checker, cx: &Context, records: &[Recorded], root: Option<&ProcessId>) {
+    // One writer per incarnation: its acknowledged commits in order.
+    let mut writers: Vec<(keel::kernel::ids::IncarnationId, Vec<&CommitRequest>)> = Vec::new();
+    for r in records.iter().filter(|r| r.acknowledged) {
+        let inc = r.request.cut().incarnation.clone();
+        match writers.iter_mut().find(|(i, _)| *i == inc) {
+            Some((_, list)) => list.push(&r.request),
+            None => writers.push((inc, vec![&r.request])),
+        }
+    }
+    for (_, list) in &writers {
+        for v in check_commits(list.iter().copied()) {
+            c.violations.push(Violation::new(format!("kernel_{}", v.invariant), v.to_string()));
+        }
+        c.checks += list.len() as u64;
+    }
+    if let Some(root) = root {
+        let history = cx.store.memory().history(root);
+        for v in check_history(&history) {
+            c.violations.push(Violation::new(format!("kernel_{}", v.invariant), v.to_string()));
+        }
+        c.checks += history.len() as u64;
+    }
+}
+
+fn unknowns_of(s: &TreeSnapshot) -> BTreeMap<EffectId, ProcessId> {
+    let mut out = BTreeMap::new();
+    for p in s.processes() {
+        for e in p.prepared.iter().flat_map(|x| &x.effects) {
+            if e.phase == EffectPhase::Unknown {
+                out.insert(e.id.clone(), p.id.clone());
+            }
+        }
+    }
+    out
+}
+
+fn heads(c: &mut Checker, records: &[Recorded], root: Option<&ProcessId>, cx: &Context) {
+    let resolved: BTreeSet<EffectId> = root
+        .map(|r| cx.store.memory().history(r))
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|h| match h.kind {
+            CommitRecordKind::Effect { effect_id, kind: EffectBoundaryKind::Resolved, .. } => Some(effect_id),
+            _ => None,
+        })
+        .collect();
+    let mut sticky: BTreeSet<EffectId> = BTreeSet::new();
+    for (index, r) in records.iter().filter(|r| r.acknowledged).enumerate() {
+        let bytes = &r.request.cut().bytes;
+        let Ok(snap) = TreeSnapshot::decode(bytes) else {
+            c.expect(false, "head_round_trip", || format!("acknowledged commit {index} does not decode"));
+            continue;
+        };
+        let canonical = keel::json::parse(bytes).map(|j| j.to_canonical_string().into_bytes());
+        c.expect(canonical.as_deref().ok() == Some(&bytes[..]), "head_round_trip", || {
+            format!("acknowledged commit {index} does not re-encode byte-identically")
+        });
+        let now = unknowns_of(&snap);
+        for e in &sticky {
+            let resolved_here = matches!(&r.request, CommitRequest::Effect(b) if b.kind == EffectBoundaryKind::Resolved && &b.effect_id == e);
+            c.expect(now.contains_key(e) || resolved_here || resolved.contains(e), "unknown_sticky", || {
+                format!("unknown {e} left acknowledged commit {index} ({}) without a resolution", r.request.boundary_name())
+            });
+        }
+        sticky.retain(|e| now.contains_key(e));
+        sticky.extend(now.into_keys());
+    }
+}
+
+fn model_requests(c: &mut Checker, cx: &Context, host: &Host) {
+    let calls = cx.ledger.model_calls();
+    let mut per_model: BTreeMap<(&str, &str), Vec<u32>> = BTreeMap::new();
+    for m in &calls {
+        per_model.entry((m.model.as_str(), m.process.as_str())).or_default().push(m.sequence);
+        let messages = &m.request.messages;
+        let mut answered = BTreeSet::new();
+        for (i, msg) in messages.iter().enumerate() {
+            let ids: Vec<&str> = msg.tool_calls().map(|t| t.id.as_str()).collect();
+            for r in msg.results() {
+                c.expect(answered.insert(r.id.clone()), "results_in_call_order", || {
+                    format!("{} call {}: tool call {} answered twice", m.model, m.sequence, r.id)
+                });
+            }
+            if ids.is_empty() {
+                continue;
+            }
+            let next: Vec<&str> = messages.get(i + 1).map(|n| n.results().map(|r| r.id.as_str()).collect()).unwrap_or_default();
+            c.expect(next == ids, "results_in_call_order", || {
+                format!("{} call {}: calls {ids:?} answered by {next:?}", m.model, m.sequence)
+            });
+        }
+    }
+    for ((model, process), seqs) in &per_model {
+        let unique: BTreeSet<&u32> = seqs.iter().collect();
+        c.expect(unique.len() == seqs.len(), "model_call_limit", || format!("model {model} of {process} saw a sequence twice: {seqs:?}"));
+        let limit = if *model == "root" { cx.spec.max_model_calls } else { cx.spec.delegate.as_ref().map_or(0, |d| d.max_model_calls) };
+        c.expect(seqs.iter().all(|s| *s <= limit), "model_call_limit", || format!("model {model} calls {seqs:?} exceed {limit}"));
+    }
+    let mut root_calls: Vec<_> = calls.iter().filter(|m| m.model == "root").collect();
+    root_calls.sort_by_key(|m| m.sequence);
+    let applied: Vec<_> = root_calls.iter().flat_map(|m| m.applied_steers.iter().cloned()).collect();
+    let unique: BTreeSet<_> = applied.iter().collect();
+    c.expect(unique.len() == applied.len(), "steers_once_in_order", || format!("a steer was applied twice: {applied:?}"));
+    let positions: Vec<Option<usize>> = applied.iter().map(|a| host.accepted_steers.iter().position(|x| x == a)).collect();
+    c.expect(positions.iter().all(Option::is_some), "steers_once_in_order", || {
+        format!("applied steers {applied:?} include one never accepted ({:?})", host.accepted_steers)
+    });
+    c.expect(positions.windows(2).all(|w| w[0] < w[1]), "steers_once_in_order", || {
+        format!("steers applied as {applied:?}, accepted as {:?}", host.accepted_steers)
+    });
+}
+
+fn left_unknowns(c: &mut Checker, cx: &Context, host: &Host, root: Option<&ProcessId>) {
+    let head = root.and_then(|r| cx.store.head_snapshot(r));
+    let now = head.as_ref().map(unknowns_of).unwrap_or_default();
+    for e in &host.left {
+        c.expect(now.contains_key(e), "unknown_left_retained", || format!("unknown {e} left by the host is gone from the final head"));
+        let engine_calls = cx.ledger.dispatches(e).iter().filter(|d| d.caller != Caller::Host).count();
+        c.expect(engine_calls <= 1, "unknown_left_retained", || format!("unknown {e} was dispatched {engine_calls} times"));
+    }
+}
+
+fn expectations(c: &mut Checker, cx: &Context, s: &Summary) {
+    let e = &cx.spec.expect;
+    if let Some(status) = e.status {
+        c.expect(s.status == status.as_str(), "expect.status", || format!("ended {}, expected {}", s.status, status.as_str()));
+    }
+    if let Some(text) = &e.output_text {
+        c.expect(s.output_text.as_ref() == Some(text), "expect.output_text", || format!("output {:?}, expected {text:?}", s.output_text));
+    }
+    if let Some(source) = &e.output_source {
+        c.expect(s.output_source.as_ref() == Some(source), "expect.output_source", || format!("source {:?}, expected {source}", s.output_source));
+    }
+    if let Some(code) = &e.failure_code {
+        c.expect(s.failure_code.as_ref() == Some(code), "expect.failure_code", || format!("failure {:?}, expected {code}", s.failure_code));
+    }
+    if let Some(n) = e.model_calls {
+        c.expect(s.root_model_calls == n, "expect.model_calls", || format!("{} root model calls, expected {n}", s.root_model_calls));
+    }
+    for needle in &e.model_saw {
+        let seen = cx.ledger.model_calls().iter().any(|m| {
+            m.request.messages.iter().any(|msg| msg.text().contains(needle.as_str()) || msg.results().any(|r| r.output.content.contains(needle.as_str())))
+        });
+        c.expect(seen, "expect.model_saw", || format!("no model request contained {needle:?}"));
+    }
+}

@@ -1,0 +1,120 @@
+//! The dispatcher wrapper that turns the real Dispatchers (the ModelDispatcher, the ToolSet's
+//! tool dispatcher) into ledger entries, and checks *pending before dispatch*: when a physical
+//! call starts, the store's current head already holds its Effect as pending.
+
+use super::context::Context;
+use super::ledger::{Caller, Ended, ToolClass};
+use crate::world::Violation;
+use keel::env::BoxFuture;
+use keel::interaction::protocol::ToolCallEffect;
+use keel::interaction::wire::Wire;
+use keel::json::Payload;
+use keel::kernel::dispatcher::{DispatchContext, DispatchError, DispatchPolicy, Dispatcher, EffectRequest};
+use keel::kernel::effect::{EffectPhase, Settlement};
+use keel::kernel::ids::EffectId;
+use std::sync::Arc;
+
+pub struct Recording {
+    pub inner: Arc<dyn Dispatcher>,
+    pub cx: Arc<Context>,
+    /// `model` or `tool`.
+    pub kind: &'static str,
+}
+
+/// Marks the call ended as dropped if its future goes away first.
+struct Guard<'a> {
+    cx: &'a Context,
+    effect: EffectId,
+    done: bool,
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.cx.ledger.end(&self.effect, Ended::Dropped);
+            self.cx.trace(format!("dispatch {} dropped", short(&self.effect)));
+        }
+    }
+}
+
+/// The last 8 characters of an id (trace lines stay short and stable).
+pub fn short(effect: &EffectId) -> String {
+    let s = effect.as_str();
+    s[s.len().saturating_sub(8)..].to_owned()
+}
+
+impl Recording {
+    /// The concurrency class and limit of a tool effect; `None` for model calls and for calls
+    /// the tool never runs (unknown name, arguments that do not prepare).
+    fn tool_class(&self, payload: &Payload) -> Option<(ToolClass, u64)> {
+        if self.kind != "tool" {
+            return None;
+        }
+        let effect = ToolCallEffect::from_payload(payload).ok()?;
+        let call = &effect.input.call;
+        let spec = self.cx.spec.tool(&call.name)?;
+        let args = keel::json::parse(call.arguments.as_bytes()).ok()?;
+        if spec.strict_arguments && args.get("q").and_then(keel::json::Json::as_str).is_none() {
+            return None;
+        }
+        let limit = u64::from(self.cx.spec.max_concurrent_tool_calls.max(1));
+        Some((ToolClass::of(&spec.concurrency, &args), limit))
+    }
+
+    fn check_pending(&self, request: &EffectRequest) {
+        self.cx.ledger.count_check();
+        // The store's only root: a dispatch can start before `Engine::start` has returned.
+        let Some(root) = self.cx.store.memory().roots().first().cloned() else {
+            self.cx.ledger.violation(Violation::new("pending_before_dispatch", "a dispatch before the root was known"));
+            return;
+        };
+        let phase = self.cx.store.head_snapshot(&root).and_then(|head| {
+            head.process(&request.process_id)
+                .and_then(|p| p.prepared.as_ref())
+                .and_then(|s| s.effects.iter().find(|e| e.id == request.effect_id))
+                .map(|e| e.phase.clone())
+        });
+        if phase != Some(EffectPhase::Pending) {
+            self.cx.ledger.violation(Violation::new(
+                "pending_before_dispatch",
+                format!("{} effect {} dispatched while the store head holds it as {:?}", self.kind, request.effect_id, phase.map(|p| p.name())),
+            ));
+        }
+    }
+
+    /// One physical call, by `caller`.
+    pub async fn perform(&self, request: EffectRequest, dcx: DispatchContext, caller: Caller) -> Result<Settlement, DispatchError> {
+        let effect = request.effect_id.clone();
+        if caller != Caller::Host {
+            self.check_pending(&request);
+        }
+        self.cx.trace(format!("dispatch {} {} start by {caller:?}", self.kind, short(&effect)));
+        self.cx.ledger.begin(&effect, caller, self.kind, self.tool_class(&request.payload));
+        let mut guard = Guard { cx: &self.cx, effect: effect.clone(), done: false };
+        let cancel = dcx.cancel.clone();
+        let outcome = self.inner.dispatch(request, dcx).await;
+        guard.done = true;
+        let ended = match &outcome {
+            // The ModelDispatcher settles a cancelled call (a kill, or its writer stopping) as
+            // a provider failure: not what the model did. Its truth is the ledger's record.
+            // (Simulated tools ignore cancellation, so their settlement is what they did.)
+            Ok(_) if self.kind == "model" && cancel.is_cancelled() => Ended::Unknown("cut off by cancellation".into()),
+            Ok(s) => Ended::Settled(s.clone()),
+            Err(e) => Ended::Unknown(e.to_string()),
+        };
+        self.cx.trace(format!("dispatch {} {} end {}", self.kind, short(&effect), if outcome.is_ok() { "settled" } else { "unknown" }));
+        self.cx.ledger.end(&effect, ended);
+        outcome
+    }
+}
+
+impl Dispatcher for Recording {
+    fn policy(&self, effect: &Payload) -> DispatchPolicy {
+        self.inner.policy(effect)
+    }
+
+    fn dispatch<'a>(&'a self, request: EffectRequest, cx: DispatchContext) -> BoxFuture<'a, Result<Settlement, DispatchError>> {
+        let caller = Caller::Engine(self.cx.incarnation());
+        Box::pin(self.perform(request, cx, caller))
+    }
+}

@@ -1,0 +1,160 @@
+//! The Interaction-world scenarios: `interaction-swarm` (a generated spec per seed),
+//! `interaction-crash-matrix` (built-in scenario files × a crash or lost ack at each commit of
+//! their fault-free run), and scenario files loaded through the registry's file loader.
+
+use super::generate::generate;
+use super::run::{compares_output, run_outcome_on_madsim, RunOutcome};
+use super::spec::{CommitFaultKind, Spec};
+use super::spec_json::{decode_bytes, load_file};
+use crate::world::{run_guarded, RunOptions, RunReport, Scenario, Violation};
+use std::error::Error as StdError;
+use std::path::Path;
+use std::sync::Arc;
+
+/// `interaction-swarm`: every seed generates its own spec and fault mix.
+pub struct InteractionSwarm;
+
+/// One swarm seed.
+pub fn swarm_run(seed: u64, options: &RunOptions) -> RunReport {
+    run_guarded("interaction-swarm", seed, || {
+        let (spec, drawn) = generate(seed);
+        let mut report = run_outcome_on_madsim(&spec, "interaction-swarm", seed, options).report;
+        report.swarm.extend(drawn);
+        report
+    })
+}
+
+impl Scenario for InteractionSwarm {
+    fn name(&self) -> &str {
+        "interaction-swarm"
+    }
+    fn description(&self) -> &str {
+        "Interaction strategy on the async Engine under madsim: generated scripts, tools, host actions and commit faults"
+    }
+    fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
+        swarm_run(seed, options)
+    }
+}
+
+/// The scenario files the crash matrix crashes (embedded so the built-in needs no files).
+pub const MATRIX_FILES: &[(&str, &str)] = &[
+    ("tool-loop", include_str!("../../../scenarios/tool-loop.json")),
+    ("parallel-keys", include_str!("../../../scenarios/parallel-keys.json")),
+    ("input-wait", include_str!("../../../scenarios/input-wait.json")),
+    ("steer-during-model-call", include_str!("../../../scenarios/steer-during-model-call.json")),
+    ("tool-panic-unknown", include_str!("../../../scenarios/tool-panic-unknown.json")),
+];
+
+/// The commit faults a crash point is tried with.
+pub const MATRIX_FAULTS: [CommitFaultKind; 2] = [CommitFaultKind::CrashAfter, CommitFaultKind::LoseAck];
+
+/// Runs `spec` once without faults and once with `fault` at commit `commit` (if the clean run
+/// has that commit), checking the faulted run ends like the clean one. Returns the faulted
+/// report (or the clean one when the commit does not exist).
+pub fn crash_at(spec: &Spec, scenario: &str, seed: u64, commit: u64, fault: CommitFaultKind, options: &RunOptions) -> RunReport {
+    let mut clean_spec = spec.clone();
+    clean_spec.faults = Default::default();
+    let clean = run_outcome_on_madsim(&clean_spec, scenario, seed, &RunOptions::default());
+    crash_after_clean(&clean_spec, &clean, scenario, seed, commit, fault, options)
+}
+
+/// [`crash_at`] with the fault-free run already made (`clean` is `spec`'s run without faults).
+pub fn crash_after_clean(
+    spec: &Spec,
+    clean: &RunOutcome,
+    scenario: &str,
+    seed: u64,
+    commit: u64,
+    fault: CommitFaultKind,
+    options: &RunOptions,
+) -> RunReport {
+    let mut clean_spec = spec.clone();
+    clean_spec.faults = Default::default();
+    if commit >= clean.commits {
+        let mut r = clean.report.clone();
+        r.outcome = format!("no commit {commit} (clean run made {}): {}", clean.commits, r.outcome);
+        return r;
+    }
+    let mut faulted = clean_spec.clone();
+    faulted.faults.at = vec![(commit, fault)];
+    let out = run_outcome_on_madsim(&faulted, scenario, seed, options);
+    compare(out, clean, &faulted)
+}
+
+fn compare(mut out: RunOutcome, clean: &RunOutcome, spec: &Spec) -> RunReport {
+    out.report.invariants_checked += 1;
+    if compares_output(spec) && out.summary != clean.summary {
+        out.report.violations.push(Violation::new(
+            "same_output",
+            format!("crashed run ended {:?}, the fault-free run {:?}", out.summary, clean.summary),
+        ));
+    }
+    out.report
+}
+
+/// Every (file, commit, fault) case of the crash matrix for `seed`: the file is chosen by
+/// `seed % files`, the commit and the fault by the rest.
+pub fn matrix_case(seed: u64) -> (usize, u64, CommitFaultKind) {
+    let files = MATRIX_FILES.len() as u64;
+    let file = (seed % files) as usize;
+    let rest = seed / files;
+    let fault = MATRIX_FAULTS[(rest % MATRIX_FAULTS.len() as u64) as usize];
+    (file, rest / MATRIX_FAULTS.len() as u64, fault)
+}
+
+/// `interaction-crash-matrix`.
+pub struct InteractionCrashMatrix;
+
+impl Scenario for InteractionCrashMatrix {
+    fn name(&self) -> &str {
+        "interaction-crash-matrix"
+    }
+    fn description(&self) -> &str {
+        "built-in scenario files crashed (or with a lost ack) after each commit of their fault-free run, restored and settled from truth"
+    }
+    fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
+        run_guarded("interaction-crash-matrix", seed, || {
+            let (file, commit, fault) = matrix_case(seed);
+            let (name, text) = MATRIX_FILES[file];
+            let spec = match decode_bytes(name, text.as_bytes()) {
+                Ok(s) => s,
+                Err(e) => {
+                    let mut r = RunReport::new("interaction-crash-matrix", seed);
+                    r.violations.push(Violation::new("scenario_valid", e.to_string()));
+                    return r;
+                }
+            };
+            let mut r = crash_at(&spec, "interaction-crash-matrix", seed, commit, fault, options);
+            r.swarm.insert("matrix.case".into(), format!("{name}@{commit}.{}", fault.as_str()));
+            r
+        })
+    }
+}
+
+/// A scenario file: runs its spec (and its own faults) on madsim.
+pub struct FileScenario {
+    pub spec: Spec,
+}
+
+impl Scenario for FileScenario {
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+    fn description(&self) -> &str {
+        &self.spec.description
+    }
+    fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
+        run_guarded(&self.spec.name, seed, || run_outcome_on_madsim(&self.spec, &self.spec.name, seed, options).report)
+    }
+}
+
+/// The registry's file loader: `keel-sim run --scenario scenarios/x.json`.
+pub fn load_scenario(path: &Path) -> Result<Arc<dyn Scenario>, Box<dyn StdError + Send + Sync>> {
+    let spec = load_file(path)?;
+    Ok(Arc::new(FileScenario { spec }))
+}
+
+/// The built-in Interaction-world scenarios.
+pub fn scenarios() -> Vec<Box<dyn Scenario>> {
+    vec![Box::new(InteractionSwarm), Box::new(InteractionCrashMatrix)]
+}

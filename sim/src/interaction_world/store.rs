@@ -1,0 +1,167 @@
+//! The world's store: `FaultyCommitter` over `MemoryCommitter`, behind a recorder that keeps
+//! every commit request with its answer (the kernel oracle checks the acknowledged ones), and
+//! the fault plan that decides crash / lost ack / failed commit per commit index.
+
+use super::spec::{CommitFaultKind, FaultSpec};
+use crate::limits::MAX_INTERACTION_CRASHES;
+use crate::swarm_rng::SwarmRng;
+use keel::env::BoxFuture;
+use keel::kernel::commit::{
+    Activation, Checkpoint, CommitCall, CommitCallKind, CommitError, Committer, EffectBoundary, Fault, FaultyCommitter,
+    Head, MemoryCommitter,
+};
+use keel::kernel::ids::ProcessId;
+use keel::kernel::owner::CommitRequest;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// One commit call and whether it was acknowledged.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub request: CommitRequest,
+    pub acknowledged: bool,
+}
+
+/// What the fault plan did.
+#[derive(Default, Debug, Clone)]
+pub struct FaultLog {
+    /// `commit.<kind>` → count.
+    pub fired: BTreeMap<String, u64>,
+    /// Boundary name → count (every writer-stopping fault, keyed by the boundary it hit).
+    pub points: BTreeMap<String, u64>,
+    /// (commit index, boundary, fault) in firing order.
+    pub events: Vec<(u64, &'static str, CommitFaultKind)>,
+    pub commits: u64,
+}
+
+struct PlanState {
+    spec: FaultSpec,
+    rng: SwarmRng,
+    log: FaultLog,
+}
+
+/// The boundary name of a commit call (`None` for loads).
+pub fn boundary_of(kind: &CommitCallKind) -> Option<&'static str> {
+    match kind {
+        CommitCallKind::Checkpoint(k) => Some(k.as_str()),
+        CommitCallKind::Effect { kind, .. } => Some(kind.as_str()),
+        CommitCallKind::Activation => Some("activation"),
+        CommitCallKind::Load => None,
+    }
+}
+
+pub struct Store {
+    faulty: Arc<FaultyCommitter<MemoryCommitter>>,
+    plan: Arc<Mutex<PlanState>>,
+    records: Mutex<Vec<Recorded>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Store {
+    /// A store whose commits fail per `faults`; `seed` drives the per-mille draws.
+    pub fn new(faults: FaultSpec, seed: u64) -> Arc<Store> {
+        let faulty = Arc::new(FaultyCommitter::new(MemoryCommitter::new()));
+        let plan = Arc::new(Mutex::new(PlanState { spec: faults, rng: SwarmRng::new(seed, 0xC0FF), log: FaultLog::default() }));
+        let shared = plan.clone();
+        faulty.set_fault_plan(Box::new(move |call: &CommitCall| decide(&mut lock(&shared), call)));
+        Arc::new(Store { faulty, plan, records: Mutex::new(Vec::new()) })
+    }
+
+    pub fn memory(&self) -> &MemoryCommitter {
+        self.faulty.inner()
+    }
+
+    pub fn fault_log(&self) -> FaultLog {
+        lock(&self.plan).log.clone()
+    }
+
+    /// Turns every later fault off (the run has used its crash budget or is finishing).
+    pub fn disarm(&self) {
+        let mut p = lock(&self.plan);
+        p.spec = FaultSpec::default();
+    }
+
+    pub fn records(&self) -> Vec<Recorded> {
+        lock(&self.records).clone()
+    }
+
+    /// The store's current head of `root`, decoded.
+    pub fn head_snapshot(&self, root: &ProcessId) -> Option<keel::kernel::snapshot::TreeSnapshot> {
+        let head = self.memory().head(root)?;
+        keel::kernel::snapshot::TreeSnapshot::decode(&head.cut.bytes).ok()
+    }
+
+    fn record(&self, request: CommitRequest, result: &Result<(), CommitError>) {
+        lock(&self.records).push(Recorded { request, acknowledged: result.is_ok() });
+    }
+}
+
+fn decide(p: &mut PlanState, call: &CommitCall) -> Fault {
+    let Some(boundary) = boundary_of(&call.kind) else { return Fault::Pass };
+    let index = p.log.commits;
+    p.log.commits += 1;
+    let stops: u64 = p.log.events.len() as u64;
+    let mut kind = p.spec.at.iter().find(|(at, _)| *at == index).map(|(_, k)| *k);
+    if kind.is_none() && stops < MAX_INTERACTION_CRASHES {
+        // One draw per commit whatever the outcome, so a seed's draws do not shift.
+        let draw = p.rng.below(1000);
+        let (c, l, f) = (p.spec.crash_per_mille, p.spec.lose_ack_per_mille, p.spec.fail_before_per_mille);
+        kind = if draw < c {
+            Some(CommitFaultKind::CrashAfter)
+        } else if draw < c + l {
+            Some(CommitFaultKind::LoseAck)
+        } else if draw < c + l + f {
+            Some(CommitFaultKind::FailBefore)
+        } else {
+            None
+        };
+    }
+    let Some(kind) = kind else { return Fault::Pass };
+    *p.log.fired.entry(format!("commit.{}", kind.as_str())).or_insert(0) += 1;
+    *p.log.points.entry(format!("{boundary}.{}", kind.as_str())).or_insert(0) += 1;
+    p.log.events.push((index, boundary, kind));
+    match kind {
+        CommitFaultKind::CrashAfter => Fault::CrashAfter,
+        CommitFaultKind::LoseAck => Fault::LoseAck,
+        CommitFaultKind::FailBefore => Fault::FailBefore,
+    }
+}
+
+impl Committer for Store {
+    fn commit_checkpoint(&self, checkpoint: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
+        let request = CommitRequest::Checkpoint(checkpoint.clone());
+        let inner = self.faulty.commit_checkpoint(checkpoint);
+        Box::pin(async move {
+            let result = inner.await;
+            self.record(request, &result);
+            result
+        })
+    }
+
+    fn commit_effect(&self, boundary: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
+        let request = CommitRequest::Effect(boundary.clone());
+        let inner = self.faulty.commit_effect(boundary);
+        Box::pin(async move {
+            let result = inner.await;
+            self.record(request, &result);
+            result
+        })
+    }
+
+    fn activate_tree(&self, activation: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
+        let request = CommitRequest::Activation(activation.clone());
+        let inner = self.faulty.activate_tree(activation);
+        Box::pin(async move {
+            let result = inner.await;
+            self.record(request, &result);
+            result
+        })
+    }
+
+    fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
+        self.faulty.load_tree(root)
+    }
+}
