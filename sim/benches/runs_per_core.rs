@@ -1,0 +1,73 @@
+//! Scenario-runs per second per core for the default Interaction mix (the `interaction-swarm`
+//! seeds of the default campaign), on madsim and, beside it, the same runs on a plain tokio
+//! runtime (current-thread, paused timers), measured in one run and printed as a ratio.
+//!
+//! Run: `cargo bench -p keel-sim --bench runs_per_core` (release profile). Optional first
+//! argument: seeds per round (default 200). Every run is single-threaded, so runs/s is per core.
+//!
+//! Method: R rounds; each round runs the same seeds on madsim, then on tokio, alternating the
+//! order between rounds so drift (thermal, the other core's load) hits both sides alike. The
+//! figure per runtime is total runs / total time. A run that fails its invariants still
+//! counts (it did the work) but is reported, since a failing mix would not be the default one.
+
+use keel_sim::interaction_world::generate::generate;
+use keel_sim::interaction_world::{run_on_madsim, run_on_tokio};
+use keel_sim::world::{RunOptions, RunReport};
+use std::time::{Duration, Instant};
+
+const ROUNDS: usize = 3;
+
+struct Side {
+    name: &'static str,
+    runs: u64,
+    failed: u64,
+    time: Duration,
+}
+
+fn measure(side: &mut Side, seeds: u64, run: &dyn Fn(u64) -> RunReport) {
+    let started = Instant::now();
+    for seed in 0..seeds {
+        let report = run(seed);
+        side.runs += 1;
+        if !report.passed() {
+            side.failed += 1;
+        }
+    }
+    side.time += started.elapsed();
+}
+
+fn main() {
+    let seeds: u64 = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(200);
+    let options = RunOptions { keep_trace: false };
+    let on_madsim = |seed: u64| {
+        let (spec, _) = generate(seed);
+        run_on_madsim(&spec, seed, &options)
+    };
+    let on_tokio = |seed: u64| {
+        let (spec, _) = generate(seed);
+        run_on_tokio(&spec, seed, &options)
+    };
+    keel::schema::prime();
+    let mut madsim = Side { name: "madsim", runs: 0, failed: 0, time: Duration::ZERO };
+    let mut tokio = Side { name: "tokio", runs: 0, failed: 0, time: Duration::ZERO };
+    for round in 0..ROUNDS {
+        if round % 2 == 0 {
+            measure(&mut madsim, seeds, &on_madsim);
+            measure(&mut tokio, seeds, &on_tokio);
+        } else {
+            measure(&mut tokio, seeds, &on_tokio);
+            measure(&mut madsim, seeds, &on_madsim);
+        }
+    }
+    println!("interaction-swarm default mix: seeds 0..{seeds}, {ROUNDS} rounds, one core");
+    println!("{:<8} {:>8} {:>8} {:>10} {:>14}", "runtime", "runs", "failed", "seconds", "runs/s/core");
+    let rate = |s: &Side| s.runs as f64 / s.time.as_secs_f64().max(1e-9);
+    for s in [&madsim, &tokio] {
+        println!("{:<8} {:>8} {:>8} {:>10.2} {:>14.1}", s.name, s.runs, s.failed, s.time.as_secs_f64(), rate(s));
+    }
+    println!("ratio    madsim / tokio = {:.2}x", rate(&madsim) / rate(&tokio));
+}
