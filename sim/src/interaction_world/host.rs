@@ -384,13 +384,18 @@ impl Host {
         let Some(performer) = self.performers.get(&request.deployment_ref.to_string()).cloned() else {
             return Ok(None);
         };
-        // A steer meant for a call the engine never made is delivered before the host makes it.
-        if performer.kind == "model" && request.deployment_ref == *handle.deployment_ref() {
-            if let Ok(m) = ModelCallEffect::from_payload(&request.payload) {
-                let trigger = Trigger::ModelCall(m.model_call_sequence);
-                if self.cx.claim_for_host(&trigger) {
-                    self.act(engine, handle, &trigger).await?;
-                }
+        // Actions meant for a call the engine never made happen before the host makes it.
+        let trigger = if performer.kind == "model" && request.deployment_ref == *handle.deployment_ref() {
+            ModelCallEffect::from_payload(&request.payload).ok().map(|m| Trigger::ModelCall(m.model_call_sequence))
+        } else if performer.kind == "tool" {
+            // Only a first attempt is the `tool_call` trigger (as in the tool itself).
+            ToolCallEffect::from_payload(&request.payload).ok().filter(|t| t.resume.is_none()).map(|t| Trigger::ToolCall(t.input.call.id))
+        } else {
+            None
+        };
+        if let Some(trigger) = trigger {
+            if self.cx.claim_for_host(&trigger) {
+                self.act(engine, handle, &trigger).await?;
             }
         }
         self.cx.fired("unknown.truth_performed");

@@ -241,10 +241,23 @@ fn expectations(c: &mut Checker, cx: &Context, s: &Summary) {
     if let Some(n) = e.model_calls {
         c.expect(s.root_model_calls == n, "expect.model_calls", || format!("{} root model calls, expected {n}", s.root_model_calls));
     }
+    let calls = cx.ledger.model_calls();
+    // A tool result shows the model its content and (delegate artifacts) its JSON details.
+    let seen = |needle: &str| {
+        calls.iter().any(|m| {
+            m.request.messages.iter().any(|msg| {
+                msg.text().contains(needle)
+                    || msg.results().any(|r| {
+                        r.output.content.contains(needle)
+                            || r.output.details.as_ref().is_some_and(|d| d.to_canonical_string().contains(needle))
+                    })
+            })
+        })
+    };
     for needle in &e.model_saw {
-        let seen = cx.ledger.model_calls().iter().any(|m| {
-            m.request.messages.iter().any(|msg| msg.text().contains(needle.as_str()) || msg.results().any(|r| r.output.content.contains(needle.as_str())))
-        });
-        c.expect(seen, "expect.model_saw", || format!("no model request contained {needle:?}"));
+        c.expect(seen(needle), "expect.model_saw", || format!("no model request contained {needle:?}"));
+    }
+    for needle in &e.model_never_saw {
+        c.expect(!seen(needle), "expect.model_never_saw", || format!("a model request contained {needle:?}"));
     }
 }

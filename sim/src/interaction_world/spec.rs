@@ -302,6 +302,8 @@ pub struct Expect {
     pub model_calls: Option<u32>,
     /// Substrings that must appear in some request the model received.
     pub model_saw: Vec<String>,
+    /// Substrings that must appear in no request any model received.
+    pub model_never_saw: Vec<String>,
     /// Whether a crash run (settled from truth) must end with the fault-free output.
     pub same_output_under_crash: bool,
 }

@@ -404,7 +404,17 @@ fn expect(v: &Json) -> Result<Expect, DecodeError> {
     let failure_code = opt(&mut r, "failure_code", nonempty_string)?;
     let model_calls = opt(&mut r, "model_calls", u32_of)?;
     let model_saw = opt(&mut r, "model_saw", |v| list(v, nonempty_string))?.unwrap_or_default();
+    let model_never_saw = opt(&mut r, "model_never_saw", |v| list(v, nonempty_string))?.unwrap_or_default();
     let same_output_under_crash = opt(&mut r, "same_output_under_crash", bool_of)?.unwrap_or(true);
     finish(r)?;
-    Ok(Expect { status, output_text, output_source, failure_code, model_calls, model_saw, same_output_under_crash })
+    Ok(Expect {
+        status,
+        output_text,
+        output_source,
+        failure_code,
+        model_calls,
+        model_saw,
+        model_never_saw,
+        same_output_under_crash,
+    })
 }
