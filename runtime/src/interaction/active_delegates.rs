@@ -4,6 +4,11 @@
 //! Hosts use this to attribute a model ToolCall to the child Process running it. Only
 //! Interaction-owned state is interpreted: the result holds no Engine handle, persistence
 //! identity, or Host metadata.
+//!
+//! Three entry points, from least to most trusted input: [`active_delegate_children_from_snapshot`]
+//! (committed tree snapshot bytes, fully validated on decode), [`active_delegate_children_in`]
+//! (an already validated [`TreeSnapshot`]) and [`active_delegate_children`] (one Process
+//! record taken from such a snapshot).
 
 use super::error::InteractionError;
 use super::ids::delegate_child_key;
@@ -11,6 +16,7 @@ use super::state::{BatchKind, ParentState};
 use crate::chat::ToolCall;
 use crate::kernel::ids::{ChildKey, ProcessId};
 use crate::kernel::process::Process;
+use crate::kernel::snapshot::TreeSnapshot;
 
 /// One model ToolCall attributed to its currently active Delegate child Process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +54,31 @@ impl ActiveDelegateChild {
     pub fn is_valid(&self) -> bool {
         delegate_child_key(self.model_call_sequence, &self.tool_call).is_ok_and(|key| key == self.child_key)
     }
+}
+
+/// [`active_delegate_children_in`] over canonical tree snapshot bytes (as a committer stores
+/// them). Bytes that do not decode and validate as a tree snapshot, or a `process` the tree
+/// does not hold, are [`super::ErrorKind::InvalidExecutionState`].
+pub fn active_delegate_children_from_snapshot(
+    tree_snapshot: &[u8],
+    process: &ProcessId,
+) -> Result<Option<Vec<ActiveDelegateChild>>, InteractionError> {
+    let snapshot = TreeSnapshot::decode(tree_snapshot)
+        .map_err(|e| InteractionError::invalid_state(format!("invalid tree snapshot: {e}")))?;
+    active_delegate_children_in(&snapshot, process)
+}
+
+/// The active Delegate children of the Process `process` of `snapshot` (see
+/// [`active_delegate_children`]); a Process the tree does not hold is
+/// [`super::ErrorKind::InvalidExecutionState`].
+pub fn active_delegate_children_in(
+    snapshot: &TreeSnapshot,
+    process: &ProcessId,
+) -> Result<Option<Vec<ActiveDelegateChild>>, InteractionError> {
+    let record = snapshot
+        .process(process)
+        .ok_or_else(|| InteractionError::invalid_state(format!("the tree snapshot holds no process {process}")))?;
+    active_delegate_children(record)
 }
 
 /// The Delegate children of `process`'s current batch that have a Process, in ToolCall order.

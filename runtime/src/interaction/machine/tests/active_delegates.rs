@@ -1,7 +1,9 @@
 //! `active_delegate_children` over real parent Processes (§9.2).
 
 use super::*;
-use crate::interaction::active_delegates::active_delegate_children;
+use crate::interaction::active_delegates::{
+    active_delegate_children, active_delegate_children_from_snapshot, active_delegate_children_in,
+};
 use crate::interaction::error::ErrorKind;
 use crate::interaction::ids::delegate_child_key;
 use crate::interaction::state::ParentState;
@@ -106,4 +108,40 @@ fn a_corrupted_parent_state_is_an_error() {
     let mut garbage = parent.clone();
     garbage.committed_state.payload = Payload::from_json(Json::str("nope")).unwrap();
     assert_eq!(active_delegate_children(&garbage).unwrap_err().kind(), ErrorKind::InvalidExecutionState);
+}
+
+#[test]
+fn the_snapshot_entry_points_agree_with_the_process_one() {
+    let (h, r, calls) = running_delegates();
+    let snapshot = head(&h, &r);
+    let parent = root(&snapshot);
+    let direct = active_delegate_children(&parent).unwrap();
+    assert_eq!(active_delegate_children_in(&snapshot, &parent.id).unwrap(), direct);
+    let from_bytes = active_delegate_children_from_snapshot(snapshot.bytes(), &parent.id).unwrap().expect("found");
+    assert_eq!(Some(from_bytes.clone()), direct);
+    let ids: Vec<&str> = from_bytes.iter().map(|c| c.tool_call().id.as_str()).collect();
+    assert_eq!(ids, [calls[1].id.as_str(), calls[3].id.as_str()]);
+    // A child Process of the same tree is not an Interaction parent: found = false.
+    let child = from_bytes[0].process_id().clone();
+    assert_eq!(active_delegate_children_from_snapshot(snapshot.bytes(), &child).unwrap(), None);
+}
+
+#[test]
+fn an_invalid_snapshot_or_a_missing_process_is_an_error() {
+    let (h, r, _) = running_delegates();
+    let snapshot = head(&h, &r);
+    let parent = root(&snapshot).id;
+    let bytes = snapshot.bytes().to_vec();
+    // Not JSON; not canonical (a trailing space); cut short.
+    let mut spaced = bytes.clone();
+    spaced.push(b' ');
+    for bad in [b"nope".to_vec(), spaced, bytes[..bytes.len() / 2].to_vec()] {
+        let err = active_delegate_children_from_snapshot(&bad, &parent).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidExecutionState, "{err}");
+        assert!(err.to_string().contains("invalid tree snapshot"), "{err}");
+    }
+    let stranger = ProcessId::root_from_hex(&hex(999)).unwrap();
+    let err = active_delegate_children_from_snapshot(&bytes, &stranger).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidExecutionState, "{err}");
+    assert_eq!(active_delegate_children_in(&snapshot, &stranger).unwrap_err().kind(), ErrorKind::InvalidExecutionState);
 }
