@@ -168,3 +168,25 @@ fn conformance() {
     ];
     check_definition(&d, &user_input("hi"), &suffixes).unwrap();
 }
+
+#[test]
+fn start_input_errors_are_invalid_input() {
+    let d = Definition::new(base_config(&tool_set())).unwrap();
+    let user = r#"{"parts":[{"text":"a","type":"text"}],"role":"user"}"#;
+    let system = r#"{"parts":[{"text":"be terse","type":"text"}],"role":"system"}"#;
+    let bad = [
+        "[]".to_owned(),
+        r#"{"messages":[]}"#.to_owned(),
+        format!(r#"{{"messages":[{user}],"x":1}}"#),
+        format!(r#"{{"messages":[{user},{system}]}}"#),
+        format!(r#"{{"messages":[{user}],"options":{{"temperature":"hot"}}}}"#),
+        r#"{"messages":[{"parts":[],"role":"user"}]}"#.to_owned(),
+    ];
+    for text in &bad {
+        let e = d.start(&Payload::from_bytes(text.as_bytes()).unwrap()).err().unwrap_or_else(|| panic!("{text} started"));
+        assert!(e.to_string().contains("invalid input"), "{text}: {e}");
+    }
+    // A leading system prefix is fine.
+    let ok = format!(r#"{{"messages":[{system},{user}]}}"#);
+    assert!(d.start(&Payload::from_bytes(ok.as_bytes()).unwrap()).is_ok());
+}

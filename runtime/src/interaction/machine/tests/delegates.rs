@@ -135,3 +135,49 @@ fn a_waiting_delegate_tree_restores_without_restarting_the_child() {
     let results = results_at(&h.model.request(1), 2);
     assert_eq!(results[0].output.details.as_ref().unwrap().to_canonical_string(), r#"{"value":"GO ON"}"#);
 }
+
+#[test]
+fn every_child_gets_exactly_its_grant_under_its_derived_key() {
+    use crate::interaction::ids::{delegate_child_key, tool_child_key};
+    let caps = |names: &[&str]| CapabilitySet::from_names(names).unwrap();
+    let upper = upper_deployment(b"upper");
+    let u = upper.clone();
+    let delegate_call = call("u1", "upper", r#"{"text":"x"}"#);
+    let h = harness_with(
+        vec![calls_response(vec![call("w", "weather", "{}"), delegate_call.clone()]), answer("done")],
+        move |c| {
+            c.tool_budget = Some(Budget::finite(40, 41, 42));
+            c.tool_capabilities = caps(&["net.fetch"]);
+            c.delegates = vec![Delegate::new(DelegateConfig {
+                name: "upper".into(),
+                description: "Upper-cases.".into(),
+                deployment: u,
+                budget: Budget::finite(30, 31, 32),
+                capabilities: caps(&["fs.read"]),
+            })
+            .unwrap()];
+        },
+        move |set| set.insert(upper),
+    );
+    let mut r = h.start_with("go", caps(&["fs.read", "net.fetch", "shell.exec"]));
+    r.run_to_idle();
+    h.check(&r);
+    assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
+    let children: Vec<crate::kernel::owner::ProcessInfo> = r
+        .published
+        .iter()
+        .filter_map(|p| match p {
+            Publication::Started { process, .. } if !process.relation.is_root() => Some(process.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(children.len(), 2);
+    let tool = &children[0];
+    assert_eq!(tool.relation.child_key, Some(tool_child_key(1, "w").unwrap()));
+    assert_eq!(tool.budget, Budget::finite(40, 41, 42));
+    assert_eq!(tool.capabilities, caps(&["net.fetch"]));
+    let worker = &children[1];
+    assert_eq!(worker.relation.child_key, Some(delegate_child_key(1, &delegate_call).unwrap()));
+    assert_eq!(worker.budget, Budget::finite(30, 31, 32));
+    assert_eq!(worker.capabilities, caps(&["fs.read"]));
+}

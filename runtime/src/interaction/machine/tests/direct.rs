@@ -334,3 +334,111 @@ fn host_and_provider_errors_fail_with_their_codes() {
         assert_eq!(consumed, 1);
     }
 }
+
+#[test]
+fn the_wait_must_be_at_the_drained_boundary_at_opening_and_at_satisfaction() {
+    let mut d = Driver::new(|_| {});
+    let (key, spec) = to_wait_open(&mut d);
+    let before = d.snapshot();
+    let mut result_boundary = spec.clone();
+    result_boundary.boundary = Boundary::TerminalResult;
+    assert!(d.step(&[opened(&wait_id(1), &result_boundary)]).is_err(), "a result-boundary opening");
+    assert_eq!(d.snapshot(), before);
+    d.step(&[opened(&wait_id(1), &spec)]).unwrap();
+    let before = d.snapshot();
+    let result = SettledToolResult::new(crate::chat::ToolResult::ok("c1", "weather", Default::default()), false);
+    let mut outcome = completed(&key, &child(1), &d.tools, &result);
+    assert!(d.step(&[satisfied(&wait_id(1), &result_boundary, vec![outcome.clone()])]).is_err(), "a result-boundary satisfaction");
+    outcome.boundary = Boundary::TerminalResult;
+    assert!(d.step(&[satisfied(&wait_id(1), &spec, vec![outcome.clone()])]).is_err(), "a result-boundary outcome");
+    outcome.boundary = Boundary::SubtreeDrained;
+    let answer = satisfied(&wait_id(1), &spec, vec![outcome]);
+    assert!(d.step(&[answer.clone(), answer.clone()]).is_err(), "two satisfactions in one window");
+    assert!(d.step(&[satisfied(&wait_id(1), &spec, vec![])]).is_err(), "no outcome");
+    assert_eq!(d.snapshot(), before);
+    assert!(d.step(&[answer]).is_ok());
+}
+
+#[test]
+fn outcomes_must_arrive_in_invocation_order() {
+    let mut d = Driver::new(|_| {});
+    effects(d.step(&[]).unwrap());
+    let signal = d.model(calls_response(vec![call("s1", "shared", "{}"), call("s2", "shared", r#"{"n":2}"#)]));
+    let starts = effects(d.step(&[signal]).unwrap());
+    let keys: Vec<ChildKey> = starts.iter().map(|e| start_spec(e).key).collect();
+    let one = d.started(&keys[0], Ok(child(1)));
+    let two = d.started(&keys[1], Ok(child(2)));
+    let spec = wait_spec(&effects(d.step(&[one, two]).unwrap())[0]);
+    assert_eq!(spec.children, vec![child(1), child(2)]);
+    d.step(&[opened(&wait_id(1), &spec)]).unwrap();
+    let before = d.snapshot();
+    let r1 = SettledToolResult::new(crate::chat::ToolResult::ok("s1", "shared", Default::default()), false);
+    let r2 = SettledToolResult::new(crate::chat::ToolResult::ok("s2", "shared", Default::default()), false);
+    let o1 = completed(&keys[0], &child(1), &d.tools, &r1);
+    let o2 = completed(&keys[1], &child(2), &d.tools, &r2);
+    assert!(d.step(&[satisfied(&wait_id(1), &spec, vec![o2.clone(), o1.clone()])]).is_err(), "reversed");
+    assert!(d.step(&[satisfied(&wait_id(1), &spec, vec![o1.clone(), o1.clone()])]).is_err(), "repeated");
+    let mut wrong_key = o2.clone();
+    wrong_key.key = keys[0].clone();
+    assert!(d.step(&[satisfied(&wait_id(1), &spec, vec![o1.clone(), wrong_key])]).is_err(), "key of another invocation");
+    assert_eq!(d.snapshot(), before);
+    let next = effects(d.step(&[satisfied(&wait_id(1), &spec, vec![o1, o2])]).unwrap());
+    let Effect::Dispatcher(payload) = &next[0] else { panic!() };
+    assert_eq!(ModelCallEffect::from_payload(payload).unwrap().model_call_sequence, 2);
+}
+
+#[test]
+fn an_interaction_envelope_where_a_kernel_signal_belongs_is_an_error() {
+    let mut d = Driver::new(|_| {});
+    effects(d.step(&[]).unwrap());
+    let signal = d.model(calls_response(vec![call("c1", "weather", "{}")]));
+    let starts = effects(d.step(&[signal]).unwrap());
+    let key = start_spec(&starts[0]).key;
+    let before = d.snapshot();
+    // A tool child's settlement envelope sent to the parent instead of a child start result.
+    let settled = crate::interaction::protocol::ToolCallSettlement::Result(SettledToolResult::new(
+        crate::chat::ToolResult::ok("c1", "weather", Default::default()),
+        false,
+    ))
+    .to_settlement()
+    .unwrap();
+    let stray = Signal::new(SignalId::settlement(&d.effect_id()), None, settled.payload, Some(settled.status)).unwrap();
+    let e = d.step(&[stray]).unwrap_err();
+    assert!(e.to_string().contains("where a kernel signal was expected"), "{e}");
+    assert_eq!(d.snapshot(), before);
+    let good = d.started(&key, Ok(child(1)));
+    assert!(d.step(&[good]).is_ok());
+}
+
+#[test]
+fn a_delegate_satisfaction_must_settle_every_waited_child() {
+    let upper = upper_deployment(b"upper");
+    let u = upper.clone();
+    let mut d = Driver::new(move |c| c.delegates = vec![delegate("upper", &u)]);
+    effects(d.step(&[]).unwrap());
+    let calls = vec![call("u1", "upper", r#"{"text":"a"}"#), call("u2", "upper", r#"{"text":"b"}"#)];
+    let signal = d.model(calls_response(calls));
+    let starts = effects(d.step(&[signal]).unwrap());
+    assert_eq!(starts.len(), 2, "a delegate run starts at once");
+    let mut started = Vec::new();
+    for (n, e) in starts.iter().enumerate() {
+        let r = ChildStartResult { key: start_spec(e).key, deployment_ref: upper.reference().clone(), outcome: Ok(child(n as u64 + 1)) };
+        let eid = d.effect_id();
+        let payload = Payload::from_json(r.to_json()).unwrap();
+        started.push(Signal::new(SignalId::settlement(&eid), None, payload, Some(SettlementStatus::Succeeded)).unwrap());
+    }
+    let spec = wait_spec(&effects(d.step(&started).unwrap())[0]);
+    assert_eq!((spec.condition, spec.children.len()), (Condition::All, 2));
+    d.step(&[opened(&wait_id(1), &spec)]).unwrap();
+    let before = d.snapshot();
+    let outcome = |n: u64, e: &Effect, text: &str| {
+        let mut o = completed(&start_spec(e).key, &child(n), &upper, &SettledToolResult::new(crate::chat::ToolResult::ok("x", "y", Default::default()), false));
+        o.result.output = Some(upper_output(text));
+        o
+    };
+    let e = d.step(&[satisfied(&wait_id(1), &spec, vec![outcome(1, &starts[0], "a")])]).unwrap_err();
+    assert!(e.to_string().contains("every waited child"), "{e}");
+    assert_eq!(d.snapshot(), before);
+    let both = vec![outcome(1, &starts[0], "a"), outcome(2, &starts[1], "b")];
+    assert!(d.step(&[satisfied(&wait_id(1), &spec, both)]).is_ok());
+}

@@ -3,16 +3,18 @@
 //! per call, answered by a function of the call) and a test delegate deployment.
 
 mod active_delegates;
+mod codes;
 mod config;
 mod delegate_waits;
 mod delegates;
 mod direct;
 mod faults;
 mod loops;
+mod rounds;
 #[cfg(feature = "mutations")]
 mod mutations;
 mod snapshots;
-mod streaming;
+pub(super) mod streaming;
 mod waits;
 
 use crate::chat::{FinishReason, Message, Request, Response, ToolCall, Usage};
@@ -396,13 +398,18 @@ pub(super) fn user_input(text: &str) -> Payload {
 
 impl Harness {
     pub fn start(&self, text: &str) -> DirectRunner {
+        self.start_with(text, CapabilitySet::empty())
+    }
+
+    /// A root holding `capabilities` (children may be granted at most these).
+    pub fn start_with(&self, text: &str, capabilities: CapabilitySet) -> DirectRunner {
         let owner = Owner::start(
             self.resolver.clone(),
             self.parent.clone(),
             user_input(text),
             ProcessId::root_from_hex(&hex(1)).unwrap(),
             IncarnationId::from_hex(&hex(100)).unwrap(),
-            RootConfig { budget: Budget::unlimited(), capabilities: CapabilitySet::empty(), limits: TreeLimits::default() },
+            RootConfig { budget: Budget::unlimited(), capabilities, limits: TreeLimits::default() },
             now(),
         )
         .expect("start");

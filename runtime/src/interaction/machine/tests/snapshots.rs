@@ -86,3 +86,39 @@ fn every_acknowledged_cut_of_a_rich_run_round_trips_byte_identically() {
     assert_cuts_round_trip(&h, &r2, &mut seen);
     assert!(seen > 20, "a rich run: {seen} acknowledged commits");
 }
+
+#[test]
+fn finished_trees_restore_to_the_same_result_without_any_model_call() {
+    let weather = || calls_response(vec![call("c1", "weather", "{}")]);
+    let cases = [
+        (vec![weather(), answer("done")], Status::Completed),
+        (vec![with_finish(vec![call("c1", "weather", "{}")], FinishReason::Refusal)], Status::Failed),
+        (vec![weather()], Status::Failed),
+    ];
+    for (n, (script, status)) in cases.into_iter().enumerate() {
+        // Streaming for the completed case: a restore must not replay a call (or its deltas).
+        let streaming = status == Status::Completed;
+        let h = harness_full(tool_set(), script, |c| c.max_model_calls = 1 + u32::from(streaming), |_| {}, move |m| {
+            if streaming {
+                DispatcherConfig::stream(Arc::new(super::streaming::Chunked(m)))
+            } else {
+                DispatcherConfig::complete(m)
+            }
+        });
+        let (_r, result) = h.run("go");
+        assert_eq!(result.status(), status, "case {n}");
+        let calls = h.model.calls();
+        // The failed parent's last committed state is still a valid, restorable state.
+        let state = h.parent_state();
+        let mut r = h.restore(500 + n as u64);
+        r.run_to_idle();
+        h.check(&r);
+        assert_eq!(h.model.calls(), calls, "case {n}: nothing is called again");
+        assert_eq!(h.parent_state(), state, "case {n}");
+        let again = root_result(&r).expect("a restored finished root publishes its Result");
+        assert_eq!(again, result, "case {n}: the same Result, byte for byte");
+        if let Some(output) = &again.output {
+            assert_eq!(output.canonical(), result.output.as_ref().unwrap().canonical());
+        }
+    }
+}

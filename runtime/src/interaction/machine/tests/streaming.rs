@@ -8,7 +8,7 @@ use crate::kernel::status::Status;
 use futures::StreamExt;
 
 /// Streams the scripted model's answers in 4-byte chunks.
-struct Chunked(Arc<ScriptedModel>);
+pub(super) struct Chunked(pub(super) Arc<ScriptedModel>);
 
 impl ModelStreamer for Chunked {
     fn stream<'a>(&'a self, cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<ModelDeltaStream<'a>, ModelError>> {
@@ -100,4 +100,42 @@ fn reduced_contexts_replace_the_working_context_through_the_loop() {
         assert_eq!(third.len(), 3);
         assert_eq!(output_of(&result).model_calls, 3);
     }
+}
+
+/// The parent's committed state bytes after `rounds` model calls that each grow the context by
+/// two messages, then an answer. Truncated calls do it in one Step per round and no child
+/// Process (tool rounds would re-encode an ever larger tree at every commit); the replacement
+/// rule is the same for every round kind.
+fn state_bytes_after(rounds: u32, reduce: bool) -> usize {
+    let mut script: Vec<Response> = (0..rounds)
+        .map(|n| with_finish(vec![call(&format!("c{n:03}"), "weather", r#"{"city":"Os"#)], FinishReason::Length))
+        .collect();
+    script.push(answer("done"));
+    let h = harness_full(tool_set(), script, |c| c.max_model_calls = 100, |_| {}, move |m| {
+        let config = DispatcherConfig::complete(m);
+        if reduce {
+            config.with_reducer(Arc::new(Summarizer::default()))
+        } else {
+            config
+        }
+    });
+    // No oracle re-check here: it decodes every cut again, which dominates at 64 rounds.
+    let mut r = h.start("go");
+    r.run_to_idle();
+    let result = root_result(&r).expect("finished");
+    assert_eq!(result.status(), Status::Completed);
+    assert_eq!(output_of(&result).model_calls, rounds + 1);
+    h.head().root().committed_state.payload.canonical().len()
+}
+
+#[test]
+fn a_reduced_history_never_grows_back() {
+    let (short, long) = (state_bytes_after(16, true), state_bytes_after(64, true));
+    // Pinned by the reference: 64 rounds stay below 5× the size of 16.
+    assert!(long < 5 * short, "{long} vs {short}");
+    // Linear growth would stay below 5× too, so also pin what replacement really gives: the
+    // state is bounded (a few more digits), while without a reducer it grows with the rounds.
+    assert!(long * 10 < short * 11, "reduced: {long} vs {short}");
+    let (plain_short, plain_long) = (state_bytes_after(16, false), state_bytes_after(64, false));
+    assert!(plain_long > 3 * plain_short, "unreduced: {plain_long} vs {plain_short}");
 }
