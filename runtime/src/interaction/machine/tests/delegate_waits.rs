@@ -57,3 +57,24 @@ fn a_delegate_batch_settles_every_waited_child_at_once_in_call_order() {
     // direct.rs): the parent stepped exactly model, starts, wait-open, parked, settle.
     assert_eq!(*h.model.steps.lock().unwrap(), vec![1, 5]);
 }
+
+#[test]
+fn a_delegate_run_ignores_the_tool_concurrency_limit() {
+    let upper = upper_deployment(b"upper");
+    let u = upper.clone();
+    let calls: Vec<ToolCall> = (1..=3).map(|n| call(&format!("d{n}"), "upper", r#"{"text":"wait"}"#)).collect();
+    let h = harness_with(
+        vec![calls_response(calls), answer("done")],
+        move |c| {
+            c.delegates = vec![delegate("upper", &u)];
+            c.max_concurrent_tool_calls = 1;
+        },
+        move |set| set.insert(upper),
+    );
+    let mut r = h.start("go");
+    r.run_to_idle();
+    let head = h.head();
+    let parked = head.processes().iter().filter(|p| !p.relation.is_root() && p.current_wait_id.is_some()).count();
+    assert_eq!(parked, 3, "all three delegate children run at once under a tool limit of 1");
+    assert_eq!(h.parent_state().tool_round.unwrap().child_batch.unwrap().active_children().len(), 3);
+}

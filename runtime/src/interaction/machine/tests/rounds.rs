@@ -266,3 +266,53 @@ fn pending_steers_keep_their_order_across_a_restore() {
     let applied = h.model.applied.lock().unwrap().clone();
     assert_eq!(applied[1], [SignalId::parse("signal:s1").unwrap(), SignalId::parse("signal:s2").unwrap()]);
 }
+
+/// Records the ToolInvocation its calls find in their context.
+#[derive(Default)]
+struct Attributed(Mutex<Vec<crate::interaction::attribution::ToolInvocation>>);
+
+impl Tool for Attributed {
+    fn spec(&self) -> ToolDefinitionInput {
+        ToolDefinitionInput {
+            name: "attributed".into(),
+            description: "Records its attribution.".into(),
+            input_schema: crate::json::parse(br#"{"type":"object"}"#).unwrap(),
+        }
+    }
+    fn call<'a>(&'a self, _: &'a Invocation, cx: ToolContext) -> BoxFuture<'a, Result<crate::chat::ToolOutput, ToolError>> {
+        if let Some(i) = crate::interaction::attribution::ToolInvocation::from_context(&cx) {
+            self.0.lock().unwrap().push(i.clone());
+        }
+        Box::pin(async { Ok(crate::chat::ToolOutput::text("noted")) })
+    }
+}
+
+#[test]
+fn a_tool_sees_the_attribution_of_its_own_child() {
+    use crate::interaction::ids::tool_child_key;
+    let tool = Arc::new(Attributed::default());
+    let target = call("a1", "attributed", r#"{"x":1}"#);
+    let h = harness_tools(
+        vec![tool.clone()],
+        vec![
+            calls_response(vec![call("w0", "weather", "{}")]),
+            calls_response(vec![call("w1", "weather", "{}"), target.clone()]),
+            answer("done"),
+        ],
+        |_| {},
+    );
+    let (r, result) = h.run("go");
+    assert_eq!(result.status(), Status::Completed);
+    let seen = tool.0.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    let i = &seen[0];
+    assert!(i.is_valid());
+    assert_eq!((i.model_call_sequence(), i.tool_call_index()), (2, 1), "the absolute index in the response");
+    assert_eq!(i.tool_call(), target);
+    assert_eq!(i.step_sequence(), 1, "the tool child's own step");
+    assert_eq!(i.relation().child_key, Some(tool_child_key(2, "a1").unwrap()));
+    assert_eq!(i.relation().parent_id.as_ref(), Some(r.owner.root_id()));
+    assert_eq!(i.deployment_ref(), tool_set().deployment_ref());
+    let child = h.head().processes().iter().find(|p| p.relation.child_key == i.relation().child_key).unwrap().id.clone();
+    assert_eq!(i.effect_id(), &crate::kernel::ids::EffectId::derive(&child, 1, 0), "the child's Effect");
+}
