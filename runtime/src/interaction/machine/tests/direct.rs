@@ -442,3 +442,20 @@ fn a_delegate_satisfaction_must_settle_every_waited_child() {
     let both = vec![outcome(1, &starts[0], "a"), outcome(2, &starts[1], "b")];
     assert!(d.step(&[satisfied(&wait_id(1), &spec, both)]).is_ok());
 }
+
+#[test]
+fn replacement_messages_that_make_an_invalid_context_are_a_step_error() {
+    let mut d = Driver::new(|_| {});
+    effects(d.step(&[]).unwrap());
+    let before = d.snapshot();
+    // Each message is valid, but a system message must lead the context.
+    let reduced = ModelResult::Response {
+        response: answer("done"),
+        replacement_messages: Some(vec![Message::user("summary"), Message::system("late system prompt")]),
+    };
+    let s = reduced.to_settlement().unwrap();
+    let signal = Signal::new(SignalId::settlement(&d.effect_id()), None, s.payload, Some(s.status)).unwrap();
+    let e = d.step(&[signal]).unwrap_err();
+    assert!(e.to_string().contains("replacement messages make an invalid context"), "{e}");
+    assert_eq!(d.snapshot(), before);
+}

@@ -456,3 +456,18 @@ fn a_restored_tree_keeps_settled_siblings_and_waits_for_the_unknown_one() {
     let contents: Vec<String> = results_at(&h.model.request(1), 2).into_iter().map(|r| r.output.content).collect();
     assert_eq!(contents, vec!["shared({})", "shared(resolved)"]);
 }
+
+#[test]
+fn a_final_response_without_a_message_or_finish_reason_is_a_step_error() {
+    let no_finish = Response { finish_reason: None, ..answer("almost") };
+    let no_message = Response { message: None, ..answer("unused") };
+    for (response, expected) in [(no_finish, "needs a finish reason"), (no_message, "needs a message")] {
+        let h = harness(vec![response], |_| {});
+        let (_r, result) = h.run("go");
+        assert_eq!(result.status(), Status::Failed);
+        let f = failure_of(&result);
+        assert_eq!(f.code.as_str(), kcodes::STEP_FAILED.name(), "{f:?}");
+        assert!(f.message.as_str().contains(expected), "{f:?}");
+        assert!(result.output.is_none(), "never offered as a completion");
+    }
+}
