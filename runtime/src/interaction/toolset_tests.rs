@@ -248,6 +248,22 @@ fn toolset_manifest_keeps_registration_order() {
 }
 
 #[test]
+fn the_tool_dispatcher_never_replays() {
+    use crate::kernel::dispatcher::ReplayPolicy;
+    let h = harness(vec![tool("a", false, ok("x")).0], vec![], None);
+    let dispatcher = h.set.deployment().dispatcher().cloned().expect("the tool child deployment dispatches");
+    let effect = super::protocol::ToolCallEffect {
+        input: ToolCallInput { model_call_sequence: 1, tool_call_index: 0, call: ToolCall::new("c", "a", "{}") },
+        resume: None,
+    };
+    for payload in [effect.to_payload().unwrap(), Payload::null(), Payload::from_bytes(b"{\"x\":1}").unwrap()] {
+        let policy = dispatcher.policy(&payload);
+        assert_eq!(policy.replay, ReplayPolicy::Never);
+        assert_eq!(policy.required_capabilities, CapabilitySet::default());
+    }
+}
+
+#[test]
 fn observation_failure_counts_saturate() {
     let h = harness(vec![tool("a", false, ok("x")).0], vec![], None);
     h.set.counters().set(u64::MAX - 1, u64::MAX);
