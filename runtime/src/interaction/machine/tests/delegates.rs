@@ -181,3 +181,33 @@ fn every_child_gets_exactly_its_grant_under_its_derived_key() {
     assert_eq!(worker.budget, Budget::finite(30, 31, 32));
     assert_eq!(worker.capabilities, caps(&["fs.read"]));
 }
+
+#[test]
+fn a_steer_arriving_during_a_delegate_batch_waits_for_the_round() {
+    use crate::interaction::signals::steer_signal;
+    use crate::kernel::owner::Command;
+    let (h, _) = with_upper(vec![calls_response(vec![call("u1", "upper", r#"{"text":"wait"}"#)]), answer("done")], false);
+    let mut r = h.start("go");
+    r.run_to_idle();
+    let steer = steer_signal(SignalId::parse("signal:mid").unwrap(), vec![Message::user("one word")]).unwrap();
+    r.command(Command::Deliver { process: r.owner.root_id().clone(), requests: vec![steer] }).unwrap();
+    r.run_to_idle();
+    assert_eq!(h.model.calls(), 1, "the steer does not interrupt the delegate");
+    let head = h.head();
+    let child = head.processes().iter().find(|p| !p.relation.is_root()).unwrap();
+    let request = crate::kernel::signal::SignalRequest::new(
+        SignalId::external("signal:go").unwrap(),
+        child.current_wait_id.clone(),
+        Payload::from_json(Json::str("fine")).unwrap(),
+    )
+    .unwrap();
+    r.command(Command::Deliver { process: child.id.clone(), requests: vec![request] }).unwrap();
+    r.run_to_idle();
+    h.check(&r);
+    assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
+    let texts: Vec<String> = h.model.request(1).messages.iter().map(Message::text).collect();
+    assert_eq!(texts.len(), 4, "[user, assistant(call), tool(artifact), user(steer)]");
+    assert_eq!(texts[3], "one word");
+    assert_eq!(results_at(&h.model.request(1), 2)[0].output.details.as_ref().unwrap().to_canonical_string(), r#"{"value":"FINE"}"#);
+    assert_eq!(h.model.applied.lock().unwrap()[1], [SignalId::parse("signal:mid").unwrap()]);
+}
