@@ -98,6 +98,43 @@ fn every_corpus_directory_is_a_target() {
     assert_eq!(dirs, targets);
 }
 
+/// Every target has its `[[bin]]` in `fuzz/Cargo.toml` and its file in `fuzz/fuzz_targets/`,
+/// calling the `fuzz_props` function of the same name.
+#[test]
+fn every_target_has_a_cargo_fuzz_binary() {
+    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+    let manifest = std::fs::read_to_string(fuzz.join("Cargo.toml")).expect("fuzz/Cargo.toml");
+    let mut bins: Vec<String> = manifest
+        .lines()
+        .filter_map(|l| l.strip_prefix("name = \""))
+        .filter_map(|l| l.strip_suffix('"'))
+        .filter(|name| *name != "keel-fuzz")
+        .map(str::to_owned)
+        .collect();
+    bins.sort();
+    let mut targets: Vec<String> = TARGETS.iter().map(|t| t.to_string()).collect();
+    targets.sort();
+    assert_eq!(bins, targets, "[[bin]] entries of fuzz/Cargo.toml");
+    for target in TARGETS {
+        let source = std::fs::read_to_string(fuzz.join("fuzz_targets").join(format!("{target}.rs")))
+            .unwrap_or_else(|e| panic!("fuzz_targets/{target}.rs: {e}"));
+        assert!(source.contains(&format!("keel_tests::fuzz_props::{target}(data)")), "{target}.rs runs its property");
+    }
+}
+
+/// The fuzz targets link this crate's library, built by cargo-fuzz without `--cfg madsim`;
+/// the simulator calls madsim's runtime, which only exists under that cfg, so the library
+/// must not depend on it (it did, and the fuzz build broke as soon as the simulator grew).
+#[test]
+fn the_library_the_fuzz_targets_link_does_not_need_the_simulator() {
+    let manifest = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).expect("Cargo.toml");
+    let dependencies = manifest
+        .split("\n[")
+        .find(|section| section.starts_with("dependencies]"))
+        .expect("a [dependencies] table");
+    assert!(!dependencies.contains("keel-sim"), "keel-sim belongs in [dev-dependencies]");
+}
+
 /// The captured snapshots (`real-*`) must stay real: if the snapshot format changes they stop
 /// decoding and only exercise the first rejection. Re-capture them with
 /// `cargo run -p keel-tests --bin capture-corpus` (after deleting the old `real-*` files).
