@@ -79,10 +79,11 @@ pub fn start_input(scenario: &InteractionScenario) -> Option<Payload> {
     InteractionInput::new(vec![Message::system("Answer briefly."), Message::user(scenario.script)]).to_payload().ok()
 }
 
-/// Runs `scenario` on a recording world; `None` if the fixed world cannot be built.
+/// Runs `scenario` on a recording world.
 pub fn capture(scenario: &InteractionScenario) -> Capture {
     let recorder: Recorder = Arc::new(Mutex::new(Recording::default()));
-    let Ok(world) = InteractionWorld::new(Some(recorder.clone())) else { return Capture::default() };
+    // The world's configuration is fixed: failing to build it is a bug in this crate.
+    let world = InteractionWorld::new(Some(recorder.clone())).unwrap_or_else(|e| panic!("the Interaction world: {e}"));
     let cuts = run_in(&world, scenario);
     drop(world);
     let recording = std::mem::take(&mut *recorder.lock().unwrap_or_else(PoisonError::into_inner));

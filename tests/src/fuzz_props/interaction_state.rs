@@ -49,18 +49,23 @@ pub fn interaction_state(data: &[u8]) {
     match usize::from(selector) % STATE_SELECTORS.len() {
         0 => {
             if let Some(state) = round_trip::<ParentState>(&value) {
-                let encoded = state.to_execution_state().unwrap_or_else(|e| panic!("a decoded parent state encodes: {e}"));
-                check_restores(world, &encoded);
+                state.to_execution_state().unwrap_or_else(|e| panic!("a decoded parent state encodes: {e}"));
+            }
+            // Offered as stored (not re-encoded), so non-canonical spellings reach restore too.
+            if let Some(stored) = stored_state(ParentState::KIND, &value) {
+                check_restores(world, &stored);
             }
         }
         1 => {
             if let Some(state) = round_trip::<ToolCallState>(&value) {
-                let encoded = state.to_execution_state().unwrap_or_else(|e| panic!("a decoded tool call state encodes: {e}"));
+                state.to_execution_state().unwrap_or_else(|e| panic!("a decoded tool call state encodes: {e}"));
                 if state.checkpoint.is_some() {
                     // Derived keys hash the model-supplied call id: always valid identity text.
                     state.input_wait_key().unwrap_or_else(|e| panic!("a checkpointed state has an input wait key: {e}"));
                 }
-                check_restores(world, &encoded);
+            }
+            if let Some(stored) = stored_state(ToolCallState::KIND, &value) {
+                check_restores(world, &stored);
             }
         }
         2 => {
@@ -75,6 +80,12 @@ pub fn interaction_state(data: &[u8]) {
             }
         }
     }
+}
+
+/// `value` as the payload of a stored state of `kind` (`None` past the payload limits).
+fn stored_state(kind: &str, value: &Json) -> Option<ExecutionState> {
+    let kind = keel::text::QualifiedName::parse(kind).expect("the state kinds are qualified names");
+    Some(ExecutionState { kind, payload: keel::json::Payload::from_json(value.clone()).ok()? })
 }
 
 /// Every Definition a state can be offered to: the two roots and the tool child.
@@ -116,7 +127,7 @@ fn check_restores(world: &InteractionWorld, state: &ExecutionState) {
     }
 }
 
-/// The Definition is one implementation of [`StateRules`]: validating through it must agree.
+/// The Definition is one implementation of `StateRules`: validating through it must agree.
 fn check_rules_agree(definition: &Definition, parent: &ParentState) {
     assert!(parent.validate_structure().is_ok());
     assert!(parent.validate_against(definition).is_ok(), "restore_state accepted it, so the rules do");

@@ -503,11 +503,6 @@ impl InteractionWorld {
     pub fn root_for(&self, reference: &keel::kernel::deployment::DeploymentRef) -> Option<&Deployment> {
         [&self.complete, &self.stream].into_iter().find(|d| d.reference() == reference)
     }
-
-    /// A standalone tool-child Definition (the ToolSet's has the same behavior).
-    pub fn tool_child_definition(&self) -> Arc<dyn waist::Definition> {
-        self.tool_child.definition().clone()
-    }
 }
 
 /// Shared by the targets: the world without recording, built once. Its configuration is
