@@ -72,6 +72,21 @@ fn corpus_snapshot_mutation() {
 }
 
 #[test]
+fn corpus_interaction_state() {
+    replay("interaction_state");
+}
+
+#[test]
+fn corpus_interaction_protocol() {
+    replay("interaction_protocol");
+}
+
+#[test]
+fn corpus_interaction_mutation() {
+    replay("interaction_mutation");
+}
+
+#[test]
 fn every_corpus_directory_is_a_target() {
     let mut dirs: Vec<String> = std::fs::read_dir(corpus_root())
         .expect("fuzz/corpus")
@@ -81,6 +96,43 @@ fn every_corpus_directory_is_a_target() {
     let mut targets: Vec<String> = TARGETS.iter().map(|t| t.to_string()).collect();
     targets.sort();
     assert_eq!(dirs, targets);
+}
+
+/// Every target has its `[[bin]]` in `fuzz/Cargo.toml` and its file in `fuzz/fuzz_targets/`,
+/// calling the `fuzz_props` function of the same name.
+#[test]
+fn every_target_has_a_cargo_fuzz_binary() {
+    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+    let manifest = std::fs::read_to_string(fuzz.join("Cargo.toml")).expect("fuzz/Cargo.toml");
+    let mut bins: Vec<String> = manifest
+        .lines()
+        .filter_map(|l| l.strip_prefix("name = \""))
+        .filter_map(|l| l.strip_suffix('"'))
+        .filter(|name| *name != "keel-fuzz")
+        .map(str::to_owned)
+        .collect();
+    bins.sort();
+    let mut targets: Vec<String> = TARGETS.iter().map(|t| t.to_string()).collect();
+    targets.sort();
+    assert_eq!(bins, targets, "[[bin]] entries of fuzz/Cargo.toml");
+    for target in TARGETS {
+        let source = std::fs::read_to_string(fuzz.join("fuzz_targets").join(format!("{target}.rs")))
+            .unwrap_or_else(|e| panic!("fuzz_targets/{target}.rs: {e}"));
+        assert!(source.contains(&format!("keel_tests::fuzz_props::{target}(data)")), "{target}.rs runs its property");
+    }
+}
+
+/// The fuzz targets link this crate's library, built by cargo-fuzz without `--cfg madsim`;
+/// the simulator calls madsim's runtime, which only exists under that cfg, so the library
+/// must not depend on it (it did, and the fuzz build broke as soon as the simulator grew).
+#[test]
+fn the_library_the_fuzz_targets_link_does_not_need_the_simulator() {
+    let manifest = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).expect("Cargo.toml");
+    let dependencies = manifest
+        .split("\n[")
+        .find(|section| section.starts_with("dependencies]"))
+        .expect("a [dependencies] table");
+    assert!(!dependencies.contains("keel-sim"), "keel-sim belongs in [dev-dependencies]");
 }
 
 /// The captured snapshots (`real-*`) must stay real: if the snapshot format changes they stop
@@ -98,6 +150,93 @@ fn captured_snapshots_still_decode() {
         if let Err(e) = keel::kernel::snapshot::TreeSnapshot::decode(&bytes) {
             panic!("{} no longer decodes ({e}): re-run capture-corpus", file.display());
         }
+    }
+}
+
+fn real_files(target: &str) -> Vec<PathBuf> {
+    files(target).into_iter().filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("real-"))).collect()
+}
+
+/// The captured Interaction inputs (`real-*`) must stay real, like the snapshots: each one is
+/// still accepted by the decoder its selector names (re-capture with `capture-corpus` after
+/// deleting the old `real-*` files of these directories when a format changes).
+#[test]
+fn captured_interaction_inputs_still_decode() {
+    use keel::interaction::protocol::*;
+    use keel::interaction::state::{ParentState, ToolCallState};
+    use keel::json::FromJson;
+    fn accepts<T: FromJson>(bytes: &[u8]) -> Result<(), String> {
+        T::from_json_bytes(bytes).map(drop).map_err(|e| e.to_string())
+    }
+    let world = fuzz_props::interaction_world::fuzz_world();
+    for (target, minimum) in [("interaction_state", 40), ("interaction_protocol", 40)] {
+        let real = real_files(target);
+        assert!(real.len() >= minimum, "{target}: expected the captured inputs (got {})", real.len());
+        for file in real {
+            let bytes = std::fs::read(&file).expect("read");
+            let (&selector, json) = bytes.split_first().expect("a selector byte");
+            let verdict = match (target, usize::from(selector)) {
+                ("interaction_state", 0) => accepts::<ParentState>(json),
+                ("interaction_state", 1) => accepts::<ToolCallState>(json),
+                ("interaction_state", 2) => {
+                    let state = keel::kernel::waist::ExecutionState::from_json_bytes(json).map_err(|e| e.to_string());
+                    state.and_then(|s| restorable(world, &s))
+                }
+                ("interaction_state", _) => {
+                    let value = keel::json::parse(json).map_err(|e| e.to_string());
+                    let state = value.and_then(|v| {
+                        let state = v.get("state").ok_or("no state")?;
+                        keel::kernel::waist::ExecutionState::from_json(state).map_err(|e| e.to_string())
+                    });
+                    state.and_then(|s| restorable(world, &s))
+                }
+                (_, n) => match fuzz_props::PROTOCOL_TYPES[n] {
+                    "ModelCallEffect" => accepts::<ModelCallEffect>(json),
+                    "ModelResult" => accepts::<ModelResult>(json),
+                    "ToolCallEffect" => accepts::<ToolCallEffect>(json),
+                    "ToolCallSettlement" => accepts::<ToolCallSettlement>(json),
+                    "SettledToolResult" => accepts::<SettledToolResult>(json),
+                    "ToolCallInput" => accepts::<ToolCallInput>(json),
+                    "ToolCheckpoint" => accepts::<ToolCheckpoint>(json),
+                    "WaitOpenedPayload" => accepts::<WaitOpenedPayload>(json),
+                    "InputResponse" => accepts::<InputResponse>(json),
+                    "Steer" => accepts::<Steer>(json),
+                    "ModelResponseDelta" => accepts::<ModelResponseDelta>(json),
+                    "InteractionInput" => accepts::<InteractionInput>(json),
+                    "Output" => accepts::<keel::interaction::output::Output>(json),
+                    "Artifact" => accepts::<keel::interaction::artifact::Artifact>(json),
+                    _ => accepts::<keel::kernel::signal::Signal>(json),
+                },
+            };
+            if let Err(e) = verdict {
+                panic!("{} no longer decodes ({e}): re-run capture-corpus", file.display());
+            }
+        }
+    }
+    assert!(real_files("tree_snapshot").iter().filter(|p| p.to_string_lossy().contains("real-interaction-")).count() >= 20);
+}
+
+/// Some Definition of the Interaction world restores `state`.
+fn restorable(world: &fuzz_props::interaction_world::InteractionWorld, state: &keel::kernel::waist::ExecutionState) -> Result<(), String> {
+    let cx = keel::kernel::waist::StepContext::default();
+    let roots = world.definitions.iter().any(|d| keel::kernel::waist::Definition::restore(d, &cx, state).is_ok());
+    if roots || world.tool_child.definition().restore(&cx, state).is_ok() {
+        Ok(())
+    } else {
+        Err(format!("no Definition restores a state of kind {}", state.kind.as_str()))
+    }
+}
+
+/// The structured Interaction target picks its base with one byte, and every base is a valid
+/// input of its own target as captured.
+#[test]
+fn interaction_mutation_bases_are_reachable_and_pass() {
+    let bases = fuzz_props::interaction_mutation::interaction_mutation_bases();
+    assert!((40..=256).contains(&bases.len()), "{} bases", bases.len());
+    for base in bases {
+        let mut bytes: Vec<u8> = base.selector.into_iter().collect();
+        bytes.extend(base.json.to_canonical_bytes());
+        assert!(fuzz_props::run_target(base.target, &bytes));
     }
 }
 

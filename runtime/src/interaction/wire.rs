@@ -6,9 +6,13 @@
 //!
 //! Shared encoding rules (decisions, see ARCHITECTURE.md):
 //! * optional members are omitted when absent; an explicit `null` is rejected;
-//! * optional lists are omitted when empty, and an explicit empty list is rejected (so every
-//!   accepted document is in canonical form and restore → snapshot is byte-identical);
-//! * required lists are always present, `[]` included where empty is meaningful.
+//! * optional lists are omitted when empty, and an explicit empty list is rejected (so
+//!   restore → snapshot of anything the strategy wrote is byte-identical);
+//! * required lists are always present, `[]` included where empty is meaningful;
+//! * chat values inside keep the chat rule: default members (`options`, `tools`,
+//!   `tool_choice`) spelled out are accepted and omitted on re-encoding. So an accepted
+//!   document need not be canonical; its re-encoding is, and is a fixed point (fuzzed by
+//!   `fuzz/` target `interaction_state`).
 
 use super::error::{ErrorKind, InteractionError};
 use crate::json::{DecodeError, FromJson, Json, ObjectReader, Payload, ToJson};

@@ -5,12 +5,19 @@
 //! Every function takes raw fuzzer bytes and panics only when a property breaks: rejecting
 //! input is always fine, panicking inside a decoder or accepting input that does not
 //! round-trip is a bug.
-//!
-//! TODO(interaction): add targets for the Interaction protocol decoders once
-//! `runtime/src/interaction/` lands (one function here, one target, one corpus directory).
 
 pub mod arbitrary_json;
+pub mod interaction_corpus;
+pub mod interaction_mutation;
+pub mod interaction_protocol;
+pub mod interaction_runs;
+pub mod interaction_state;
+pub mod interaction_world;
 pub mod runs;
+
+pub use interaction_mutation::interaction_mutation;
+pub use interaction_protocol::{interaction_protocol, PROTOCOL_TYPES};
+pub use interaction_state::{interaction_state, STATE_SELECTORS};
 
 use arbitrary::{Arbitrary, Unstructured};
 use keel::env::BoxFuture;
@@ -24,7 +31,17 @@ use std::fmt::Debug;
 use std::sync::{Arc, OnceLock};
 
 /// The names of the fuzz targets, which are also the corpus directory names.
-pub const TARGETS: &[&str] = &["json_parse", "tree_snapshot", "kernel_values", "chat_types", "tool_input_request", "snapshot_mutation"];
+pub const TARGETS: &[&str] = &[
+    "json_parse",
+    "tree_snapshot",
+    "kernel_values",
+    "chat_types",
+    "tool_input_request",
+    "snapshot_mutation",
+    "interaction_state",
+    "interaction_protocol",
+    "interaction_mutation",
+];
 
 /// Runs the property of the target called `name` on `data` (`false` if there is no such target).
 pub fn run_target(name: &str, data: &[u8]) -> bool {
@@ -35,6 +52,9 @@ pub fn run_target(name: &str, data: &[u8]) -> bool {
         "chat_types" => chat_types(data),
         "tool_input_request" => tool_input_request(data),
         "snapshot_mutation" => snapshot_mutation(data),
+        "interaction_state" => interaction_state(data),
+        "interaction_protocol" => interaction_protocol(data),
+        "interaction_mutation" => interaction_mutation(data),
         _ => return false,
     }
     true
@@ -87,8 +107,33 @@ fn check_snapshot(snap: &TreeSnapshot, data: &[u8]) {
     assert_eq!(&rebuilt, snap);
     for p in snap.processes() {
         round_trip::<keel::kernel::process::Process>(&p.to_json());
+        if let Ok(Some(children)) = keel::interaction::active_delegates::active_delegate_children(p) {
+            assert!(children.iter().all(|c| c.is_valid()), "active delegate children re-derive their keys");
+        }
     }
+    check_pending_inputs(snap);
     restore_and_run(snap);
+}
+
+/// A host discovering tool input waits never panics; each one found is parked on the wait its
+/// Process is waiting on, and an answer that passes the local schema check is a wait-addressed
+/// input response the tool child will accept.
+fn check_pending_inputs(snap: &TreeSnapshot) {
+    use keel::interaction::pending_inputs::pending_tool_inputs;
+    use keel::interaction::protocol::InputResponse;
+    use keel::interaction::wire::Wire;
+    let Ok(pending) = pending_tool_inputs(snap) else { return };
+    for input in &pending {
+        let process = snap.processes().iter().find(|p| &p.id == input.process_id()).expect("a pending input names a process");
+        assert_eq!(process.current_wait_id.as_ref(), Some(input.wait_id()));
+        let id = keel::kernel::ids::SignalId::external("signal:answer").expect("static id");
+        for candidate in [input.prompt().value(), input.response_schema().value(), &Json::str("yes"), &Json::Null] {
+            let Ok(request) = input.response_signal(id.clone(), candidate) else { continue };
+            assert_eq!(request.wait_id(), Some(input.wait_id()));
+            let answer = InputResponse::from_payload(request.payload()).expect("an answer decodes");
+            assert_eq!(answer.response.value(), candidate);
+        }
+    }
 }
 
 /// A committer that acknowledges everything and stores nothing: restored owners of any
@@ -115,12 +160,17 @@ fn fuzz_world() -> &'static runs::World {
     WORLD.get_or_init(|| runs::World::new(&[]))
 }
 
-/// Restores `snap` (if it names the fuzz deployments), runs it to idle, kills the root and runs
-/// again; every cut the owner commits must decode and re-encode byte-identically.
+/// Restores `snap` (if it names the fuzz deployments: the testkit world's or the Interaction
+/// world's), runs it to idle, kills the root and runs again; every cut the owner commits must
+/// decode and re-encode byte-identically.
 fn restore_and_run(snap: &TreeSnapshot) {
-    let world = fuzz_world();
     let Ok(incarnation) = IncarnationId::from_hex(&format!("{:032x}", 0xfeed_u64)) else { return };
-    let Ok(owner) = Owner::restore(world.resolver.clone(), world.root.clone(), snap, incarnation, runs::now()) else { return };
+    let interaction = interaction_world::fuzz_world();
+    let (resolver, root) = match interaction.root_for(&snap.root().deployment_ref) {
+        Some(root) => (interaction.resolver.clone() as Arc<dyn keel::kernel::binding::DeploymentResolver>, root.clone()),
+        None => (fuzz_world().resolver.clone() as Arc<dyn keel::kernel::binding::DeploymentResolver>, fuzz_world().root.clone()),
+    };
+    let Ok(owner) = Owner::restore(resolver, root, snap, incarnation, runs::now()) else { return };
     let mut runner = DirectRunner::new(owner, Arc::new(AcceptAll), runs::now());
     runner.run_to_idle();
     let root = runner.owner.root_id().clone();

@@ -3,10 +3,12 @@
 //! `"interaction.tool_call"`).
 //!
 //! Both decode strictly (unknown members rejected at every level, chat types included) and
-//! re-encode canonically, so restore → snapshot is byte-identical. The parent's validation is
-//! split in two: [`ParentState::validate_structure`] (everything the state alone decides; runs
-//! on decode) and [`ParentState::validate_against`] (rules needing the Definition's
-//! configuration, through the [`StateRules`] extension point).
+//! re-encode canonically, so restore → snapshot is byte-identical for every state the
+//! strategy wrote (and a fixed point from the first re-encoding for any accepted state, see
+//! [`super::wire`]). The parent's validation is split in two:
+//! [`ParentState::validate_structure`] (everything the state alone decides; runs on decode)
+//! and [`ParentState::validate_against`] (rules needing the Definition's configuration,
+//! through the [`StateRules`] extension point).
 
 mod parent;
 mod pending_steer;
