@@ -11,7 +11,7 @@ use super::Shared;
 use crate::env::random_hex;
 use crate::json::ObjectBuilder;
 use crate::kernel::binding::Deployment;
-use crate::kernel::commit::CommitError;
+use crate::kernel::commit::{CommitError, Committer};
 use crate::kernel::direct::commit;
 use crate::kernel::dispatcher::{DispatchContext, DispatchError, EffectRequest};
 use crate::kernel::effect::Settlement;
@@ -168,16 +168,7 @@ impl Driver {
             if let Some(before) = before {
                 let _ = before.await;
             }
-            // AssertUnwindSafe: after a panic the request and committer handle are dropped
-            // unobserved; the panic becomes a storage failure, which proves nothing.
-            let outcome = AssertUnwindSafe(commit(committer.as_ref(), &request))
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|p| {
-                    Err(CommitError::Storage {
-                        message: bounded(&panic_text(&p), "committer panicked"),
-                    })
-                });
+            let outcome = guarded_commit(committer.as_ref(), &request).await;
             // A closed channel means the tree already stopped; the answer is moot.
             let _ = tx.unbounded_send(Msg::CommitDone(outcome));
         }));
@@ -197,14 +188,7 @@ impl Driver {
             if let Some(before) = before {
                 let _ = before.await;
             }
-            let outcome = AssertUnwindSafe(commit(committer.as_ref(), &request))
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|p| {
-                    Err(CommitError::Storage {
-                        message: bounded(&panic_text(&p), "committer panicked"),
-                    })
-                });
+            let outcome = guarded_commit(committer.as_ref(), &request).await;
             if let Err(e) = outcome {
                 tree.update(|s| {
                     s.commit_error.get_or_insert(e);
@@ -303,6 +287,17 @@ impl Driver {
 #[cfg(feature = "mutations")]
 fn is_pending_boundary(request: &CommitRequest) -> bool {
     matches!(request, CommitRequest::Effect(b) if b.kind == crate::kernel::commit::EffectBoundaryKind::Pending)
+}
+
+/// One commit with the committer's panics contained: a panic becomes a storage failure.
+/// AssertUnwindSafe: after a panic the request and committer handle are dropped unobserved,
+/// and a storage failure proves nothing about what the store kept.
+async fn guarded_commit(committer: &dyn Committer, request: &CommitRequest) -> Result<(), CommitError> {
+    AssertUnwindSafe(commit(committer, request)).catch_unwind().await.unwrap_or_else(|p| {
+        Err(CommitError::Storage {
+            message: bounded(&panic_text(&p), "committer panicked"),
+        })
+    })
 }
 
 fn bounded(text: &str, default: &str) -> String {
