@@ -22,6 +22,7 @@ pub mod campaign;
 pub mod cli;
 pub mod limits;
 pub mod minimize;
+pub mod panics;
 pub mod registry;
 pub mod regressions;
 pub mod scenarios;

@@ -14,7 +14,7 @@ use crate::minimize::{self, MinimizeError};
 use crate::registry::{Registry, ResolveError};
 use crate::regressions::{self, RegressionError};
 use crate::schedule::ScheduleError;
-use crate::world::{run_guarded, RunOptions, RunReport, Scenario};
+use crate::world::{run_guarded, run_guarded_result, RunOptions, RunReport, Scenario};
 use args::{ArgError, Command, MinimizeArgs, RegressionsArg, ReplayArgs, RunArgs};
 
 /// Exit code: everything passed.
@@ -90,9 +90,7 @@ impl Cli<'_> {
                 Ok(EXIT_OK)
             }
             Command::List => {
-                for s in self.registry.scenarios() {
-                    writeln!(out, "{:<20} {}", s.name(), s.description())?;
-                }
+                out.write_all(scenario_table(self.registry, "").as_bytes())?;
                 Ok(EXIT_OK)
             }
             Command::Run(a) => self.run(&a, out, err),
@@ -105,9 +103,7 @@ impl Cli<'_> {
     pub fn help(&self) -> String {
         let mut s = String::from(HELP);
         s.push_str("\nSCENARIOS:\n");
-        for sc in self.registry.scenarios() {
-            let _ = writeln!(s, "  {:<18} {}", sc.name(), sc.description());
-        }
+        s.push_str(&scenario_table(self.registry, "  "));
         s
     }
 
@@ -212,18 +208,9 @@ impl Cli<'_> {
                     let s = scenario
                         .schedulable()
                         .ok_or_else(|| CliError::NotSchedulable(scenario.name().to_string()))?;
-                    let mut result = Ok(RunReport::new(scenario.name(), a.seed));
-                    let report = run_guarded(scenario.name(), a.seed, || {
-                        match s.run_with_schedule(a.seed, schedule, &keep) {
-                            Ok(r) => r,
-                            Err(e) => {
-                                result = Err(e);
-                                RunReport::new(scenario.name(), a.seed)
-                            }
-                        }
-                    });
-                    result?;
-                    Ok(report)
+                    Ok(run_guarded_result(scenario.name(), a.seed, || {
+                        s.run_with_schedule(a.seed, schedule, &keep)
+                    })?)
                 }
             }
         };
@@ -302,6 +289,22 @@ impl Cli<'_> {
         writeln!(out, "{}", m.report)?;
         Ok(EXIT_OK)
     }
+}
+
+/// One line per scenario, names padded to the longest so descriptions line up.
+fn scenario_table(registry: &Registry, indent: &str) -> String {
+    let width = registry
+        .scenarios()
+        .iter()
+        .map(|s| s.name().chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut table = String::new();
+    for sc in registry.scenarios() {
+        let line = format!("{indent}{:<width$}  {}", sc.name(), sc.description());
+        let _ = writeln!(table, "{}", line.trim_end());
+    }
+    table
 }
 
 const HELP: &str = "\

@@ -26,6 +26,9 @@ impl Scenario for KernelSwarm {
     fn name(&self) -> &str {
         "kernel-swarm"
     }
+    fn description(&self) -> &str {
+        "kernel owner in direct mode, scripted trees: swarm of dispatch, commit and host faults with crash/restore, oracle over ground truth"
+    }
     fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
         swarm_run(seed, DriverFlaw::None, options)
     }
@@ -84,6 +87,9 @@ impl Scenario for KernelCrashMatrix {
     fn name(&self) -> &str {
         "kernel-crash-matrix"
     }
+    fn description(&self) -> &str {
+        "one-Effect fixtures crashed at every commit boundary with every commit fault, restored and driven to completion (spec 9.6)"
+    }
     fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
         let (boundary, fault) = matrix_case(seed);
         let mut swarm = Swarm::quiet(flat_shape());
@@ -140,6 +146,9 @@ impl Scenario for KernelStaleWriter {
     fn name(&self) -> &str {
         "kernel-stale-writer"
     }
+    fn description(&self) -> &str {
+        "generated trees where the host restores second writers while the first is alive, commits held in flight: fencing"
+    }
     fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
         let rng = SeededRng::new(seed);
         let drawn = Swarm::draw(&rng);
@@ -162,6 +171,9 @@ pub struct KernelFanoutOrder;
 impl Scenario for KernelFanoutOrder {
     fn name(&self) -> &str {
         "kernel-fanout-order"
+    }
+    fn description(&self) -> &str {
+        "concurrent siblings and batches without crashes: the seed varies only the tree and the completion order"
     }
     fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
         let rng = SeededRng::new(seed);
