@@ -7,10 +7,10 @@ use crate::limits::MAX_INTERACTION_CRASHES;
 use crate::swarm_rng::SwarmRng;
 use keel::env::BoxFuture;
 use keel::kernel::commit::{
-    Activation, Checkpoint, CommitCall, CommitCallKind, CommitError, Committer, EffectBoundary, Fault, FaultyCommitter,
-    Head, MemoryCommitter,
+    Activation, Checkpoint, CommitCall, CommitCallKind, CommitError, Committer, EffectBoundary, EffectBoundaryKind, Fault,
+    FaultyCommitter, Head, MemoryCommitter,
 };
-use keel::kernel::ids::ProcessId;
+use keel::kernel::ids::{EffectId, IncarnationId, ProcessId};
 use keel::kernel::owner::CommitRequest;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -92,6 +92,33 @@ impl Store {
     pub fn head_snapshot(&self, root: &ProcessId) -> Option<keel::kernel::snapshot::TreeSnapshot> {
         let head = self.memory().head(root)?;
         keel::kernel::snapshot::TreeSnapshot::decode(&head.cut.bytes).ok()
+    }
+
+    /// Whether the writer `incarnation` had the `pending` boundary of `effect` acknowledged.
+    pub fn pending_acknowledged(&self, incarnation: &IncarnationId, effect: &EffectId) -> bool {
+        lock(&self.records).iter().any(|r| {
+            r.acknowledged
+                && &r.request.cut().incarnation == incarnation
+                && matches!(&r.request, CommitRequest::Effect(b)
+                    if b.kind == EffectBoundaryKind::Pending && &b.effect_id == effect)
+        })
+    }
+
+    /// The ordinal (0 = the first engine) of the writer with `incarnation`: writers appear in
+    /// the records in the order the driver created them (each one's first act is a commit).
+    pub fn writer_ordinal(&self, incarnation: &IncarnationId) -> Option<u64> {
+        let mut seen: Vec<&IncarnationId> = Vec::new();
+        let records = lock(&self.records);
+        for r in records.iter() {
+            let inc = &r.request.cut().incarnation;
+            if !seen.contains(&inc) {
+                if inc == incarnation {
+                    return Some(seen.len() as u64);
+                }
+                seen.push(inc);
+            }
+        }
+        None
     }
 
     fn record(&self, request: CommitRequest, result: &Result<(), CommitError>) {
