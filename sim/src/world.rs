@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crate::coverage::Coverage;
 use crate::schedule::{FaultSchedule, ScheduleError};
 
 /// Options that change what a run records, never what it does: a run's trace hash is the same
@@ -35,6 +36,12 @@ pub trait Scenario: Send + Sync {
 
     /// Runs the world for `seed` and checks its invariants.
     fn run(&self, seed: u64, options: &RunOptions) -> RunReport;
+
+    /// The world's declared fault kinds and crash points (see [`crate::coverage`]). `None`:
+    /// the summary lists what fired without judging it.
+    fn coverage(&self) -> Option<&'static Coverage> {
+        None
+    }
 
     /// The fault-schedule capability, for scenarios whose faults are an explicit list of
     /// events (needed by `minimize`). `None`: faults cannot be replayed from a list.

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::campaign::{self, replay_command, Campaign, CampaignError, ProgressStyle, StoredSeeds};
 use crate::minimize::{self, MinimizeError};
+use crate::mutation;
 use crate::registry::{Registry, ResolveError};
 use crate::regressions::{self, RegressionError};
 use crate::schedule::ScheduleError;
@@ -133,7 +134,7 @@ impl Cli<'_> {
         let jobs = a.jobs.unwrap_or_else(campaign::default_jobs);
         writeln!(
             err,
-            "keel-sim: {} regression runs, then seeds {}..{} of {} scenario(s), {jobs} jobs{}",
+            "keel-sim: {} regression runs, then seeds {}..{} of {} scenario(s), {jobs} jobs{}{}",
             regressions.len(),
             a.from,
             a.from.saturating_add(a.seeds),
@@ -143,6 +144,9 @@ impl Cli<'_> {
             } else {
                 ""
             },
+            a.mutation
+                .map(|m| format!(", under mutation {}", mutation::name(m)))
+                .unwrap_or_default(),
         )?;
         let summary = Campaign::new(scenarios)
             .seeds(a.from, a.seeds)
@@ -150,6 +154,8 @@ impl Cli<'_> {
             .check_determinism(a.check)
             .replay_regressions_first(regressions)
             .progress(self.progress)
+            .mutation(a.mutation)
+            .fail_fast(a.fail_fast)
             .run(err)?;
         writeln!(out, "{summary}")?;
         Ok(if summary.all_passed() {
@@ -214,7 +220,7 @@ impl Cli<'_> {
                 }
             }
         };
-        let report = once()?;
+        let report = mutation::under(a.mutation, once)?;
         writeln!(
             out,
             "trace ({} lines):",
@@ -230,7 +236,7 @@ impl Cli<'_> {
             EXIT_FAILED
         };
         if a.check {
-            let again = once()?;
+            let again = mutation::under(a.mutation, once)?;
             if again == report {
                 writeln!(
                     out,
@@ -252,7 +258,7 @@ impl Cli<'_> {
 
     fn minimize(&self, a: &MinimizeArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         let scenario = self.scenario(a.scenario.as_deref())?;
-        let m = minimize::minimize(scenario.as_ref(), a.seed)?;
+        let m = mutation::under(a.mutation, || minimize::minimize(scenario.as_ref(), a.seed))?;
         writeln!(
             out,
             "minimize seed={} scenario={} invariant={}",
@@ -283,7 +289,7 @@ impl Cli<'_> {
         writeln!(
             out,
             "replay: {} --schedule {}",
-            replay_command(&m.scenario, m.seed, false),
+            replay_command(&m.scenario, m.seed, false, a.mutation),
             m.minimal
         )?;
         writeln!(out, "{}", m.report)?;
@@ -312,20 +318,25 @@ keel-sim: deterministic simulation campaigns for keel
 
 USAGE:
   keel-sim run --seeds N [--from S] [--scenario NAME|FILE]... [--jobs J] [--check]
-               [--regressions DIR | --no-regressions]
+               [--regressions DIR | --no-regressions] [--fail-fast] [--mutation NAME]
       Run seeds S..S+N (default S=0) of each scenario (default: all), after the stored
       regression seeds. --check runs every seed twice and fails on any divergence.
-      --jobs defaults to the available parallelism, at most 2. Prints a summary; exits 1 if
-      any run failed.
+      --jobs defaults to the available parallelism, at most 2. --fail-fast stops at the
+      first failing run (the same run for any --jobs). Prints a summary; exits 1 if any run
+      failed.
   keel-sim replay --seed S [--scenario NAME|FILE] [--check] [--schedule AT:KIND,...|none]
+                  [--mutation NAME]
       Run one seed, print its full trace and report. --schedule replaces the seed's faults
       (as printed by minimize).
-  keel-sim minimize --seed S [--scenario NAME|FILE]
+  keel-sim minimize --seed S [--scenario NAME|FILE] [--mutation NAME]
       Shrink a failing seed's fault schedule to the fewest faults that break the same
       invariant, and print it.
   keel-sim list
       Print the scenario names.
 
+--mutation NAME runs against a deliberately broken keel (a build with
+`--features mutations`; names: dispatch_before_pending, fold_in_completion_order,
+redispatch_unknown, steer_applied_twice): the campaign is expected to fail.
 --scenario may be omitted when only one scenario is registered. Exit codes: 0 passed,
 1 a run failed, 2 the command could not be carried out.
 ";

@@ -38,6 +38,8 @@ struct PlanState {
     spec: FaultSpec,
     rng: SwarmRng,
     log: FaultLog,
+    /// Set by [`Store::disarm`]: no fault fires any more, scheduled or drawn.
+    disarmed: bool,
 }
 
 /// The boundary name of a commit call (`None` for loads).
@@ -64,7 +66,12 @@ impl Store {
     /// A store whose commits fail per `faults`; `seed` drives the per-mille draws.
     pub fn new(faults: FaultSpec, seed: u64) -> Arc<Store> {
         let faulty = Arc::new(FaultyCommitter::new(MemoryCommitter::new()));
-        let plan = Arc::new(Mutex::new(PlanState { spec: faults, rng: SwarmRng::new(seed, 0xC0FF), log: FaultLog::default() }));
+        let plan = Arc::new(Mutex::new(PlanState {
+            spec: faults,
+            rng: SwarmRng::new(seed, 0xC0FF),
+            log: FaultLog::default(),
+            disarmed: false,
+        }));
         let shared = plan.clone();
         faulty.set_fault_plan(Box::new(move |call: &CommitCall| decide(&mut lock(&shared), call)));
         Arc::new(Store { faulty, plan, records: Mutex::new(Vec::new()) })
@@ -81,7 +88,9 @@ impl Store {
     /// Turns every later fault off (the run has used its crash budget or is finishing).
     pub fn disarm(&self) {
         let mut p = lock(&self.plan);
-        p.spec = FaultSpec::default();
+        let replay = p.spec.replay.take();
+        p.spec = FaultSpec { replay, ..FaultSpec::default() };
+        p.disarmed = true;
     }
 
     pub fn records(&self) -> Vec<Recorded> {
@@ -145,6 +154,9 @@ fn decide(p: &mut PlanState, call: &CommitCall) -> Fault {
         } else {
             None
         };
+    }
+    if let Some(replay) = &p.spec.replay {
+        kind = if p.disarmed { None } else { replay.iter().find(|(at, _)| *at == index).map(|(_, k)| *k) };
     }
     let Some(kind) = kind else { return Fault::Pass };
     *p.log.fired.entry(format!("commit.{}", kind.as_str())).or_insert(0) += 1;
