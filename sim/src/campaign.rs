@@ -19,6 +19,7 @@
 mod parallel;
 mod progress;
 mod summary;
+mod trace_digest;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -27,8 +28,11 @@ use std::sync::Arc;
 pub use parallel::default_jobs;
 pub use progress::ProgressStyle;
 pub use summary::{replay_command, CampaignSummary, Failure, Origin};
+pub use trace_digest::TraceDigest;
 
+use crate::coverage::WorldTally;
 use crate::limits::{MAX_CAMPAIGN_RUNS, MAX_KEPT_FAILURES};
+use crate::mutation::Mutation;
 use crate::world::{
     run_guarded, RunOptions, RunReport, Scenario, Violation, DETERMINISM_INVARIANT,
 };
@@ -59,6 +63,8 @@ pub struct Campaign {
     check: bool,
     regressions: StoredSeeds,
     progress: ProgressStyle,
+    mutation: Option<Mutation>,
+    fail_fast: bool,
 }
 
 /// One unit of work: a scenario and a seed.
@@ -79,6 +85,8 @@ impl Campaign {
             check: false,
             regressions: Vec::new(),
             progress: ProgressStyle::Off,
+            mutation: None,
+            fail_fast: false,
         }
     }
 
@@ -109,6 +117,20 @@ impl Campaign {
 
     pub fn progress(mut self, style: ProgressStyle) -> Self {
         self.progress = style;
+        self
+    }
+
+    /// Runs every seed against a deliberately broken keel (see [`crate::mutation`]); the
+    /// campaign is then expected to fail.
+    pub fn mutation(mut self, mutation: Option<Mutation>) -> Self {
+        self.mutation = mutation;
+        self
+    }
+
+    /// Stops at the first failing run (in run order: the same run for any `--jobs`); the
+    /// summary covers the runs up to and including it.
+    pub fn fail_fast(mut self, on: bool) -> Self {
+        self.fail_fast = on;
         self
     }
 
@@ -168,20 +190,53 @@ impl Campaign {
         let total = self.total_runs()?;
         let mut progress = Progress::new(self.progress, total);
         let mut tally = Tally::default();
-        let check = self.check;
+        for s in &self.scenarios {
+            tally.world_of(s.as_ref());
+        }
+        let (check, mutation) = (self.check, self.mutation);
         let work = |index: u64| {
-            self.job(index)
-                .map(|job| (job.origin, run_one(job.scenario, job.seed, check)))
+            self.job(index).map(|job| {
+                let report = crate::mutation::under(mutation, || run_one(job.scenario, job.seed, check));
+                (job.origin, job.scenario, report)
+            })
         };
+        // Fail-fast tallies in run order (a small reorder buffer), so the run it stops at and
+        // everything before it are the same whatever the number of workers.
+        let mut reorder: BTreeMap<u64, Option<(Origin, &dyn Scenario, RunReport)>> = BTreeMap::new();
+        let mut next = 0u64;
+        let mut stopped = false;
+        let fail_fast = self.fail_fast;
         let wall_time = parallel::run_indexed(total, self.jobs, work, |index, result, elapsed| {
-            if let Some((origin, report)) = result {
-                tally.add(index, origin, report);
+            let mut stop = None;
+            if !fail_fast {
+                if let Some((origin, scenario, report)) = result {
+                    let world = tally.world_of(scenario);
+                    tally.add(index, origin, world, report);
+                }
+            } else if !stopped {
+                reorder.insert(index, result);
+                while let Some(result) = reorder.remove(&next) {
+                    let at = next;
+                    next += 1;
+                    if let Some((origin, scenario, report)) = result {
+                        let failed = !report.passed();
+                        let world = tally.world_of(scenario);
+                        tally.add(at, origin, world, report);
+                        if failed {
+                            stopped = true;
+                            stop = Some(next);
+                            reorder.clear();
+                            break;
+                        }
+                    }
+                }
             }
             if let Some(text) = progress.update(tally.runs, tally.failed, elapsed) {
                 // Progress is cosmetic: a closed stderr must not stop the campaign.
                 let _ = progress_out.write_all(text.as_bytes());
                 let _ = progress_out.flush();
             }
+            stop
         });
         if let Some(text) = progress.finish(tally.runs, tally.failed, wall_time) {
             let _ = progress_out.write_all(text.as_bytes());
@@ -196,6 +251,8 @@ impl Campaign {
             from: self.from,
             seeds: self.seeds,
             determinism_checked: self.check,
+            mutation: self.mutation,
+            stopped_at_first_failure: stopped,
             runs: tally.runs,
             regression_runs: tally.regression_runs,
             regression_failed: tally.regression_failed,
@@ -203,6 +260,9 @@ impl Campaign {
             failed: tally.failed,
             faults_fired: tally.faults_fired,
             crash_points_hit: tally.crash_points_hit,
+            worlds: tally.worlds,
+            broken_invariants: tally.broken_invariants,
+            traces_digest: tally.traces.hex(),
             invariants_checked: tally.invariants_checked,
             failures: tally.failures.into_values().collect(),
             wall_time,
@@ -255,12 +315,29 @@ struct Tally {
     invariants_checked: u64,
     faults_fired: BTreeMap<String, u64>,
     crash_points_hit: BTreeMap<String, u64>,
+    /// Per world, in the order the scenarios name them.
+    worlds: Vec<WorldTally>,
+    /// Invariant → failing runs that broke it.
+    broken_invariants: BTreeMap<String, u64>,
+    traces: TraceDigest,
     failures: BTreeMap<u64, Failure>,
 }
 
 impl Tally {
-    fn add(&mut self, index: u64, origin: Origin, report: RunReport) {
+    /// The index of `scenario`'s world in `worlds`, added on first sight.
+    fn world_of(&mut self, scenario: &dyn Scenario) -> usize {
+        let declared = scenario.coverage();
+        let name = declared.map_or(scenario.name(), |c| c.world);
+        if let Some(i) = self.worlds.iter().position(|w| w.world == name) {
+            return i;
+        }
+        self.worlds.push(WorldTally::new(name.to_string(), declared));
+        self.worlds.len() - 1
+    }
+
+    fn add(&mut self, index: u64, origin: Origin, world: usize, report: RunReport) {
         self.runs += 1;
+        self.traces.add(index, &report.trace_hash);
         self.invariants_checked = self
             .invariants_checked
             .saturating_add(report.invariants_checked);
@@ -270,6 +347,14 @@ impl Tally {
         for (point, n) in &report.crash_points_hit {
             *self.crash_points_hit.entry(point.clone()).or_default() += n;
         }
+        if let Some(w) = self.worlds.get_mut(world) {
+            for (kind, n) in &report.faults_fired {
+                *w.faults_fired.entry(kind.clone()).or_default() += n;
+            }
+            for (point, n) in &report.crash_points_hit {
+                *w.crash_points_hit.entry(point.clone()).or_default() += n;
+            }
+        }
         if origin == Origin::Regression {
             self.regression_runs += 1;
         }
@@ -277,6 +362,11 @@ impl Tally {
             return;
         }
         self.failed += 1;
+        let broken: std::collections::BTreeSet<&str> =
+            report.violations.iter().map(|v| v.invariant.as_str()).collect();
+        for invariant in broken {
+            *self.broken_invariants.entry(invariant.to_string()).or_default() += 1;
+        }
         if origin == Origin::Regression {
             self.regression_failed += 1;
         }

@@ -20,8 +20,11 @@
 
 pub mod campaign;
 pub mod cli;
+pub mod coverage;
 pub mod limits;
 pub mod minimize;
+pub mod mutation;
+pub mod panics;
 pub mod registry;
 pub mod regressions;
 pub mod scenarios;

@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+/// Seeds per built-in scenario of the campaign `cargo test` runs (`sim/tests/default_campaign.rs`)
+/// and of the mutation checks (`sim/tests/mutations.rs`), which must fail within it.
+pub const TEST_CAMPAIGN_SEEDS: u64 = 1000;
+
 /// Default `--jobs` cap: the machines running campaigns are small and shared.
 pub const DEFAULT_MAX_JOBS: usize = 2;
 
@@ -14,6 +18,10 @@ pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 /// Failing runs a campaign keeps for its summary (the lowest-numbered ones); later failures
 /// are counted but not kept, so a badly broken build cannot exhaust memory.
 pub const MAX_KEPT_FAILURES: usize = 1000;
+
+/// Failing runs the summary prints in full (FAIL lines, replay command, swarm); the rest are
+/// counted in the `broken invariants` table.
+pub const MAX_PRINTED_FAILURES: usize = 50;
 
 /// Runs one campaign may make (regressions + seeds x scenarios).
 pub const MAX_CAMPAIGN_RUNS: u64 = u64::MAX / 2;
@@ -39,6 +47,10 @@ pub const MAX_SIM_TOOL_PAUSES: u32 = 8;
 /// Writer stops (crash, lost ack, failed commit) one Interaction-world run may suffer; later
 /// commits pass so every run can finish.
 pub const MAX_INTERACTION_CRASHES: u64 = 4;
+
+/// Commit indices an Interaction fault schedule may name; far above what a run makes, so any
+/// schedule a run printed replays.
+pub const MAX_INTERACTION_COMMIT_DECISIONS: u64 = 100_000;
 
 /// How often the simulated host looks at the tree (simulated time).
 pub const HOST_TICK: Duration = Duration::from_millis(1);

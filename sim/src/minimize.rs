@@ -5,11 +5,9 @@
 //! failure kept is "the same invariant breaks", so shrinking cannot wander off to another bug.
 
 use std::collections::BTreeMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
 use crate::limits::MAX_MINIMIZE_RUNS;
 use crate::schedule::{FaultEvent, FaultSchedule, ScheduleError};
-use crate::world::{panic_message, run_guarded, RunOptions, RunReport, Scenario, Schedulable};
+use crate::world::{run_guarded, run_guarded_result, RunOptions, RunReport, Scenario, Schedulable};
 
 /// A value made of parts, any subsequence of which is again a value.
 pub trait Shrinkable: Sized {
@@ -260,16 +258,9 @@ fn run_schedule_guarded(
     schedule: &FaultSchedule,
     options: &RunOptions,
 ) -> Result<RunReport, ScheduleError> {
-    match catch_unwind(AssertUnwindSafe(|| {
+    run_guarded_result(name, seed, || {
         schedulable.run_with_schedule(seed, schedule, options)
-    })) {
-        Ok(result) => result,
-        Err(payload) => Ok(RunReport::panicked(
-            name,
-            seed,
-            &panic_message(payload.as_ref()),
-        )),
-    }
+    })
 }
 
 #[cfg(test)]

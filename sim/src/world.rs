@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crate::coverage::Coverage;
 use crate::schedule::{FaultSchedule, ScheduleError};
 
 /// Options that change what a run records, never what it does: a run's trace hash is the same
@@ -35,6 +36,12 @@ pub trait Scenario: Send + Sync {
 
     /// Runs the world for `seed` and checks its invariants.
     fn run(&self, seed: u64, options: &RunOptions) -> RunReport;
+
+    /// The world's declared fault kinds and crash points (see [`crate::coverage`]). `None`:
+    /// the summary lists what fired without judging it.
+    fn coverage(&self) -> Option<&'static Coverage> {
+        None
+    }
 
     /// The fault-schedule capability, for scenarios whose faults are an explicit list of
     /// events (needed by `minimize`). `None`: faults cannot be replayed from a list.
@@ -80,6 +87,10 @@ impl Violation {
 
 /// Invariant name used when a run panicked instead of returning a report.
 pub const PANIC_INVARIANT: &str = "no_panic";
+
+/// Invariant name used when a run raised a panic that something inside the run caught (the
+/// runtime turns a panicking task into an outcome): only simulated faults may panic.
+pub const UNEXPECTED_PANIC_INVARIANT: &str = "no_unexpected_panic";
 
 /// Invariant name used when `--check` sees two runs of one seed disagree.
 pub const DETERMINISM_INVARIANT: &str = "determinism";
@@ -183,13 +194,56 @@ impl fmt::Display for RunReport {
 }
 
 /// Runs `body`, turning a panic into a report with a [`PANIC_INVARIANT`] violation, so one bad
-/// seed cannot end a campaign.
+/// seed cannot end a campaign. Panics the run raised and something inside it caught (a task
+/// boundary of the runtime) are not lost: each becomes an [`UNEXPECTED_PANIC_INVARIANT`]
+/// violation (simulated faults panic through [`crate::panics::simulated_panic`], which is
+/// never recorded). Nothing is printed either way (see [`crate::panics`]).
 pub fn run_guarded(scenario: &str, seed: u64, body: impl FnOnce() -> RunReport) -> RunReport {
     // Process-global lazy state must not draw from a simulated rng on the first run only.
     keel::schema::prime();
-    match catch_unwind(AssertUnwindSafe(body)) {
+    let (result, mut panics) = crate::panics::capture(|| catch_unwind(AssertUnwindSafe(body)));
+    let mut report = match result {
         Ok(report) => report,
-        Err(payload) => RunReport::panicked(scenario, seed, &panic_message(payload.as_ref())),
+        Err(payload) => {
+            let message = panic_message(payload.as_ref());
+            // The escaping panic is the last one the hook saw (unless it was simulated).
+            let at = match panics.last() {
+                Some(last) if last.message == message => panics.pop().and_then(|p| p.location),
+                _ => None,
+            };
+            let detail = match at {
+                Some(at) => format!("{message} (at {at})"),
+                None => message,
+            };
+            RunReport::panicked(scenario, seed, &detail)
+        }
+    };
+    for p in panics {
+        report
+            .violations
+            .push(Violation::new(UNEXPECTED_PANIC_INVARIANT, p.describe()));
+    }
+    report
+}
+
+/// [`run_guarded`] for a body that may refuse to run (a bad fault schedule): the refusal is
+/// returned, a panic is a failing report.
+pub fn run_guarded_result<E>(
+    scenario: &str,
+    seed: u64,
+    body: impl FnOnce() -> Result<RunReport, E>,
+) -> Result<RunReport, E> {
+    let mut refused = None;
+    let report = run_guarded(scenario, seed, || match body() {
+        Ok(report) => report,
+        Err(e) => {
+            refused = Some(e);
+            RunReport::new(scenario, seed)
+        }
+    });
+    match refused {
+        Some(e) => Err(e),
+        None => Ok(report),
     }
 }
 
@@ -235,10 +289,38 @@ mod tests {
         let report = run_guarded("x", 7, || panic!("boom {}", 1));
         assert_eq!(report.seed, 7);
         assert!(!report.passed());
+        assert_eq!(report.violations.len(), 1);
         assert_eq!(report.violations[0].invariant, PANIC_INVARIANT);
-        assert_eq!(report.violations[0].detail, "boom 1");
-        let report = run_guarded("x", 7, || panic!("static"));
+        assert!(
+            report.violations[0]
+                .detail
+                .starts_with("boom 1 (at sim/src/world.rs:"),
+            "{}",
+            report.violations[0].detail
+        );
+        let report = run_guarded("x", 7, || crate::panics::simulated_panic("static".into()));
         assert_eq!(report.violations[0].detail, "static");
+    }
+
+    #[test]
+    fn a_panic_caught_inside_the_run_still_fails_it() {
+        let report = run_guarded("x", 4, || {
+            // Like the runtime catching a panicking task and carrying on.
+            let _ = catch_unwind(|| panic!("swallowed"));
+            let _ = catch_unwind(|| crate::panics::simulated_panic("on purpose".into()));
+            RunReport::new("x", 4)
+        });
+        assert_eq!(report.violations.len(), 1, "{report}");
+        assert_eq!(report.violations[0].invariant, UNEXPECTED_PANIC_INVARIANT);
+        assert!(report.violations[0].detail.starts_with("swallowed (at sim/src/world.rs:"));
+    }
+
+    #[test]
+    fn guarded_result_passes_a_refusal_through() {
+        let refused: Result<RunReport, &str> = run_guarded_result("x", 1, || Err("no"));
+        assert_eq!(refused, Err("no"));
+        let ok: Result<RunReport, &str> = run_guarded_result("x", 1, || Ok(RunReport::new("x", 1)));
+        assert!(ok.is_ok_and(|r| r.passed()));
     }
 
     #[test]

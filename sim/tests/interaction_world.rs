@@ -10,8 +10,9 @@ use keel_sim::world::{RunOptions, RunReport, Scenario};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-/// Seeds of the default swarm campaign (kept small: every run is a full async Engine).
-const SEEDS: u64 = 80;
+/// Seeds of this swarm campaign: enough for every declared kind to fire (each run is a full
+/// async Engine; about 5 s at the test profile's opt-level 1).
+const SEEDS: u64 = 200;
 
 fn campaign(seeds: std::ops::Range<u64>, run: impl Fn(u64) -> RunReport + Sync) -> Vec<RunReport> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 2) as u64;

@@ -42,10 +42,13 @@ pub fn derive(prefix: &str, tag: &str, parts: &[&str]) -> String {
         h.update(p.as_bytes());
     }
     let digest = h.finalize();
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(prefix.len() + 64);
     out.push_str(prefix);
+    // Two table lookups per byte: identities are derived on every step and every oracle check.
     for b in digest {
-        out.push_str(&format!("{b:02x}"));
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0x0f)]));
     }
     out
 }
@@ -268,6 +271,11 @@ mod tests {
         assert_eq!(
             derive("effect:", "effect", &["process:root", "1", "0"]),
             e1.as_str()
+        );
+        // SHA-256("effect" NUL "process:root" NUL "1" NUL "0"), lowercase hex.
+        assert_eq!(
+            e1.as_str(),
+            "effect:b4b5766e12befe2f434778e23c1ada2f152c5107f1e64a904dca33949aaf5282"
         );
     }
 

@@ -9,6 +9,8 @@ use keel_sim::cli::Cli;
 use keel_sim::scenarios::builtin_registry;
 
 fn main() -> ExitCode {
+    // Panics inside simulated runs become run failures in the summary, not stderr noise.
+    keel_sim::panics::install_hook();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let registry = builtin_registry();
     let stderr = std::io::stderr();

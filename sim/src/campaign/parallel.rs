@@ -22,7 +22,9 @@ pub fn default_jobs() -> usize {
 
 /// Runs `work(i)` for every `i` in `0..total` on `workers` threads, handing each result to
 /// `on_result` on the calling thread (in completion order, with the elapsed wall time).
-/// Indices are taken in increasing order, so low indices start first. Returns the wall time.
+/// Indices are taken in increasing order, so low indices start first. When `on_result` returns
+/// `Some(n)`, no index `>= n` is started any more (runs already started still report). Returns
+/// the wall time.
 ///
 /// `total` must leave room for one overshoot per worker (`total <= u64::MAX / 2` is plenty).
 pub(crate) fn run_indexed<R, W, F>(
@@ -34,7 +36,7 @@ pub(crate) fn run_indexed<R, W, F>(
 where
     R: Send,
     W: Fn(u64) -> R + Sync,
-    F: FnMut(u64, R, Duration),
+    F: FnMut(u64, R, Duration) -> Option<u64>,
 {
     let start = Instant::now();
     if total == 0 {
@@ -44,14 +46,15 @@ where
         .max(1)
         .min(usize::try_from(total).unwrap_or(usize::MAX));
     let next = AtomicU64::new(0);
-    let (next, work) = (&next, &work);
+    let limit = AtomicU64::new(total);
+    let (next, limit, work) = (&next, &limit, &work);
     thread::scope(|scope| {
         let (tx, rx) = mpsc::sync_channel::<(u64, R)>(workers * RESULT_QUEUE_PER_WORKER);
         for _ in 0..workers {
             let tx = tx.clone();
             scope.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= total {
+                if i >= limit.load(Ordering::SeqCst) {
                     break;
                 }
                 // A closed queue means the collector is gone: stop quietly.
@@ -62,7 +65,9 @@ where
         }
         drop(tx);
         for (i, result) in rx {
-            on_result(i, result, start.elapsed());
+            if let Some(stop) = on_result(i, result, start.elapsed()) {
+                limit.fetch_min(stop, Ordering::SeqCst);
+            }
         }
     });
     start.elapsed()
@@ -83,6 +88,7 @@ mod tests {
                 |i, r, _| {
                     assert_eq!(r, i * 2);
                     seen[i as usize] += 1;
+                    None
                 },
             );
             assert!(seen.iter().all(|&n| n == 1), "workers={workers}");
@@ -92,6 +98,27 @@ mod tests {
     #[test]
     fn zero_total_runs_nothing() {
         run_indexed(0, 2, |_| (), |_, _, _| panic!("no work expected"));
+    }
+
+    #[test]
+    fn a_stop_request_keeps_later_indices_from_starting() {
+        for workers in [1, 2, 3] {
+            let mut seen = Vec::new();
+            run_indexed(
+                1000,
+                workers,
+                |i| i,
+                |i, _, _| {
+                    seen.push(i);
+                    (i == 10).then_some(11)
+                },
+            );
+            seen.sort_unstable();
+            assert_eq!(seen[..11], (0..11).collect::<Vec<u64>>()[..], "workers={workers}");
+            // Workers run ahead at most by what the result queue holds, plus the run in hand.
+            let ahead = workers * (RESULT_QUEUE_PER_WORKER + 2);
+            assert!(seen.len() <= 11 + ahead, "workers={workers}: {}", seen.len());
+        }
     }
 
     #[test]

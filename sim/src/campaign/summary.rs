@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::time::Duration;
 
+use crate::coverage::{Mark, Row, WorldTally};
+use crate::limits::MAX_PRINTED_FAILURES;
+use crate::mutation::{self, Mutation};
 use crate::world::{RunReport, DETERMINISM_INVARIANT};
 
 /// Where a run came from.
@@ -33,6 +36,10 @@ pub struct CampaignSummary {
     pub from: u64,
     pub seeds: u64,
     pub determinism_checked: bool,
+    /// The deliberately broken rule every run ran under, if any.
+    pub mutation: Option<Mutation>,
+    /// `--fail-fast` stopped the campaign at its first failing run.
+    pub stopped_at_first_failure: bool,
     pub runs: u64,
     pub regression_runs: u64,
     pub regression_failed: u64,
@@ -40,7 +47,14 @@ pub struct CampaignSummary {
     pub failed: u64,
     pub faults_fired: BTreeMap<String, u64>,
     pub crash_points_hit: BTreeMap<String, u64>,
+    /// The same tallies per world, judged against what each world declares.
+    pub worlds: Vec<WorldTally>,
     pub invariants_checked: u64,
+    /// Invariant → failing runs that broke it (a run counts once per invariant).
+    pub broken_invariants: BTreeMap<String, u64>,
+    /// Every run's trace hash folded into one (see [`super::TraceDigest`]): two builds that
+    /// behave the same print the same digest.
+    pub traces_digest: String,
     /// The lowest-numbered failing runs (at most `limits::MAX_KEPT_FAILURES`), in run order:
     /// regressions first, then by seed, then by scenario order.
     pub failures: Vec<Failure>,
@@ -86,6 +100,13 @@ impl CampaignSummary {
             "not checked"
         };
         writeln!(s, "determinism    {check}")?;
+        if let Some(m) = self.mutation {
+            writeln!(
+                s,
+                "mutation       {} (keel deliberately broken: failures expected)",
+                mutation::name(m)
+            )?;
+        }
         writeln!(
             s,
             "regressions    {} replayed first, {} failed",
@@ -94,10 +115,21 @@ impl CampaignSummary {
         writeln!(s, "runs           {}", self.runs)?;
         writeln!(s, "passed         {}", self.passed)?;
         writeln!(s, "failed         {}", self.failed)?;
+        if self.stopped_at_first_failure {
+            writeln!(s, "stopped        at the first failing run (--fail-fast)")?;
+        }
         writeln!(s, "invariants     {} checked", self.invariants_checked)?;
-        write_tally(s, "faults fired", &self.faults_fired)?;
-        write_tally(s, "crash boundaries hit", &self.crash_points_hit)?;
-        for failure in &self.failures {
+        writeln!(s, "traces         {}", self.traces_digest)?;
+        if !self.broken_invariants.is_empty() {
+            writeln!(s, "broken invariants (failing runs)")?;
+            let width = self.broken_invariants.keys().map(String::len).max().unwrap_or(0);
+            for (invariant, runs) in &self.broken_invariants {
+                writeln!(s, "  {invariant:<width$}  {runs}")?;
+            }
+        }
+        write_tally(s, "faults fired", &self.worlds, WorldTally::fault_rows)?;
+        write_tally(s, "crash boundaries hit", &self.worlds, WorldTally::crash_rows)?;
+        for failure in self.failures.iter().take(MAX_PRINTED_FAILURES) {
             let r = &failure.report;
             for (i, v) in r.violations.iter().enumerate() {
                 let origin = match (failure.origin, i) {
@@ -114,17 +146,17 @@ impl CampaignSummary {
                 .violations
                 .iter()
                 .any(|v| v.invariant == DETERMINISM_INVARIANT);
-            writeln!(s, "  {}", replay_command(&r.scenario, r.seed, check))?;
+            writeln!(s, "  {}", replay_command(&r.scenario, r.seed, check, self.mutation))?;
             if !r.swarm.is_empty() {
                 writeln!(s, "  swarm: {}", r.swarm_line())?;
             }
         }
-        let unkept = self.failed.saturating_sub(self.failures.len() as u64);
-        if unkept > 0 {
+        let printed = self.failures.len().min(MAX_PRINTED_FAILURES);
+        let unprinted = self.failed.saturating_sub(printed as u64);
+        if unprinted > 0 {
             writeln!(
                 s,
-                "... and {unkept} more failing runs (only the first {} are kept)",
-                self.failures.len()
+                "... and {unprinted} more failing runs (the first {printed} are printed)"
             )?;
         }
         Ok(())
@@ -139,27 +171,60 @@ impl fmt::Display for CampaignSummary {
     }
 }
 
-fn write_tally(s: &mut String, title: &str, tally: &BTreeMap<String, u64>) -> fmt::Result {
+/// One table per world: `  world` then `    key  count[  never fired|  undeclared]`.
+fn write_tally(
+    s: &mut String,
+    title: &str,
+    worlds: &[WorldTally],
+    rows: fn(&WorldTally) -> Vec<Row>,
+) -> fmt::Result {
     writeln!(s, "{title}")?;
-    if tally.is_empty() {
+    let tables: Vec<(&str, Vec<Row>)> = worlds
+        .iter()
+        .map(|w| (w.world.as_str(), rows(w)))
+        .filter(|(_, r)| !r.is_empty())
+        .collect();
+    if tables.is_empty() {
         return writeln!(s, "  (none)");
     }
-    let width = tally.keys().map(String::len).max().unwrap_or(0);
-    for (name, count) in tally {
-        writeln!(s, "  {name:<width$}  {count}")?;
+    for (world, rows) in tables {
+        writeln!(s, "  {world}")?;
+        let width = rows.iter().map(|r| r.key.len()).max().unwrap_or(0);
+        let digits = rows
+            .iter()
+            .map(|r| r.count.to_string().len())
+            .max()
+            .unwrap_or(1);
+        for r in rows {
+            let mark = match r.mark {
+                Mark::Fired => "",
+                Mark::NeverFired => "  never fired",
+                Mark::Undeclared => "  undeclared",
+            };
+            writeln!(s, "    {:<width$}  {:>digits$}{mark}", r.key, r.count)?;
+        }
     }
     Ok(())
 }
 
 /// The one-line command that replays `seed` of `scenario` (with `--check` for determinism
-/// failures, which a single replay cannot show).
-pub fn replay_command(scenario: &str, seed: u64, check: bool) -> String {
+/// failures, which a single replay cannot show, and the mutation the run was made under).
+pub fn replay_command(scenario: &str, seed: u64, check: bool, mutation: Option<Mutation>) -> String {
+    let features = if mutation.is_some() {
+        " --features mutations"
+    } else {
+        ""
+    };
     let mut cmd = format!(
-        "cargo run -p keel-sim -- replay --seed {seed} --scenario {}",
+        "cargo run -p keel-sim{features} -- replay --seed {seed} --scenario {}",
         shell_quote(scenario)
     );
     if check {
         cmd.push_str(" --check");
+    }
+    if let Some(m) = mutation {
+        cmd.push_str(" --mutation ");
+        cmd.push_str(mutation::name(m));
     }
     cmd
 }
@@ -184,11 +249,11 @@ mod tests {
     #[test]
     fn replay_command_quotes_odd_names() {
         assert_eq!(
-            replay_command("clock-and-rng", 5, false),
+            replay_command("clock-and-rng", 5, false, None),
             "cargo run -p keel-sim -- replay --seed 5 --scenario clock-and-rng"
         );
         assert_eq!(
-            replay_command("my file's.scn", 1, true),
+            replay_command("my file's.scn", 1, true, None),
             r"cargo run -p keel-sim -- replay --seed 1 --scenario 'my file'\''s.scn' --check"
         );
         assert_eq!(shell_quote(""), "''");
@@ -204,6 +269,8 @@ mod tests {
             from: 0,
             seeds: 10,
             determinism_checked: false,
+            mutation: None,
+            stopped_at_first_failure: false,
             runs: 10,
             regression_runs: 0,
             regression_failed: 0,
@@ -211,7 +278,15 @@ mod tests {
             failed: 1,
             faults_fired: BTreeMap::from([("a".to_string(), 2)]),
             crash_points_hit: BTreeMap::new(),
+            worlds: vec![WorldTally {
+                world: "x".into(),
+                declared: None,
+                faults_fired: BTreeMap::from([("a".to_string(), 2)]),
+                crash_points_hit: BTreeMap::new(),
+            }],
             invariants_checked: 4,
+            broken_invariants: BTreeMap::from([("inv".to_string(), 1)]),
+            traces_digest: "ab".into(),
             failures: vec![Failure {
                 origin: Origin::Range,
                 report,
@@ -230,9 +305,32 @@ mod tests {
             "  cargo run -p keel-sim -- replay --seed 9 --scenario x"
         );
         assert_eq!(lines[at + 2], "  swarm: p=3");
-        assert!(text.contains("faults fired\n  a  2\n"));
+        assert!(text.contains("faults fired\n  x\n    a  2\n"), "{text}");
         assert!(text.contains("crash boundaries hit\n  (none)\n"));
+        assert!(text.contains("broken invariants (failing runs)\n  inv  1\n"), "{text}");
         assert!(text.ends_with("runs/s         20.0"));
         assert!(!summary.render_results().contains("wall time"));
+    }
+
+    #[test]
+    fn declared_kinds_that_never_fired_are_flagged() {
+        static DECLARED: crate::coverage::Coverage = crate::coverage::Coverage {
+            world: "w",
+            fault_kinds: &["seen", "unseen"],
+            boundaries: &["start"],
+            boundary_faults: &["crash"],
+        };
+        let mut w = WorldTally::new("w".into(), Some(&DECLARED));
+        w.faults_fired.insert("seen".into(), 12);
+        w.faults_fired.insert("stray".into(), 1);
+        let mut s = String::new();
+        write_tally(&mut s, "faults fired", &[w.clone()], WorldTally::fault_rows).unwrap();
+        assert_eq!(
+            s,
+            "faults fired\n  w\n    seen    12\n    unseen   0  never fired\n    stray    1  undeclared\n"
+        );
+        let mut s = String::new();
+        write_tally(&mut s, "crash boundaries hit", &[w], WorldTally::crash_rows).unwrap();
+        assert_eq!(s, "crash boundaries hit\n  w\n    start.crash  0  never fired\n");
     }
 }

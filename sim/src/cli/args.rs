@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::mutation::{self, Mutation, MutationError};
 use crate::regressions::parse_seed;
 use crate::schedule::{FaultSchedule, ScheduleParseError};
 
@@ -25,6 +26,10 @@ pub struct RunArgs {
     pub jobs: Option<usize>,
     pub check: bool,
     pub regressions: RegressionsArg,
+    /// `--mutation NAME`: every run against this deliberately broken rule.
+    pub mutation: Option<Mutation>,
+    /// `--fail-fast`: stop at the first failing run.
+    pub fail_fast: bool,
 }
 
 /// Where `run` reads stored failing seeds from.
@@ -45,12 +50,14 @@ pub struct ReplayArgs {
     pub check: bool,
     /// `--schedule AT:KIND,...`: run with these faults instead of the seed's own.
     pub schedule: Option<FaultSchedule>,
+    pub mutation: Option<Mutation>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MinimizeArgs {
     pub seed: u64,
     pub scenario: Option<String>,
+    pub mutation: Option<Mutation>,
 }
 
 /// What is wrong with the command line.
@@ -83,6 +90,8 @@ pub enum ArgError {
     Conflict(&'static str, &'static str),
     #[error("bad `--schedule`: {0}")]
     BadSchedule(#[from] ScheduleParseError),
+    #[error(transparent)]
+    Mutation(#[from] MutationError),
 }
 
 /// Parses the arguments after the program name.
@@ -137,6 +146,8 @@ fn parse_run(flags: &mut Flags) -> Result<Command, ArgError> {
         (None, true) => RegressionsArg::Off,
         (None, false) => RegressionsArg::Default,
     };
+    let mutation = mutation(flags)?;
+    let fail_fast = flags.switch("--fail-fast")?;
     Ok(Command::Run(RunArgs {
         seeds,
         from,
@@ -144,6 +155,8 @@ fn parse_run(flags: &mut Flags) -> Result<Command, ArgError> {
         jobs,
         check,
         regressions,
+        mutation,
+        fail_fast,
     }))
 }
 
@@ -158,11 +171,13 @@ fn parse_replay(flags: &mut Flags) -> Result<Command, ArgError> {
         .value("--schedule")?
         .map(|s| s.parse::<FaultSchedule>())
         .transpose()?;
+    let mutation = mutation(flags)?;
     Ok(Command::Replay(ReplayArgs {
         seed,
         scenario,
         check,
         schedule,
+        mutation,
     }))
 }
 
@@ -172,7 +187,20 @@ fn parse_minimize(flags: &mut Flags) -> Result<Command, ArgError> {
         flag: "--seed",
     })?;
     let scenario = flags.value("--scenario")?;
-    Ok(Command::Minimize(MinimizeArgs { seed, scenario }))
+    let mutation = mutation(flags)?;
+    Ok(Command::Minimize(MinimizeArgs {
+        seed,
+        scenario,
+        mutation,
+    }))
+}
+
+/// `--mutation NAME`, resolved (a typed error when unknown or not built in).
+fn mutation(flags: &mut Flags) -> Result<Option<Mutation>, ArgError> {
+    Ok(flags
+        .value("--mutation")?
+        .map(|name| mutation::from_name(&name))
+        .transpose()?)
 }
 
 /// The flags of one command, consumed as the command asks for them; leftovers are errors.
@@ -317,6 +345,8 @@ mod tests {
                 jobs: Some(3),
                 check: true,
                 regressions: RegressionsArg::Off,
+                mutation: None,
+                fail_fast: false,
             }
         );
     }
@@ -329,6 +359,8 @@ mod tests {
         assert_eq!(r.from, 0);
         assert_eq!(r.jobs, None);
         assert!(!r.check);
+        assert!(!r.fail_fast);
+        assert_eq!(r.mutation, None);
         assert_eq!(r.regressions, RegressionsArg::Default);
         assert!(r.scenarios.is_empty());
     }
@@ -342,13 +374,15 @@ mod tests {
                 scenario: Some("x".into()),
                 check: true,
                 schedule: Some("1:task_abort".parse().unwrap()),
+                mutation: None,
             })
         );
         assert_eq!(
             p("minimize --seed 7").unwrap(),
             Command::Minimize(MinimizeArgs {
                 seed: 7,
-                scenario: None
+                scenario: None,
+                mutation: None,
             })
         );
         assert_eq!(p("list").unwrap(), Command::List);
@@ -467,6 +501,33 @@ mod tests {
                 command: "minimize",
                 flag: "--check".into()
             })
+        );
+    }
+
+    #[test]
+    fn mutations_are_named_or_refused() {
+        let Command::Run(r) = p("run --seeds 3 --fail-fast").unwrap() else {
+            panic!()
+        };
+        assert!(r.fail_fast);
+        assert!(matches!(
+            p("run --seeds 3 --mutation nope"),
+            Err(ArgError::Mutation(_))
+        ));
+        #[cfg(feature = "mutations")]
+        {
+            let Command::Replay(r) = p("replay --seed 1 --mutation steer_applied_twice").unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!(r.mutation, Some(Mutation::SteerAppliedTwice));
+        }
+        #[cfg(not(feature = "mutations"))]
+        assert_eq!(
+            p("minimize --seed 1 --mutation steer_applied_twice"),
+            Err(ArgError::Mutation(MutationError::NotBuilt {
+                name: "steer_applied_twice".into()
+            }))
         );
     }
 }

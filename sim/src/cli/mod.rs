@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 use crate::campaign::{self, replay_command, Campaign, CampaignError, ProgressStyle, StoredSeeds};
 use crate::minimize::{self, MinimizeError};
+use crate::mutation;
 use crate::registry::{Registry, ResolveError};
 use crate::regressions::{self, RegressionError};
 use crate::schedule::ScheduleError;
-use crate::world::{run_guarded, RunOptions, RunReport, Scenario};
+use crate::world::{run_guarded, run_guarded_result, RunOptions, RunReport, Scenario};
 use args::{ArgError, Command, MinimizeArgs, RegressionsArg, ReplayArgs, RunArgs};
 
 /// Exit code: everything passed.
@@ -90,9 +91,7 @@ impl Cli<'_> {
                 Ok(EXIT_OK)
             }
             Command::List => {
-                for s in self.registry.scenarios() {
-                    writeln!(out, "{:<20} {}", s.name(), s.description())?;
-                }
+                out.write_all(scenario_table(self.registry, "").as_bytes())?;
                 Ok(EXIT_OK)
             }
             Command::Run(a) => self.run(&a, out, err),
@@ -105,9 +104,7 @@ impl Cli<'_> {
     pub fn help(&self) -> String {
         let mut s = String::from(HELP);
         s.push_str("\nSCENARIOS:\n");
-        for sc in self.registry.scenarios() {
-            let _ = writeln!(s, "  {:<18} {}", sc.name(), sc.description());
-        }
+        s.push_str(&scenario_table(self.registry, "  "));
         s
     }
 
@@ -137,7 +134,7 @@ impl Cli<'_> {
         let jobs = a.jobs.unwrap_or_else(campaign::default_jobs);
         writeln!(
             err,
-            "keel-sim: {} regression runs, then seeds {}..{} of {} scenario(s), {jobs} jobs{}",
+            "keel-sim: {} regression runs, then seeds {}..{} of {} scenario(s), {jobs} jobs{}{}",
             regressions.len(),
             a.from,
             a.from.saturating_add(a.seeds),
@@ -147,6 +144,9 @@ impl Cli<'_> {
             } else {
                 ""
             },
+            a.mutation
+                .map(|m| format!(", under mutation {}", mutation::name(m)))
+                .unwrap_or_default(),
         )?;
         let summary = Campaign::new(scenarios)
             .seeds(a.from, a.seeds)
@@ -154,6 +154,8 @@ impl Cli<'_> {
             .check_determinism(a.check)
             .replay_regressions_first(regressions)
             .progress(self.progress)
+            .mutation(a.mutation)
+            .fail_fast(a.fail_fast)
             .run(err)?;
         writeln!(out, "{summary}")?;
         Ok(if summary.all_passed() {
@@ -212,22 +214,13 @@ impl Cli<'_> {
                     let s = scenario
                         .schedulable()
                         .ok_or_else(|| CliError::NotSchedulable(scenario.name().to_string()))?;
-                    let mut result = Ok(RunReport::new(scenario.name(), a.seed));
-                    let report = run_guarded(scenario.name(), a.seed, || {
-                        match s.run_with_schedule(a.seed, schedule, &keep) {
-                            Ok(r) => r,
-                            Err(e) => {
-                                result = Err(e);
-                                RunReport::new(scenario.name(), a.seed)
-                            }
-                        }
-                    });
-                    result?;
-                    Ok(report)
+                    Ok(run_guarded_result(scenario.name(), a.seed, || {
+                        s.run_with_schedule(a.seed, schedule, &keep)
+                    })?)
                 }
             }
         };
-        let report = once()?;
+        let report = mutation::under(a.mutation, once)?;
         writeln!(
             out,
             "trace ({} lines):",
@@ -243,7 +236,7 @@ impl Cli<'_> {
             EXIT_FAILED
         };
         if a.check {
-            let again = once()?;
+            let again = mutation::under(a.mutation, once)?;
             if again == report {
                 writeln!(
                     out,
@@ -265,7 +258,7 @@ impl Cli<'_> {
 
     fn minimize(&self, a: &MinimizeArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         let scenario = self.scenario(a.scenario.as_deref())?;
-        let m = minimize::minimize(scenario.as_ref(), a.seed)?;
+        let m = mutation::under(a.mutation, || minimize::minimize(scenario.as_ref(), a.seed))?;
         writeln!(
             out,
             "minimize seed={} scenario={} invariant={}",
@@ -296,7 +289,7 @@ impl Cli<'_> {
         writeln!(
             out,
             "replay: {} --schedule {}",
-            replay_command(&m.scenario, m.seed, false),
+            replay_command(&m.scenario, m.seed, false, a.mutation),
             m.minimal
         )?;
         writeln!(out, "{}", m.report)?;
@@ -304,25 +297,46 @@ impl Cli<'_> {
     }
 }
 
+/// One line per scenario, names padded to the longest so descriptions line up.
+fn scenario_table(registry: &Registry, indent: &str) -> String {
+    let width = registry
+        .scenarios()
+        .iter()
+        .map(|s| s.name().chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut table = String::new();
+    for sc in registry.scenarios() {
+        let line = format!("{indent}{:<width$}  {}", sc.name(), sc.description());
+        let _ = writeln!(table, "{}", line.trim_end());
+    }
+    table
+}
+
 const HELP: &str = "\
 keel-sim: deterministic simulation campaigns for keel
 
 USAGE:
   keel-sim run --seeds N [--from S] [--scenario NAME|FILE]... [--jobs J] [--check]
-               [--regressions DIR | --no-regressions]
+               [--regressions DIR | --no-regressions] [--fail-fast] [--mutation NAME]
       Run seeds S..S+N (default S=0) of each scenario (default: all), after the stored
       regression seeds. --check runs every seed twice and fails on any divergence.
-      --jobs defaults to the available parallelism, at most 2. Prints a summary; exits 1 if
-      any run failed.
+      --jobs defaults to the available parallelism, at most 2. --fail-fast stops at the
+      first failing run (the same run for any --jobs). Prints a summary; exits 1 if any run
+      failed.
   keel-sim replay --seed S [--scenario NAME|FILE] [--check] [--schedule AT:KIND,...|none]
+                  [--mutation NAME]
       Run one seed, print its full trace and report. --schedule replaces the seed's faults
       (as printed by minimize).
-  keel-sim minimize --seed S [--scenario NAME|FILE]
+  keel-sim minimize --seed S [--scenario NAME|FILE] [--mutation NAME]
       Shrink a failing seed's fault schedule to the fewest faults that break the same
       invariant, and print it.
   keel-sim list
       Print the scenario names.
 
+--mutation NAME runs against a deliberately broken keel (a build with
+`--features mutations`; names: dispatch_before_pending, fold_in_completion_order,
+redispatch_unknown, steer_applied_twice): the campaign is expected to fail.
 --scenario may be omitted when only one scenario is registered. Exit codes: 0 passed,
 1 a run failed, 2 the command could not be carried out.
 ";

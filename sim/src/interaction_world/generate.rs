@@ -127,7 +127,18 @@ pub fn generate(seed: u64) -> (Spec, SwarmOptions) {
         if round == 1 && spec.tools.iter().any(|t| !t.advertises.is_empty()) {
             calls.push(CallSpec { id: format!("c{round}_late"), name: "late".into(), arguments: r#"{"q":"late"}"#.into() });
         }
-        let finish = pick_weighted(&mut rng, &[(Finish::ToolCalls, 40), (Finish::Length, 2), (Finish::Refusal, 1), (Finish::Other, 1)]);
+        // Calls under any finish reason but `tool_calls` are fatal (§5.2): each is drawn now and then.
+        let finish = pick_weighted(
+            &mut rng,
+            &[
+                (Finish::ToolCalls, 40),
+                (Finish::Length, 2),
+                (Finish::Refusal, 1),
+                (Finish::Other, 1),
+                (Finish::Stop, 1),
+                (Finish::ContentFilter, 1),
+            ],
+        );
         spec.model.turns.push(Turn::Calls { calls, finish });
     }
     let end = rng.below(100);
@@ -167,13 +178,31 @@ pub fn generate(seed: u64) -> (Spec, SwarmOptions) {
         let at = rng.range_inclusive(1, u64::from(turns)) as u32;
         spec.host.push(HostAction { trigger: Trigger::ModelCall(at), action });
     }
+    // Several tool calls parked on input together, so the host's answer order matters.
+    let parallel_inputs = rng.percent(12);
+    if parallel_inputs {
+        let t = &mut spec.tools[0];
+        t.concurrency = ConcurrencySpec::Shared;
+        t.outcome = Outcome::Text;
+        t.pauses = t.pauses.max(1);
+        t.direct = false;
+        t.strict_arguments = false;
+        let name = t.name.clone();
+        spec.max_concurrent_tool_calls = spec.max_concurrent_tool_calls.max(2);
+        let calls = (0..2)
+            .map(|j| CallSpec { id: format!("p{j}"), name: name.clone(), arguments: format!(r#"{{"q":"p{j}"}}"#) })
+            .collect();
+        spec.model.turns.insert(0, Turn::Calls { calls, finish: Finish::ToolCalls });
+        spec.max_model_calls += 1;
+    }
+    o.insert("parallel_inputs".into(), parallel_inputs.to_string());
     o.insert("p.crash".into(), format!("{crash}/1000"));
     o.insert("p.lose_ack".into(), format!("{lose}/1000"));
     o.insert("p.fail_before".into(), format!("{fail}/1000"));
     o.insert("p.tool_unknown".into(), format!("{unknown_rate}%"));
     o.insert("p.tool_pause".into(), format!("{pause_rate}%"));
     o.insert("host.actions".into(), spec.host.len().to_string());
-    o.insert("model.turns".into(), turns.to_string());
+    o.insert("model.turns".into(), spec.model.turns.len().to_string());
     o.insert("delegate".into(), spec.delegate.is_some().to_string());
     (spec, o)
 }

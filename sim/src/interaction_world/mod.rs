@@ -46,7 +46,8 @@ pub use scenarios::{crash_after_clean, crash_at, load_scenario, matrix_case, sce
 pub use spec::Spec;
 pub use spec_json::{decode_bytes, load_file, SpecFileError};
 
-/// Every fault and host-action kind a swarm campaign should fire (keys of `faults_fired`).
+/// Every key of `faults_fired` the Interaction world reports (faults, host actions, model and
+/// tool behaviors), each of which a swarm campaign should fire.
 pub const INTERACTION_FAULT_KINDS: &[&str] = &[
     "commit.crash_after",
     "commit.lose_ack",
@@ -58,15 +59,25 @@ pub const INTERACTION_FAULT_KINDS: &[&str] = &[
     "tool.cancel",
     "tool.deadline",
     "tool.input_request",
+    "tool.text",
+    "tool.advertise",
+    "tool.direct",
     "model.provider_error",
     "model.host_failure",
     "model.streamed",
     "model.reduced",
+    "model.calls_with_stop",
+    "model.calls_with_length",
+    "model.calls_with_content_filter",
+    "model.calls_with_refusal",
+    "model.calls_with_other",
     "host.steer",
     "host.steer.duplicate",
     "host.steer.conflict",
     "host.input.answer",
     "host.input.stale",
+    "host.input.reverse",
+    "host.redeliver",
     "host.kill",
     "host.cancel",
     "unknown.truth_ran",
@@ -80,3 +91,11 @@ pub const INTERACTION_FAULT_KINDS: &[&str] = &[
 /// plus `activation`).
 pub const INTERACTION_BOUNDARIES: &[&str] =
     &["start", "child_start", "signals", "progress", "parked", "terminal", "pending", "settled", "resolved", "activation"];
+
+/// What the Interaction world declares it exercises (the campaign summary flags gaps).
+pub static COVERAGE: crate::coverage::Coverage = crate::coverage::Coverage {
+    world: "interaction",
+    fault_kinds: INTERACTION_FAULT_KINDS,
+    boundaries: INTERACTION_BOUNDARIES,
+    boundary_faults: &["crash_after", "lose_ack", "fail_before"],
+};

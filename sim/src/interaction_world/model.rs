@@ -57,7 +57,9 @@ impl SimModel {
         let invocation = &call.invocation;
         let sequence = invocation.model_call_sequence();
         let host = self.cx.ledger.is_host_performing(invocation.effect_id());
-        let caller = if host { Caller::Host } else { Caller::Engine(self.cx.incarnation()) };
+        // The recorder logged who issued this call just before it reached the model.
+        let issued_by = self.cx.ledger.dispatches(invocation.effect_id()).last().map(|d| d.caller.clone());
+        let caller = if host { Caller::Host } else { issued_by.unwrap_or(Caller::Engine(self.cx.incarnation())) };
         self.cx.trace(format!("model {} call {sequence} start by {caller:?} ({} messages)", self.name, request.messages.len()));
         self.cx.ledger.record_model_call(ModelCallRecord {
             model: self.name.clone(),

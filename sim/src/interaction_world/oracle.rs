@@ -27,8 +27,8 @@ use keel::interaction::output::{CompletionSource, Output};
 use keel::interaction::wire::Wire;
 use keel::kernel::commit::{CommitRecordKind, EffectBoundaryKind};
 use keel::kernel::effect::EffectPhase;
-use keel::kernel::ids::{EffectId, ProcessId};
-use keel::kernel::invariants::{check_commits, check_history};
+use keel::kernel::ids::{EffectId, IncarnationId, ProcessId};
+use keel::kernel::invariants::{check_commit, check_history};
 use keel::kernel::owner::CommitRequest;
 use keel::kernel::snapshot::TreeSnapshot;
 use std::collections::{BTreeMap, BTreeSet};
@@ -90,8 +90,8 @@ impl Checker {
 pub fn check(cx: &Context, host: &Host, root: Option<&ProcessId>, summary: &Summary) -> (Vec<Violation>, u64) {
     let mut c = Checker { checks: 0, violations: Vec::new() };
     let records = cx.store.records();
-    kernel(&mut c, cx, &records, root);
-    heads(&mut c, &records, root, cx);
+    let decoded = kernel(&mut c, cx, &records, root);
+    heads(&mut c, &records, &decoded, root, cx);
     model_requests(&mut c, cx, host);
     left_unknowns(&mut c, cx, host, root);
     expectations(&mut c, cx, summary);
@@ -101,21 +101,27 @@ pub fn check(cx: &Context, host: &Host, root: Option<&ProcessId>, summary: &Summ
     (c.violations, c.checks + checks + host.checks)
 }
 
-fn kernel(c: &mut Checker, cx: &Context, records: &[Recorded], root: Option<&ProcessId>) {
-    // One writer per incarnation: its acknowledged commits in order.
-    let mut writers: Vec<(keel::kernel::ids::IncarnationId, Vec<&CommitRequest>)> = Vec::new();
+/// The kernel §12 oracle over every writer's acknowledged commits (each against that writer's
+/// previous acknowledged head) and the store history. Returns every acknowledged cut decoded
+/// (`None`: it does not decode), in record order, so later checks need not decode again.
+fn kernel(c: &mut Checker, cx: &Context, records: &[Recorded], root: Option<&ProcessId>) -> Vec<Option<TreeSnapshot>> {
+    let mut decoded: Vec<Option<TreeSnapshot>> = Vec::new();
+    // Per writer: its commits so far and the position in `decoded` of its last decoded head.
+    let mut writers: BTreeMap<IncarnationId, (u64, Option<usize>)> = BTreeMap::new();
     for r in records.iter().filter(|r| r.acknowledged) {
-        let inc = r.request.cut().incarnation.clone();
-        match writers.iter_mut().find(|(i, _)| *i == inc) {
-            Some((_, list)) => list.push(&r.request),
-            None => writers.push((inc, vec![&r.request])),
+        let writer = writers.entry(r.request.cut().incarnation.clone()).or_insert((0, None));
+        let previous = writer.1.and_then(|i| decoded.get(i)).and_then(Option::as_ref);
+        let (snap, violations) = check_commit(previous, &r.request);
+        for v in violations {
+            let detail = format!("commit {} ({}): {}", writer.0, r.request.boundary_name(), v.detail);
+            c.violations.push(Violation::new(format!("kernel_{}", v.invariant), detail));
         }
-    }
-    for (_, list) in &writers {
-        for v in check_commits(list.iter().copied()) {
-            c.violations.push(Violation::new(format!("kernel_{}", v.invariant), v.to_string()));
+        c.checks += 1;
+        writer.0 += 1;
+        if snap.is_some() {
+            writer.1 = Some(decoded.len());
         }
-        c.checks += list.len() as u64;
+        decoded.push(snap);
     }
     if let Some(root) = root {
         let history = cx.store.memory().history(root);
@@ -124,6 +130,7 @@ fn kernel(c: &mut Checker, cx: &Context, records: &[Recorded], root: Option<&Pro
         }
         c.checks += history.len() as u64;
     }
+    decoded
 }
 
 fn unknowns_of(s: &TreeSnapshot) -> BTreeMap<EffectId, ProcessId> {
@@ -138,7 +145,7 @@ fn unknowns_of(s: &TreeSnapshot) -> BTreeMap<EffectId, ProcessId> {
     out
 }
 
-fn heads(c: &mut Checker, records: &[Recorded], root: Option<&ProcessId>, cx: &Context) {
+fn heads(c: &mut Checker, records: &[Recorded], decoded: &[Option<TreeSnapshot>], root: Option<&ProcessId>, cx: &Context) {
     let resolved: BTreeSet<EffectId> = root
         .map(|r| cx.store.memory().history(r))
         .unwrap_or_default()
@@ -149,17 +156,11 @@ fn heads(c: &mut Checker, records: &[Recorded], root: Option<&ProcessId>, cx: &C
         })
         .collect();
     let mut sticky: BTreeSet<EffectId> = BTreeSet::new();
-    for (index, r) in records.iter().filter(|r| r.acknowledged).enumerate() {
-        let bytes = &r.request.cut().bytes;
-        let Ok(snap) = TreeSnapshot::decode(bytes) else {
-            c.expect(false, "head_round_trip", || format!("acknowledged commit {index} does not decode"));
-            continue;
-        };
-        let canonical = keel::json::parse(bytes).map(|j| j.to_canonical_string().into_bytes());
-        c.expect(canonical.as_deref().ok() == Some(&bytes[..]), "head_round_trip", || {
-            format!("acknowledged commit {index} does not re-encode byte-identically")
-        });
-        let now = unknowns_of(&snap);
+    for (index, (r, snap)) in records.iter().filter(|r| r.acknowledged).zip(decoded).enumerate() {
+        // Decoding re-encodes and compares: a decoded cut is byte-identical canonical JSON.
+        c.expect(snap.is_some(), "head_round_trip", || format!("acknowledged commit {index} does not decode to the same bytes"));
+        let Some(snap) = snap else { continue };
+        let now = unknowns_of(snap);
         for e in &sticky {
             let resolved_here = matches!(&r.request, CommitRequest::Effect(b) if b.kind == EffectBoundaryKind::Resolved && &b.effect_id == e);
             c.expect(now.contains_key(e) || resolved_here || resolved.contains(e), "unknown_sticky", || {

@@ -1,6 +1,6 @@
 //! The dispatcher wrapper that turns the real Dispatchers (the ModelDispatcher, the ToolSet's
 //! tool dispatcher) into ledger entries, and checks *pending before dispatch*: when a physical
-//! call starts, the store's current head already holds its Effect as pending.
+//! call starts, the store holds its writer's acknowledged `pending` boundary of the Effect.
 
 use super::context::Context;
 use super::ledger::{Caller, Ended, ToolClass};
@@ -10,7 +10,7 @@ use keel::interaction::protocol::ToolCallEffect;
 use keel::interaction::wire::Wire;
 use keel::json::Payload;
 use keel::kernel::dispatcher::{DispatchContext, DispatchError, DispatchPolicy, Dispatcher, EffectRequest};
-use keel::kernel::effect::{EffectPhase, Settlement};
+use keel::kernel::effect::Settlement;
 use keel::kernel::ids::EffectId;
 use std::sync::Arc;
 
@@ -61,23 +61,26 @@ impl Recording {
         Some((ToolClass::of(&spec.concurrency, &args), limit))
     }
 
+    /// *Pending before dispatch*: the writer that issued this call had its `pending` boundary
+    /// acknowledged by the store. Judged against that writer's own acknowledged commits, not
+    /// the current head: a stopped writer's call may start late, after a newer writer has
+    /// already recovered the Effect as Unknown (which is why it is Unknown).
     fn check_pending(&self, request: &EffectRequest) {
         self.cx.ledger.count_check();
-        // The store's only root: a dispatch can start before `Engine::start` has returned.
-        let Some(root) = self.cx.store.memory().roots().first().cloned() else {
-            self.cx.ledger.violation(Violation::new("pending_before_dispatch", "a dispatch before the root was known"));
-            return;
-        };
-        let phase = self.cx.store.head_snapshot(&root).and_then(|head| {
-            head.process(&request.process_id)
-                .and_then(|p| p.prepared.as_ref())
-                .and_then(|s| s.effects.iter().find(|e| e.id == request.effect_id))
-                .map(|e| e.phase.clone())
-        });
-        if phase != Some(EffectPhase::Pending) {
+        if !self.cx.store.pending_acknowledged(&request.incarnation, &request.effect_id) {
+            let root = self.cx.store.memory().roots().first().cloned();
+            let phase = root.and_then(|root| self.cx.store.head_snapshot(&root)).and_then(|head| {
+                head.process(&request.process_id)
+                    .and_then(|p| p.prepared.as_ref())
+                    .and_then(|s| s.effects.iter().find(|e| e.id == request.effect_id))
+                    .map(|e| e.phase.name())
+            });
             self.cx.ledger.violation(Violation::new(
                 "pending_before_dispatch",
-                format!("{} effect {} dispatched while the store head holds it as {:?}", self.kind, request.effect_id, phase.map(|p| p.name())),
+                format!(
+                    "{} effect {} dispatched by {} without its acknowledged pending boundary (store head: {phase:?})",
+                    self.kind, request.effect_id, request.incarnation
+                ),
             ));
         }
     }
@@ -114,7 +117,8 @@ impl Dispatcher for Recording {
     }
 
     fn dispatch<'a>(&'a self, request: EffectRequest, cx: DispatchContext) -> BoxFuture<'a, Result<Settlement, DispatchError>> {
-        let caller = Caller::Engine(self.cx.incarnation());
-        Box::pin(self.perform(request, cx, caller))
+        // The writer that issued the call (a stopped one's call may start after a restore).
+        let writer = self.cx.store.writer_ordinal(&request.incarnation).unwrap_or_else(|| self.cx.incarnation());
+        Box::pin(self.perform(request, cx, Caller::Engine(writer)))
     }
 }

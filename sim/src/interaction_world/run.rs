@@ -7,6 +7,7 @@ use super::oracle::{check, summarize, Summary};
 use super::spec::{Spec, UnknownPolicy};
 use super::store::Store;
 use super::trace::closing_lines;
+use crate::schedule::{FaultEvent, FaultSchedule};
 use crate::world::{RunOptions, RunReport, Violation};
 use keel::env::{Env, SeededRng};
 use std::sync::Arc;
@@ -18,6 +19,8 @@ pub struct RunOutcome {
     pub summary: Summary,
     /// Commits the run made (the crash matrix crashes at each of them).
     pub commits: u64,
+    /// The commit faults that fired, by commit index: replaying it reproduces the run.
+    pub schedule: FaultSchedule,
 }
 
 /// The swarm options a spec prints with its report.
@@ -81,7 +84,10 @@ pub async fn run_world(env: Env, spec: Spec, scenario: &str, seed: u64, options:
         summary.status, summary.root_model_calls, log.commits, driven.stops
     );
     cx.take_trace().finish_into(&mut report);
-    RunOutcome { report, summary, commits: log.commits }
+    let schedule = FaultSchedule::new(
+        log.events.iter().map(|(at, _, kind)| FaultEvent { at: *at, kind: kind.as_str().to_owned() }).collect(),
+    );
+    RunOutcome { report, summary, commits: log.commits, schedule }
 }
 
 /// Runs `spec` under madsim with `seed` (scheduling, latencies and ids all from the seed).
@@ -99,7 +105,7 @@ pub fn run_outcome_on_madsim(spec: &Spec, scenario: &str, seed: u64, options: &R
     });
     out.unwrap_or_else(|| {
         fallback.violations.push(Violation::new("environment", "no madsim environment"));
-        RunOutcome { report: fallback, summary: Summary::default(), commits: 0 }
+        RunOutcome { report: fallback, summary: Summary::default(), commits: 0, schedule: FaultSchedule::default() }
     })
 }
 

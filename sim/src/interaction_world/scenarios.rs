@@ -6,7 +6,10 @@ use super::generate::generate;
 use super::run::{compares_output, run_outcome_on_madsim, RunOutcome};
 use super::spec::{CommitFaultKind, Spec};
 use super::spec_json::{decode_bytes, load_file};
-use crate::world::{run_guarded, RunOptions, RunReport, Scenario, Violation};
+use crate::coverage::Coverage;
+use crate::limits::MAX_INTERACTION_COMMIT_DECISIONS;
+use crate::schedule::{FaultSchedule, ScheduleError};
+use crate::world::{run_guarded, RunOptions, RunReport, Scenario, Schedulable, Violation};
 use std::error::Error as StdError;
 use std::path::Path;
 use std::sync::Arc;
@@ -16,23 +19,76 @@ pub struct InteractionSwarm;
 
 /// One swarm seed.
 pub fn swarm_run(seed: u64, options: &RunOptions) -> RunReport {
-    run_guarded("interaction-swarm", seed, || {
-        let (spec, drawn) = generate(seed);
-        let mut report = run_outcome_on_madsim(&spec, "interaction-swarm", seed, options).report;
-        report.swarm.extend(drawn);
+    swarm_run_with(seed, None, options).report
+}
+
+/// One swarm seed, with its own commit faults or (`Some`) exactly these.
+fn swarm_run_with(seed: u64, replay: Option<&FaultSchedule>, options: &RunOptions) -> RunOutcome {
+    let (mut spec, drawn) = generate(seed);
+    spec.faults.replay = replay.map(replay_of);
+    let mut out = guarded_outcome("interaction-swarm", &spec, seed, options);
+    out.report.swarm.extend(drawn);
+    out
+}
+
+/// [`run_outcome_on_madsim`] with a panic turned into a failing report.
+fn guarded_outcome(scenario: &str, spec: &Spec, seed: u64, options: &RunOptions) -> RunOutcome {
+    let mut outcome = None;
+    let report = run_guarded(scenario, seed, || {
+        let out = run_outcome_on_madsim(spec, scenario, seed, options);
+        let report = out.report.clone();
+        outcome = Some(out);
         report
-    })
+    });
+    match outcome {
+        Some(mut out) => {
+            out.report = report;
+            out
+        }
+        None => RunOutcome { report, summary: Default::default(), commits: 0, schedule: FaultSchedule::default() },
+    }
+}
+
+/// The kinds an Interaction fault schedule names: the commit faults.
+const SCHEDULE_KINDS: [&str; 3] = ["crash_after", "lose_ack", "fail_before"];
+
+/// A printed schedule as the store's replay list (kinds already validated).
+fn replay_of(schedule: &FaultSchedule) -> Vec<(u64, CommitFaultKind)> {
+    schedule.events.iter().filter_map(|e| CommitFaultKind::from_name(&e.kind).map(|k| (e.at, k))).collect()
+}
+
+/// Checks a schedule a caller hands in: commit-fault kinds, increasing commit indices.
+fn validate(schedule: &FaultSchedule) -> Result<(), ScheduleError> {
+    schedule.validate(&SCHEDULE_KINDS, MAX_INTERACTION_COMMIT_DECISIONS)
+}
+
+impl Schedulable for InteractionSwarm {
+    /// The commit faults the seed fires (known by running it once: they depend on the run).
+    fn schedule_of(&self, seed: u64) -> FaultSchedule {
+        swarm_run_with(seed, None, &RunOptions::default()).schedule
+    }
+
+    fn run_with_schedule(&self, seed: u64, schedule: &FaultSchedule, options: &RunOptions) -> Result<RunReport, ScheduleError> {
+        validate(schedule)?;
+        Ok(swarm_run_with(seed, Some(schedule), options).report)
+    }
 }
 
 impl Scenario for InteractionSwarm {
     fn name(&self) -> &str {
         "interaction-swarm"
     }
+    fn coverage(&self) -> Option<&'static Coverage> {
+        Some(&super::COVERAGE)
+    }
     fn description(&self) -> &str {
         "Interaction strategy on the async Engine under madsim: generated scripts, tools, host actions and commit faults"
     }
     fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
         swarm_run(seed, options)
+    }
+    fn schedulable(&self) -> Option<&dyn Schedulable> {
+        Some(self)
     }
 }
 
@@ -109,6 +165,9 @@ impl Scenario for InteractionCrashMatrix {
     fn name(&self) -> &str {
         "interaction-crash-matrix"
     }
+    fn coverage(&self) -> Option<&'static Coverage> {
+        Some(&super::COVERAGE)
+    }
     fn description(&self) -> &str {
         "built-in scenario files crashed (or with a lost ack) after each commit of their fault-free run, restored and settled from truth"
     }
@@ -140,11 +199,30 @@ impl Scenario for FileScenario {
     fn name(&self) -> &str {
         &self.spec.name
     }
+    fn coverage(&self) -> Option<&'static Coverage> {
+        Some(&super::COVERAGE)
+    }
     fn description(&self) -> &str {
         &self.spec.description
     }
     fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
-        run_guarded(&self.spec.name, seed, || run_outcome_on_madsim(&self.spec, &self.spec.name, seed, options).report)
+        guarded_outcome(&self.spec.name, &self.spec, seed, options).report
+    }
+    fn schedulable(&self) -> Option<&dyn Schedulable> {
+        Some(self)
+    }
+}
+
+impl Schedulable for FileScenario {
+    fn schedule_of(&self, seed: u64) -> FaultSchedule {
+        guarded_outcome(&self.spec.name, &self.spec, seed, &RunOptions::default()).schedule
+    }
+
+    fn run_with_schedule(&self, seed: u64, schedule: &FaultSchedule, options: &RunOptions) -> Result<RunReport, ScheduleError> {
+        validate(schedule)?;
+        let mut spec = self.spec.clone();
+        spec.faults.replay = Some(replay_of(schedule));
+        Ok(guarded_outcome(&self.spec.name, &spec, seed, options).report)
     }
 }
 

@@ -258,6 +258,9 @@ pub struct FaultSpec {
     pub crash_per_mille: u64,
     pub lose_ack_per_mille: u64,
     pub fail_before_per_mille: u64,
+    /// `Some`: replaying a fault schedule — the faults are exactly these (by commit index);
+    /// the draws above are still made, so nothing else shifts, but their outcome is ignored.
+    pub replay: Option<Vec<(u64, CommitFaultKind)>>,
 }
 
 /// The final status a scenario expects.

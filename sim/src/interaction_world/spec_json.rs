@@ -387,7 +387,7 @@ fn faults(v: &Json) -> Result<FaultSpec, DecodeError> {
     let lose_ack_per_mille = opt(&mut r, "lose_ack_per_mille", per_mille)?.unwrap_or(0);
     let fail_before_per_mille = opt(&mut r, "fail_before_per_mille", per_mille)?.unwrap_or(0);
     finish(r)?;
-    Ok(FaultSpec { at, crash_per_mille, lose_ack_per_mille, fail_before_per_mille })
+    Ok(FaultSpec { at, crash_per_mille, lose_ack_per_mille, fail_before_per_mille, replay: None })
 }
 
 fn expect(v: &Json) -> Result<Expect, DecodeError> {

@@ -7,10 +7,10 @@ use crate::limits::MAX_INTERACTION_CRASHES;
 use crate::swarm_rng::SwarmRng;
 use keel::env::BoxFuture;
 use keel::kernel::commit::{
-    Activation, Checkpoint, CommitCall, CommitCallKind, CommitError, Committer, EffectBoundary, Fault, FaultyCommitter,
-    Head, MemoryCommitter,
+    Activation, Checkpoint, CommitCall, CommitCallKind, CommitError, Committer, EffectBoundary, EffectBoundaryKind, Fault,
+    FaultyCommitter, Head, MemoryCommitter,
 };
-use keel::kernel::ids::ProcessId;
+use keel::kernel::ids::{EffectId, IncarnationId, ProcessId};
 use keel::kernel::owner::CommitRequest;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -38,6 +38,8 @@ struct PlanState {
     spec: FaultSpec,
     rng: SwarmRng,
     log: FaultLog,
+    /// Set by [`Store::disarm`]: no fault fires any more, scheduled or drawn.
+    disarmed: bool,
 }
 
 /// The boundary name of a commit call (`None` for loads).
@@ -64,7 +66,12 @@ impl Store {
     /// A store whose commits fail per `faults`; `seed` drives the per-mille draws.
     pub fn new(faults: FaultSpec, seed: u64) -> Arc<Store> {
         let faulty = Arc::new(FaultyCommitter::new(MemoryCommitter::new()));
-        let plan = Arc::new(Mutex::new(PlanState { spec: faults, rng: SwarmRng::new(seed, 0xC0FF), log: FaultLog::default() }));
+        let plan = Arc::new(Mutex::new(PlanState {
+            spec: faults,
+            rng: SwarmRng::new(seed, 0xC0FF),
+            log: FaultLog::default(),
+            disarmed: false,
+        }));
         let shared = plan.clone();
         faulty.set_fault_plan(Box::new(move |call: &CommitCall| decide(&mut lock(&shared), call)));
         Arc::new(Store { faulty, plan, records: Mutex::new(Vec::new()) })
@@ -81,7 +88,9 @@ impl Store {
     /// Turns every later fault off (the run has used its crash budget or is finishing).
     pub fn disarm(&self) {
         let mut p = lock(&self.plan);
-        p.spec = FaultSpec::default();
+        let replay = p.spec.replay.take();
+        p.spec = FaultSpec { replay, ..FaultSpec::default() };
+        p.disarmed = true;
     }
 
     pub fn records(&self) -> Vec<Recorded> {
@@ -92,6 +101,33 @@ impl Store {
     pub fn head_snapshot(&self, root: &ProcessId) -> Option<keel::kernel::snapshot::TreeSnapshot> {
         let head = self.memory().head(root)?;
         keel::kernel::snapshot::TreeSnapshot::decode(&head.cut.bytes).ok()
+    }
+
+    /// Whether the writer `incarnation` had the `pending` boundary of `effect` acknowledged.
+    pub fn pending_acknowledged(&self, incarnation: &IncarnationId, effect: &EffectId) -> bool {
+        lock(&self.records).iter().any(|r| {
+            r.acknowledged
+                && &r.request.cut().incarnation == incarnation
+                && matches!(&r.request, CommitRequest::Effect(b)
+                    if b.kind == EffectBoundaryKind::Pending && &b.effect_id == effect)
+        })
+    }
+
+    /// The ordinal (0 = the first engine) of the writer with `incarnation`: writers appear in
+    /// the records in the order the driver created them (each one's first act is a commit).
+    pub fn writer_ordinal(&self, incarnation: &IncarnationId) -> Option<u64> {
+        let mut seen: Vec<&IncarnationId> = Vec::new();
+        let records = lock(&self.records);
+        for r in records.iter() {
+            let inc = &r.request.cut().incarnation;
+            if !seen.contains(&inc) {
+                if inc == incarnation {
+                    return Some(seen.len() as u64);
+                }
+                seen.push(inc);
+            }
+        }
+        None
     }
 
     fn record(&self, request: CommitRequest, result: &Result<(), CommitError>) {
@@ -118,6 +154,9 @@ fn decide(p: &mut PlanState, call: &CommitCall) -> Fault {
         } else {
             None
         };
+    }
+    if let Some(replay) = &p.spec.replay {
+        kind = if p.disarmed { None } else { replay.iter().find(|(at, _)| *at == index).map(|(_, k)| *k) };
     }
     let Some(kind) = kind else { return Fault::Pass };
     *p.log.fired.entry(format!("commit.{}", kind.as_str())).or_insert(0) += 1;

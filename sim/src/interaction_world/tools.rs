@@ -94,7 +94,8 @@ impl SimTool {
                 Ok(ToolOutput::text(result_text(&self.spec.name, &args, &answers)))
             }
             Outcome::Error => Err(ToolError::failed(format!("{} refused {}", self.spec.name, args.to_canonical_string()))),
-            Outcome::Panic => panic!("simulated panic in tool {}", self.spec.name),
+            // Silent on purpose: a simulated fault, not a bug (see `crate::panics`).
+            Outcome::Panic => crate::panics::simulated_panic(format!("simulated panic in tool {}", self.spec.name)),
             Outcome::HostFailure => Err(ToolError::host_failure("simulated host failure")),
             Outcome::Cancel => Err(ToolError::Canceled),
             Outcome::Deadline => Err(ToolError::DeadlineExceeded),

@@ -23,3 +23,6 @@ pub const MAX_BATCH: u32 = 3;
 pub const MAX_SPAWN: u32 = 3;
 /// Violations kept per run (later ones are counted, not stored).
 pub const MAX_VIOLATIONS: usize = 32;
+/// Commit decisions a fault schedule may name (every commit sent to the store is one); far
+/// above what a run makes, so any schedule a run printed replays.
+pub const MAX_COMMIT_DECISIONS: u64 = MAX_WORLD_TURNS;

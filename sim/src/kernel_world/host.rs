@@ -133,26 +133,7 @@ impl World {
                 let Ok(request) = SignalRequest::new(id, Some(w), self.body("late")) else { return Ok(false) };
                 self.deliver(i, p, request, Sent::NotAccepted { what: "a second answer to a wait" }, false);
             }
-            HostAction::Duplicate | HostAction::Conflict => {
-                let admitted: Vec<(ProcessId, SignalRequest)> = self
-                    .delivered
-                    .iter()
-                    .filter(|(p, r)| head.process(p).is_some_and(|proc| proc.mailbox.contains(r.id())))
-                    .cloned()
-                    .collect();
-                let Some((p, r)) = pick(self, &admitted) else { return Ok(false) };
-                if action == HostAction::Duplicate {
-                    self.fire("host.signal.duplicate");
-                    self.deliver(i, p, r, Sent::NotAccepted { what: "a byte-identical re-delivery" }, false);
-                } else {
-                    self.fire("host.signal.conflict");
-                    self.next_signal += 1;
-                    let Ok(request) = SignalRequest::new(r.id().clone(), r.wait_id().cloned(), self.body("conflict")) else {
-                        return Ok(false);
-                    };
-                    self.deliver(i, p, request, Sent::Conflict, false);
-                }
-            }
+            HostAction::Duplicate | HostAction::Conflict => return Ok(self.redeliver(i, &head, action == HostAction::Duplicate)),
             HostAction::Unaddressed => {
                 let Some(p) = pick(self, &live_processes(&head)) else { return Ok(false) };
                 self.fire("host.signal.unaddressed");
@@ -209,9 +190,45 @@ impl World {
         Ok(true)
     }
 
+    /// Re-delivers an admitted Signal: byte-identical (`duplicate`, a no-op) or with other
+    /// content under its id (a conflict). `false` when nothing was admitted yet.
+    fn redeliver(&mut self, i: usize, head: &TreeSnapshot, duplicate: bool) -> bool {
+        let admitted: Vec<(ProcessId, SignalRequest)> = self
+            .delivered
+            .iter()
+            .filter(|(p, r)| head.process(p).is_some_and(|proc| proc.mailbox.contains(r.id())))
+            .cloned()
+            .collect();
+        let Some((p, r)) = pick(self, &admitted) else { return false };
+        if duplicate {
+            self.fire("host.signal.duplicate");
+            self.deliver(i, p, r, Sent::NotAccepted { what: "a byte-identical re-delivery" }, false);
+        } else {
+            self.fire("host.signal.conflict");
+            self.next_signal += 1;
+            let Ok(request) = SignalRequest::new(r.id().clone(), r.wait_id().cloned(), self.body("conflict")) else {
+                return false;
+            };
+            self.deliver(i, p, request, Sent::Conflict, false);
+        }
+        true
+    }
+
     fn answer_wait(&mut self, i: usize, head: &TreeSnapshot) -> bool {
-        let waits: Vec<(ProcessId, WaitId, bool)> =
-            open_waits(head).into_iter().filter(|(p, _, _)| !self.unanswerable.contains(p)).collect();
+        self.answer_wait_where(i, head, |_| true)
+    }
+
+    /// Answers a lazy wait the acknowledged head shows open while its Process still runs.
+    pub fn answer_ahead(&mut self, i: usize) -> bool {
+        let Some(head) = self.acked_head(i) else { return false };
+        self.answer_wait_where(i, &head, |waiting| !waiting)
+    }
+
+    fn answer_wait_where(&mut self, i: usize, head: &TreeSnapshot, want: impl Fn(bool) -> bool) -> bool {
+        let waits: Vec<(ProcessId, WaitId, bool)> = open_waits(head)
+            .into_iter()
+            .filter(|(p, _, waiting)| !self.unanswerable.contains(p) && want(*waiting))
+            .collect();
         let Some((p, w, waiting)) = pick(self, &waits) else { return false };
         self.fire(if waiting { "host.wait_answer.on_time" } else { "host.wait_answer.ahead" });
         let Some(id) = self.signal_id() else { return false };
@@ -307,6 +324,19 @@ impl World {
             self.fire("host.kill");
             self.command(i, Command::Kill { process: p, reason: "answer cannot be admitted".into() }, Sent::Intent);
             return Ok(true);
+        }
+        // Once at the end, a seed that re-delivers repeats an admitted Signal: answers are
+        // admitted late in a run, so mid-run re-deliveries rarely find one.
+        if !self.closing_redelivery {
+            self.closing_redelivery = true;
+            let kinds: Vec<bool> = [(HostAction::Duplicate, true), (HostAction::Conflict, false)]
+                .into_iter()
+                .filter(|(a, _)| self.swarm.host_weights.contains_key(a))
+                .map(|(_, duplicate)| duplicate)
+                .collect();
+            if let Some(duplicate) = pick(self, &kinds) {
+                return Ok(self.redeliver(i, &head, duplicate));
+            }
         }
         Ok(false)
     }

@@ -43,14 +43,15 @@ pub mod swarm;
 mod trace;
 mod world;
 
+use crate::coverage::Coverage;
 pub use compat::{RunOptions, RunReport, Scenario, Violation};
 pub use scenarios::{matrix_case, swarm_run, KernelCrashMatrix, KernelFanoutOrder, KernelStaleWriter, KernelSwarm, MATRIX_CASES};
 pub use swarm::BOUNDARIES;
 pub use world::DriverFlaw;
 
-/// Every fault and host-action kind a swarm campaign should fire (keys of `faults_fired`).
-/// `seen.*` keys count consequences (a writer fenced, a same-identity re-dispatch) and are
-/// not in this list.
+/// Every key of `faults_fired` the kernel world reports, each of which a swarm campaign
+/// should fire: faults, host actions, and (`seen.*`) consequences it counts (a writer fenced,
+/// a same-identity re-dispatch).
 pub const FAULT_KINDS: &[&str] = &[
     "dispatch.error",
     "dispatch.panic",
@@ -67,6 +68,7 @@ pub const FAULT_KINDS: &[&str] = &[
     "host.cancel",
     "host.wait_answer.early",
     "host.wait_answer.on_time",
+    "host.wait_answer.ahead",
     "host.wait_answer.premature",
     "host.wait_answer.late",
     "host.signal.duplicate",
@@ -80,7 +82,17 @@ pub const FAULT_KINDS: &[&str] = &[
     "unknown.resolve_never_ran",
     "unknown.kill",
     "unknown.leave",
+    "seen.fenced",
+    "seen.redispatch",
 ];
+
+/// What the kernel world declares it exercises (the campaign summary flags gaps).
+pub static COVERAGE: Coverage = Coverage {
+    world: "kernel",
+    fault_kinds: FAULT_KINDS,
+    boundaries: &BOUNDARIES,
+    boundary_faults: &["fail_before", "lose_ack", "crash_after"],
+};
 
 /// The kernel-level scenarios.
 pub fn scenarios() -> Vec<Box<dyn Scenario>> {

@@ -1,10 +1,15 @@
-//! The kernel-level scenarios: the swarm generator and fixed shapes.
+//! The kernel-level scenarios: the swarm generator and fixed shapes. Every one is
+//! [`Schedulable`]: its commit faults replay from a printed schedule, so `minimize` shrinks them.
 
+use super::bounds::MAX_COMMIT_DECISIONS;
 use super::compat::{RunOptions, RunReport, Scenario, Violation};
 use super::dispatcher::effect_payload;
 use super::shape::{ChildNode, Node, NodeKind, NodeOp, Workload};
 use super::swarm::{CommitFault, HostAction, ShapeParams, Swarm, BOUNDARIES};
 use super::world::{run_world, DriverFlaw, RunOutcome, Setup, Target};
+use crate::coverage::Coverage;
+use crate::schedule::{FaultSchedule, ScheduleError};
+use crate::world::Schedulable;
 use keel::env::SeededRng;
 use keel::kernel::dispatcher::ReplayPolicy;
 use keel::kernel::resource::Budget;
@@ -12,11 +17,40 @@ use keel::kernel::status::Status;
 
 /// One seed of the swarm generator, with an optional broken driver.
 pub fn swarm_run(seed: u64, flaw: DriverFlaw, options: &RunOptions) -> RunReport {
-    let rng = SeededRng::new(seed);
-    let swarm = Swarm::draw(&rng);
-    let workload = Workload::generate(&rng, &swarm.shape);
-    let setup = Setup { swarm, workload, flaw, targets: vec![] };
-    run_world(&setup, seed, "kernel-swarm", options.keep_trace).report
+    let mut setup = KernelSwarm.setup(seed);
+    setup.flaw = flaw;
+    run_world(&setup, seed, KernelSwarm::NAME, options.keep_trace).report
+}
+
+/// A kernel scenario as two halves: what a seed sets up, and the checks a fixed shape adds on
+/// top of the oracle. Running it, with the seed's faults or a schedule, follows from them.
+trait KernelScenario: Send + Sync {
+    const NAME: &'static str;
+    fn setup(&self, seed: u64) -> Setup;
+    fn judge(&self, _seed: u64, outcome: RunOutcome) -> RunReport {
+        outcome.report
+    }
+
+    fn run_kernel(&self, seed: u64, schedule: Option<FaultSchedule>, options: &RunOptions) -> RunReport {
+        let mut setup = self.setup(seed);
+        setup.schedule = schedule;
+        self.judge(seed, run_world(&setup, seed, Self::NAME, options.keep_trace))
+    }
+}
+
+/// The kinds a kernel fault schedule names: the commit faults.
+const SCHEDULE_KINDS: [&str; 3] = ["fail_before", "lose_ack", "crash_after"];
+
+impl<K: KernelScenario> Schedulable for K {
+    /// The commit faults the seed fires (known by running it once: they depend on the run).
+    fn schedule_of(&self, seed: u64) -> FaultSchedule {
+        run_world(&self.setup(seed), seed, Self::NAME, false).schedule
+    }
+
+    fn run_with_schedule(&self, seed: u64, schedule: &FaultSchedule, options: &RunOptions) -> Result<RunReport, ScheduleError> {
+        schedule.validate(&SCHEDULE_KINDS, MAX_COMMIT_DECISIONS)?;
+        Ok(self.run_kernel(seed, Some(schedule.clone()), options))
+    }
 }
 
 /// `kernel-swarm`: every seed draws its fault mix, host behavior and script tree.
@@ -24,10 +58,29 @@ pub struct KernelSwarm;
 
 impl Scenario for KernelSwarm {
     fn name(&self) -> &str {
-        "kernel-swarm"
+        Self::NAME
+    }
+    fn coverage(&self) -> Option<&'static Coverage> {
+        Some(&super::COVERAGE)
+    }
+    fn description(&self) -> &str {
+        "kernel owner in direct mode, scripted trees: swarm of dispatch, commit and host faults with crash/restore, oracle over ground truth"
     }
     fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
-        swarm_run(seed, DriverFlaw::None, options)
+        self.run_kernel(seed, None, options)
+    }
+    fn schedulable(&self) -> Option<&dyn Schedulable> {
+        Some(self)
+    }
+}
+
+impl KernelScenario for KernelSwarm {
+    const NAME: &'static str = "kernel-swarm";
+    fn setup(&self, seed: u64) -> Setup {
+        let rng = SeededRng::new(seed);
+        let swarm = Swarm::draw(&rng);
+        let workload = Workload::generate(&rng, &swarm.shape);
+        Setup { swarm, workload, flaw: DriverFlaw::None, targets: vec![], schedule: None }
     }
 }
 
@@ -82,9 +135,25 @@ pub struct KernelCrashMatrix;
 
 impl Scenario for KernelCrashMatrix {
     fn name(&self) -> &str {
-        "kernel-crash-matrix"
+        Self::NAME
+    }
+    fn coverage(&self) -> Option<&'static Coverage> {
+        Some(&super::COVERAGE)
+    }
+    fn description(&self) -> &str {
+        "one-Effect fixtures crashed at every commit boundary with every commit fault, restored and driven to completion (spec 9.6)"
     }
     fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
+        self.run_kernel(seed, None, options)
+    }
+    fn schedulable(&self) -> Option<&dyn Schedulable> {
+        Some(self)
+    }
+}
+
+impl KernelScenario for KernelCrashMatrix {
+    const NAME: &'static str = "kernel-crash-matrix";
+    fn setup(&self, seed: u64) -> Setup {
         let (boundary, fault) = matrix_case(seed);
         let mut swarm = Swarm::quiet(flat_shape());
         if boundary == "resolved" {
@@ -96,8 +165,12 @@ impl Scenario for KernelCrashMatrix {
             // An activation needs a crash first.
             targets.insert(0, Target { boundary: "start", fault: CommitFault::CrashAfter });
         }
-        let setup = Setup { swarm, workload: Workload::fixed(matrix_fixture(boundary)), flaw: DriverFlaw::None, targets };
-        let RunOutcome { mut report, final_head, dispatches } = run_world(&setup, seed, "kernel-crash-matrix", options.keep_trace);
+        Setup { swarm, workload: Workload::fixed(matrix_fixture(boundary)), flaw: DriverFlaw::None, targets, schedule: None }
+    }
+
+    fn judge(&self, seed: u64, outcome: RunOutcome) -> RunReport {
+        let (boundary, fault) = matrix_case(seed);
+        let RunOutcome { mut report, final_head, dispatches, .. } = outcome;
         report.swarm.insert("matrix.case".into(), format!("{boundary}.{}", fault.name()));
         let mut expect = |ok: bool, detail: String| {
             report.invariants_checked += 1;
@@ -138,9 +211,25 @@ pub struct KernelStaleWriter;
 
 impl Scenario for KernelStaleWriter {
     fn name(&self) -> &str {
-        "kernel-stale-writer"
+        Self::NAME
+    }
+    fn coverage(&self) -> Option<&'static Coverage> {
+        Some(&super::COVERAGE)
+    }
+    fn description(&self) -> &str {
+        "generated trees where the host restores second writers while the first is alive, commits held in flight: fencing"
     }
     fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
+        self.run_kernel(seed, None, options)
+    }
+    fn schedulable(&self) -> Option<&dyn Schedulable> {
+        Some(self)
+    }
+}
+
+impl KernelScenario for KernelStaleWriter {
+    const NAME: &'static str = "kernel-stale-writer";
+    fn setup(&self, seed: u64) -> Setup {
         let rng = SeededRng::new(seed);
         let drawn = Swarm::draw(&rng);
         let mut swarm = Swarm::quiet(drawn.shape.clone());
@@ -150,8 +239,7 @@ impl Scenario for KernelStaleWriter {
         swarm.host_weights = [(HostAction::StaleWriter, 6), (HostAction::AnswerWait, 4), (HostAction::Adjudicate, 2)].into_iter().collect();
         swarm.dispatch_error = drawn.dispatch_error;
         let workload = Workload::generate(&rng, &swarm.shape);
-        let setup = Setup { swarm, workload, flaw: DriverFlaw::None, targets: vec![] };
-        run_world(&setup, seed, "kernel-stale-writer", options.keep_trace).report
+        Setup { swarm, workload, flaw: DriverFlaw::None, targets: vec![], schedule: None }
     }
 }
 
@@ -161,9 +249,25 @@ pub struct KernelFanoutOrder;
 
 impl Scenario for KernelFanoutOrder {
     fn name(&self) -> &str {
-        "kernel-fanout-order"
+        Self::NAME
+    }
+    fn coverage(&self) -> Option<&'static Coverage> {
+        Some(&super::COVERAGE)
+    }
+    fn description(&self) -> &str {
+        "concurrent siblings and batches without crashes: the seed varies only the tree and the completion order"
     }
     fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
+        self.run_kernel(seed, None, options)
+    }
+    fn schedulable(&self) -> Option<&dyn Schedulable> {
+        Some(self)
+    }
+}
+
+impl KernelScenario for KernelFanoutOrder {
+    const NAME: &'static str = "kernel-fanout-order";
+    fn setup(&self, seed: u64) -> Setup {
         let rng = SeededRng::new(seed);
         let shape = ShapeParams {
             max_depth: 2,
@@ -179,7 +283,6 @@ impl Scenario for KernelFanoutOrder {
         swarm.definite_failure = 200;
         swarm.ack_weight = 1;
         let workload = Workload::generate(&rng, &swarm.shape);
-        let setup = Setup { swarm, workload, flaw: DriverFlaw::None, targets: vec![] };
-        run_world(&setup, seed, "kernel-fanout-order", options.keep_trace).report
+        Setup { swarm, workload, flaw: DriverFlaw::None, targets: vec![], schedule: None }
     }
 }

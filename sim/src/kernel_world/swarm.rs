@@ -30,6 +30,11 @@ impl CommitFault {
             CommitFault::CrashAfter => "crash_after",
         }
     }
+
+    /// The fault called `name` (a fault schedule's kind).
+    pub fn from_name(name: &str) -> Option<CommitFault> {
+        CommitFault::ALL.into_iter().find(|f| f.name() == name)
+    }
 }
 
 /// Host actions injected between owner turns.
@@ -152,6 +157,9 @@ pub struct Swarm {
     /// Chance (‰) the host answers a wait it sees open in a just-stored cut before the writer
     /// hears the acknowledgement (an early answer).
     pub early_answer: u32,
+    /// Chance (‰) the host answers a lazy wait as soon as the checkpoint that opened it is
+    /// acknowledged, while its Process still runs (an answer ahead of the park).
+    pub ahead_answer: u32,
     /// Unknown policy weights: truth, kill, leave.
     pub unknown_weights: [u32; 3],
     /// Relative weight of delivering a commit acknowledgement vs other events.
@@ -218,6 +226,7 @@ impl Swarm {
             host_rate: 0,
             host_weights: BTreeMap::new(),
             early_answer: 0,
+            ahead_answer: 0,
             unknown_weights: [1, 0, 0],
             ack_weight: 4,
             shape,
@@ -266,7 +275,7 @@ impl Swarm {
             max_active_children: if chance(rng, 200) { 1 } else { 16 },
             limit_depth: if chance(rng, 150) { between(rng, 1, MAX_TREE_DEPTH) } else { 16 },
         };
-        Swarm {
+        let mut swarm = Swarm {
             dispatch_error: feature(rng, 20, 300),
             dispatch_panic: feature(rng, 10, 150),
             dispatch_deadline: feature(rng, 10, 150),
@@ -279,10 +288,28 @@ impl Swarm {
             host_rate: between(rng, 5, 120),
             host_weights,
             early_answer: feature(rng, 300, 1000),
+            ahead_answer: feature(rng, 300, 1000),
             unknown_weights: [between(rng, 4, 10), between(rng, 0, 3), between(rng, 0, 2)],
             ack_weight: between(rng, 1, 8),
             shape,
+        };
+        // Focus: some seeds lean hard on one host action, so rare ones (kills, host crashes,
+        // re-deliveries) fire in a small campaign too. Re-deliveries need admitted Signals,
+        // which come from answered waits.
+        if chance(rng, 350) {
+            let focus = HostAction::ALL[below(rng, HostAction::ALL.len() as u64) as usize];
+            *swarm.host_weights.entry(focus).or_insert(0) += 40;
+            swarm.host_rate = swarm.host_rate.max(80);
+            if matches!(focus, HostAction::HostCrash | HostAction::StaleWriter) {
+                swarm.max_crashes = swarm.max_crashes.max(2);
+            }
+            if matches!(focus, HostAction::Duplicate | HostAction::Conflict | HostAction::LateAnswer) {
+                swarm.shape.op_weights[2] = swarm.shape.op_weights[2].max(4);
+                swarm.host_weights.entry(HostAction::AnswerWait).and_modify(|w| *w += 10);
+            }
+
         }
+        swarm
     }
 
     /// The options as printable key/value pairs.
@@ -307,6 +334,7 @@ impl Swarm {
             put(&format!("host.{}", a.name()), w.to_string());
         }
         put("host.early_answer", self.early_answer.to_string());
+        put("host.ahead_answer", self.ahead_answer.to_string());
         put(
             "unknown.policy",
             format!("truth {} / kill {} / leave {}", self.unknown_weights[0], self.unknown_weights[1], self.unknown_weights[2]),

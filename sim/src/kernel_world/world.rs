@@ -14,6 +14,7 @@ use super::ledger::Ledger;
 use super::oracle::Oracle;
 use super::shape::{Deployments, Workload};
 use super::swarm::{below, chance, weighted, CommitFault, Swarm, UnknownPolicy};
+use crate::schedule::{FaultEvent, FaultSchedule};
 use super::trace::{command_name, describe_request, result_name, short, Trace};
 use keel::env::{random_hex, CancelToken, SeededRng, Timestamp};
 use keel::json::{Digest, Json, Payload};
@@ -60,6 +61,9 @@ pub struct Setup {
     pub workload: Workload,
     pub flaw: DriverFlaw,
     pub targets: Vec<Target>,
+    /// `Some`: the commit faults are exactly these (decision = index of the commit sent to
+    /// the store); the seed's own draws are still made, so nothing else shifts, but ignored.
+    pub schedule: Option<FaultSchedule>,
 }
 
 /// What a run found, with the facts fixed-shape scenarios check on top of the oracle.
@@ -69,6 +73,8 @@ pub struct RunOutcome {
     pub final_head: Option<Arc<TreeSnapshot>>,
     /// Physical dispatches in total.
     pub dispatches: u64,
+    /// The commit faults that fired, by commit decision: replaying it reproduces the run.
+    pub schedule: FaultSchedule,
 }
 
 pub(super) struct Queued {
@@ -136,6 +142,11 @@ pub(super) struct World {
     pub swarm: Swarm,
     pub flaw: DriverFlaw,
     pub targets: Vec<(Target, bool)>,
+    pub schedule: Option<FaultSchedule>,
+    /// Commits sent to the store so far (the next one's fault decision index).
+    pub commit_decisions: u64,
+    /// The commit faults fired so far.
+    pub fired: Vec<FaultEvent>,
     pub rng: SeededRng,
     pub memory: Arc<MemoryCommitter>,
     pub committer: Arc<FaultyCommitter<Arc<MemoryCommitter>>>,
@@ -157,6 +168,8 @@ pub(super) struct World {
     pub crashes: u32,
     pub host_actions: u32,
     pub finishing_actions: u32,
+    /// Whether the one re-delivery at quiescence was considered.
+    pub closing_redelivery: bool,
     pub unknown_policy: BTreeMap<EffectId, UnknownPolicy>,
     pub left: BTreeSet<EffectId>,
     /// Processes whose wait answer was refused for lack of capacity (the host kills them).
@@ -197,6 +210,9 @@ impl World {
             swarm: setup.swarm.clone(),
             flaw: setup.flaw,
             targets: setup.targets.iter().map(|t| (*t, false)).collect(),
+            schedule: setup.schedule.clone(),
+            commit_decisions: 0,
+            fired: Vec::new(),
             rng,
             memory,
             committer,
@@ -218,6 +234,7 @@ impl World {
             crashes: 0,
             host_actions: 0,
             finishing_actions: 0,
+            closing_redelivery: false,
             unknown_policy: BTreeMap::new(),
             left: BTreeSet::new(),
             unanswerable: BTreeSet::new(),
@@ -394,7 +411,23 @@ impl World {
         }
     }
 
+    /// The fault of the next commit: the seed's draw, or the schedule's event when replaying
+    /// one (the draw is made either way, so the rng stream is the same).
     fn choose_fault(&mut self, boundary: &str) -> Option<CommitFault> {
+        let decision = self.commit_decisions;
+        self.commit_decisions += 1;
+        let drawn = self.draw_fault(boundary);
+        let fault = match &self.schedule {
+            None => drawn,
+            Some(s) => s.at(decision).and_then(|e| CommitFault::from_name(&e.kind)),
+        };
+        if let Some(f) = fault {
+            self.fired.push(FaultEvent { at: decision, kind: f.name().to_owned() });
+        }
+        fault
+    }
+
+    fn draw_fault(&mut self, boundary: &str) -> Option<CommitFault> {
         if let Some((t, fired)) = self.targets.iter_mut().find(|(t, fired)| !*fired && t.boundary == boundary) {
             *fired = true;
             return Some(t.fault);
@@ -577,6 +610,12 @@ impl World {
             self.on_acknowledged(i, request.cut().digest);
         }
         self.pump(i);
+        // A lazy wait's opening checkpoint is now acknowledged: a host may answer before the
+        // Process parks (the answer waits for the next Step).
+        let opened_lazily = self.lazy_waits && matches!(request, CommitRequest::Checkpoint(c) if c.kind == CheckpointKind::Progress);
+        if !failed && opened_lazily && !self.instances[i].stopped && chance(&self.rng, self.swarm.ahead_answer) {
+            self.answer_ahead(i);
+        }
         if failed {
             self.writer_failed(i, request)?;
         }
@@ -687,6 +726,7 @@ impl World {
             }
         };
         let dispatches = self.ledger.total();
+        let schedule = FaultSchedule::new(std::mem::take(&mut self.fired));
         self.log(format!("end {outcome} dispatches={dispatches}"));
         let invariants_checked = self.oracle.checks();
         let violations: Vec<Violation> = self.oracle.into_violations();
@@ -708,6 +748,7 @@ impl World {
             },
             final_head,
             dispatches,
+            schedule,
         }
     }
 }
@@ -735,6 +776,7 @@ pub fn run_world(setup: &Setup, seed: u64, scenario: &str, keep_trace: bool) -> 
                 },
                 final_head: None,
                 dispatches: 0,
+                schedule: FaultSchedule::default(),
             };
         }
     };

@@ -18,6 +18,7 @@ use madsim::runtime::Runtime;
 use madsim::task::JoinHandle;
 use madsim::time::TimeHandle;
 
+use crate::coverage::Coverage;
 use crate::schedule::{FaultEvent, FaultSchedule, ScheduleError};
 use crate::swarm_rng::SwarmRng;
 use crate::trace::Trace;
@@ -25,6 +26,14 @@ use crate::world::{RunOptions, RunReport, Scenario, Schedulable, Violation};
 
 pub const NAME: &str = "clock-and-rng";
 pub const TASK_ABORT: &str = "task_abort";
+
+/// The self-test's one fault; it has no commit boundaries.
+pub static COVERAGE: Coverage = Coverage {
+    world: NAME,
+    fault_kinds: &[TASK_ABORT],
+    boundaries: &[],
+    boundary_faults: &[],
+};
 
 const SWARM_STREAM: u64 = 1;
 const SCHEDULE_STREAM: u64 = 2;
@@ -72,6 +81,9 @@ impl Swarm {
 impl Scenario for ClockAndRng {
     fn name(&self) -> &str {
         NAME
+    }
+    fn coverage(&self) -> Option<&'static Coverage> {
+        Some(&COVERAGE)
     }
 
     fn description(&self) -> &str {

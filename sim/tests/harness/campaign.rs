@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use keel_sim::campaign::{Campaign, CampaignError, Origin, ProgressStyle};
-use keel_sim::limits::MAX_KEPT_FAILURES;
+use keel_sim::limits::{MAX_KEPT_FAILURES, MAX_PRINTED_FAILURES};
 use keel_sim::scenarios::clock_and_rng::TASK_ABORT;
 use keel_sim::scenarios::ClockAndRng;
 use keel_sim::world::{Scenario, PANIC_INVARIANT};
@@ -108,7 +108,13 @@ fn a_panicking_seed_fails_without_ending_the_campaign() {
     let f = &s.failures[0].report;
     assert_eq!(f.seed, 1);
     assert_eq!(f.violations[0].invariant, PANIC_INVARIANT);
-    assert_eq!(f.violations[0].detail, "synthetic panic at seed 1");
+    assert!(
+        f.violations[0]
+            .detail
+            .starts_with("synthetic panic at seed 1 (at sim/tests/harness/support.rs:"),
+        "{}",
+        f.violations[0].detail
+    );
 }
 
 #[test]
@@ -174,9 +180,61 @@ fn only_the_lowest_failures_are_kept_whatever_the_jobs() {
         MAX_KEPT_FAILURES as u64 - 1
     );
     assert_eq!(one.render_results(), two.render_results());
+    let printed = MAX_PRINTED_FAILURES as u64;
+    assert!(one.render_results().contains(&format!(
+        "... and {} more failing runs (the first {printed} are printed)",
+        n - printed
+    )));
+    assert_eq!(
+        one.render_results().lines().filter(|l| l.starts_with("FAIL")).count(),
+        MAX_PRINTED_FAILURES
+    );
     assert!(one
         .render_results()
-        .contains("... and 100 more failing runs"));
+        .contains(&format!("broken invariants (failing runs)\n  synthetic  {n}\n")));
+}
+
+#[test]
+fn fail_fast_stops_at_the_same_first_failure_whatever_the_jobs() {
+    let run = |jobs| {
+        quiet(
+            Campaign::new(vec![Arc::new(ClockAndRng), Arc::new(Flaky { fail_every: 7 })])
+                .seeds(1, 40)
+                .jobs(jobs)
+                .fail_fast(true),
+        )
+    };
+    let (one, two) = (run(1), run(3));
+    // Seed 7 of `flaky` is run 13 (seeds 1..7 of two scenarios, then clock-and-rng 7).
+    assert_eq!(one.runs, 14);
+    assert_eq!(one.failed, 1);
+    assert!(one.stopped_at_first_failure);
+    assert_eq!(one.failures[0].report.seed, 7);
+    assert_eq!(one.render_results(), two.render_results());
+    assert!(one
+        .render_results()
+        .contains("stopped        at the first failing run (--fail-fast)"));
+    let all = quiet(
+        Campaign::new(vec![Arc::new(Flaky { fail_every: 7 })])
+            .seeds(1, 40)
+            .fail_fast(false),
+    );
+    assert_eq!((all.runs, all.failed), (40, 5));
+    assert!(!all.stopped_at_first_failure);
+}
+
+#[test]
+fn the_traces_line_is_the_same_for_any_jobs_and_moves_with_the_seeds() {
+    let run = |from, jobs| {
+        quiet(
+            Campaign::new(vec![Arc::new(ClockAndRng)])
+                .seeds(from, 30)
+                .jobs(jobs),
+        )
+        .traces_digest
+    };
+    assert_eq!(run(0, 1), run(0, 2));
+    assert_ne!(run(0, 1), run(1, 1));
 }
 
 #[test]

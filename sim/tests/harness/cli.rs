@@ -7,7 +7,8 @@ fn help_names_the_self_test_plainly() {
     let out = cli(&builtin_registry(), "--help");
     assert_eq!(out.code, 0);
     assert!(out.out.contains("USAGE:"));
-    assert!(out.out.contains("clock-and-rng      harness self-test"));
+    let line = out.out.lines().find(|l| l.starts_with("  clock-and-rng ")).unwrap();
+    assert!(line.trim_start_matches("  clock-and-rng").trim_start().starts_with("harness self-test"));
     assert!(out.out.contains("not a kernel test"));
     assert_eq!(cli(&builtin_registry(), "help").out, out.out);
 }
@@ -19,6 +20,18 @@ fn list_prints_every_scenario() {
     assert_eq!(out.out.lines().count(), builtin_registry().scenarios().len());
     assert!(out.out.starts_with("clock-and-rng "));
     assert!(out.out.contains("kernel-swarm"));
+    // Every scenario says what it is, and the descriptions start in one column.
+    let columns: Vec<usize> = out
+        .out
+        .lines()
+        .map(|line| {
+            let name_end = line.find(' ').unwrap();
+            let description = line[name_end..].trim_start();
+            assert!(!description.is_empty(), "no description: {line:?}");
+            line.len() - description.len()
+        })
+        .collect();
+    assert!(columns.windows(2).all(|w| w[0] == w[1]), "misaligned:\n{}", out.out);
     assert_eq!(cli(&test_registry(), "list").out.lines().count(), 5);
 }
 
