@@ -153,6 +153,26 @@ fn captured_snapshots_still_decode() {
     }
 }
 
+/// The same for the simulator's cuts (`sim-*`, one per feature), re-captured with
+/// `cargo run --release -p keel-sim --bin capture-cuts` (after deleting the old `sim-*` files).
+#[test]
+fn simulated_snapshots_still_decode() {
+    let sim: Vec<PathBuf> = files("tree_snapshot")
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("sim-")))
+        .collect();
+    for feature in ["unknown", "inputwait", "restored", "wide", "terminal"] {
+        let found = sim.iter().any(|p| p.to_string_lossy().contains(&format!("sim-{feature}-")));
+        assert!(found, "no simulated cut with feature {feature} in fuzz/corpus/tree_snapshot");
+    }
+    for file in sim {
+        let bytes = std::fs::read(&file).expect("read");
+        if let Err(e) = keel::kernel::snapshot::TreeSnapshot::decode(&bytes) {
+            panic!("{} no longer decodes ({e}): re-run capture-cuts", file.display());
+        }
+    }
+}
+
 fn real_files(target: &str) -> Vec<PathBuf> {
     files(target).into_iter().filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("real-"))).collect()
 }

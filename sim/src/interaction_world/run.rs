@@ -21,6 +21,9 @@ pub struct RunOutcome {
     pub commits: u64,
     /// The commit faults that fired, by commit index: replaying it reproduces the run.
     pub schedule: FaultSchedule,
+    /// Every acknowledged cut, in commit order across writers (shared bytes, no copies):
+    /// real snapshots for the fuzz corpus (`capture-cuts`).
+    pub acknowledged_cuts: Vec<Arc<[u8]>>,
 }
 
 /// The swarm options a spec prints with its report.
@@ -87,7 +90,8 @@ pub async fn run_world(env: Env, spec: Spec, scenario: &str, seed: u64, options:
     let schedule = FaultSchedule::new(
         log.events.iter().map(|(at, _, kind)| FaultEvent { at: *at, kind: kind.as_str().to_owned() }).collect(),
     );
-    RunOutcome { report, summary, commits: log.commits, schedule }
+    let acknowledged_cuts = store.records().iter().filter(|r| r.acknowledged).map(|r| r.request.cut().bytes.clone()).collect();
+    RunOutcome { report, summary, commits: log.commits, schedule, acknowledged_cuts }
 }
 
 /// Runs `spec` under madsim with `seed` (scheduling, latencies and ids all from the seed).
@@ -105,7 +109,7 @@ pub fn run_outcome_on_madsim(spec: &Spec, scenario: &str, seed: u64, options: &R
     });
     out.unwrap_or_else(|| {
         fallback.violations.push(Violation::new("environment", "no madsim environment"));
-        RunOutcome { report: fallback, summary: Summary::default(), commits: 0, schedule: FaultSchedule::default() }
+        RunOutcome { report: fallback, summary: Summary::default(), commits: 0, schedule: FaultSchedule::default(), acknowledged_cuts: Vec::new() }
     })
 }
 

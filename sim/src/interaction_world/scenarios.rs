@@ -45,7 +45,7 @@ fn guarded_outcome(scenario: &str, spec: &Spec, seed: u64, options: &RunOptions)
             out.report = report;
             out
         }
-        None => RunOutcome { report, summary: Default::default(), commits: 0, schedule: FaultSchedule::default() },
+        None => RunOutcome { report, summary: Default::default(), commits: 0, schedule: FaultSchedule::default(), acknowledged_cuts: Vec::new() },
     }
 }
 
