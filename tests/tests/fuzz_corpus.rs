@@ -140,41 +140,38 @@ fn the_library_the_fuzz_targets_link_does_not_need_the_simulator() {
 /// `cargo run -p keel-tests --bin capture-corpus` (after deleting the old `real-*` files).
 #[test]
 fn captured_snapshots_still_decode() {
-    let real: Vec<PathBuf> = files("tree_snapshot")
-        .into_iter()
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("real-")))
-        .collect();
+    let real = real_files("tree_snapshot");
     assert!(real.len() >= 20, "expected the captured snapshots in fuzz/corpus/tree_snapshot");
-    for file in real {
-        let bytes = std::fs::read(&file).expect("read");
-        if let Err(e) = keel::kernel::snapshot::TreeSnapshot::decode(&bytes) {
-            panic!("{} no longer decodes ({e}): re-run capture-corpus", file.display());
-        }
-    }
+    all_decode(&real, "capture-corpus");
 }
 
 /// The same for the simulator's cuts (`sim-*`, one per feature), re-captured with
 /// `cargo run --release -p keel-sim --bin capture-cuts` (after deleting the old `sim-*` files).
 #[test]
 fn simulated_snapshots_still_decode() {
-    let sim: Vec<PathBuf> = files("tree_snapshot")
-        .into_iter()
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("sim-")))
-        .collect();
+    let sim = prefixed_files("tree_snapshot", "sim-");
     for feature in ["unknown", "inputwait", "restored", "wide", "terminal"] {
         let found = sim.iter().any(|p| p.to_string_lossy().contains(&format!("sim-{feature}-")));
         assert!(found, "no simulated cut with feature {feature} in fuzz/corpus/tree_snapshot");
     }
-    for file in sim {
-        let bytes = std::fs::read(&file).expect("read");
+    all_decode(&sim, "capture-cuts");
+}
+
+fn all_decode(files: &[PathBuf], recapture: &str) {
+    for file in files {
+        let bytes = std::fs::read(file).expect("read");
         if let Err(e) = keel::kernel::snapshot::TreeSnapshot::decode(&bytes) {
-            panic!("{} no longer decodes ({e}): re-run capture-cuts", file.display());
+            panic!("{} no longer decodes ({e}): re-run {recapture}", file.display());
         }
     }
 }
 
+fn prefixed_files(target: &str, prefix: &str) -> Vec<PathBuf> {
+    files(target).into_iter().filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(prefix))).collect()
+}
+
 fn real_files(target: &str) -> Vec<PathBuf> {
-    files(target).into_iter().filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("real-"))).collect()
+    prefixed_files(target, "real-")
 }
 
 /// The captured Interaction inputs (`real-*`) must stay real, like the snapshots: each one is
