@@ -7,6 +7,17 @@
 use crate::json::{DecodeError, FromJson, Json, ToJson};
 use crate::limits::{MAX_DIAGNOSTIC_BYTES, MAX_IDENTITY_BYTES, MAX_QUALIFIED_NAME_BYTES, MAX_TEXT_BYTES};
 
+/// Appends the lowercase hex of `bytes` to `out` (two digits per byte). The one hex writer of
+/// the crate: digests, derived identities, random ids and JSON `\u00xx` escapes all use it.
+pub fn push_lower_hex(out: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(2 * bytes.len());
+    for &b in bytes {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+}
+
 /// Used by [`BoundedText::normalize`] when both the text and the caller's default normalize
 /// to nothing (the kernel's default failure text).
 pub const FALLBACK_TEXT: &str = "operation failed";
@@ -258,6 +269,15 @@ mod tests {
     use std::collections::BTreeSet;
 
     const DEFAULT: &str = "Interaction operation failed";
+
+    #[test]
+    fn lower_hex_writes_two_digits_per_byte() {
+        let mut out = String::from("x:");
+        push_lower_hex(&mut out, &[0x00, 0x0f, 0xa0, 0xff]);
+        assert_eq!(out, "x:000fa0ff");
+        push_lower_hex(&mut out, &[]);
+        assert_eq!(out, "x:000fa0ff");
+    }
 
     #[test]
     fn diagnostic_spec_example() {

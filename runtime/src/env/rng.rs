@@ -1,7 +1,5 @@
 //! The randomness port, and the id helper built on it.
 
-use std::fmt::Write as _;
-
 /// A source of random bits. Implementations: `TokioEnv` (OS randomness), `MadsimEnv`
 /// (madsim's seeded global RNG), [`SeededRng`](super::SeededRng) (deterministic, no runtime).
 ///
@@ -17,10 +15,7 @@ pub fn random_hex(rng: &dyn Rng, bytes: usize) -> String {
     let mut raw = vec![0u8; bytes];
     rng.fill_bytes(&mut raw);
     let mut hex = String::with_capacity(2 * bytes);
-    for b in raw {
-        // Writing to a String cannot fail.
-        let _ = write!(hex, "{b:02x}");
-    }
+    crate::text::push_lower_hex(&mut hex, &raw);
     hex
 }
 

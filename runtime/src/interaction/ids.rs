@@ -28,16 +28,10 @@ pub const CHILD_WAIT_KEY_PREFIX: &str = "interaction.children:";
 pub const TOOL_INPUT_WAIT_KEY_PREFIX: &str = "interaction.input.";
 
 fn hex_sha256(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(64);
-    for b in digest {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0x0f)]));
-    }
+    crate::text::push_lower_hex(&mut out, &Sha256::digest(bytes));
     out
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// `dec(a) ‖ 0 ‖ b ‖ 0 ‖ c`.
 fn nul_joined(parts: &[&str]) -> Vec<u8> {

@@ -45,12 +45,8 @@ impl Digest {
     }
     /// Lowercase hex of the 32 bytes (no prefix).
     pub fn hex(&self) -> String {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut out = String::with_capacity(64);
-        for byte in self.0 {
-            out.push(char::from(HEX[usize::from(byte >> 4)]));
-            out.push(char::from(HEX[usize::from(byte & 0xF)]));
-        }
+        crate::text::push_lower_hex(&mut out, &self.0);
         out
     }
     /// Whether this is the all-zero digest (which [`Digest::parse`] never returns).

@@ -19,7 +19,6 @@
 //! as its canonical form, the canonical encoding of parsed input is never longer than the input.
 use super::Json;
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 impl Json {
     /// The canonical bytes of this value.
@@ -126,8 +125,7 @@ fn write_string(s: &str, out: &mut String) {
             Some(e) => out.push_str(e),
             None => {
                 out.push_str("\\u00");
-                out.push(char::from(HEX[usize::from(byte >> 4)]));
-                out.push(char::from(HEX[usize::from(byte & 0xF)]));
+                crate::text::push_lower_hex(out, &[byte]);
             }
         }
     }

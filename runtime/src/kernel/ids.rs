@@ -42,14 +42,11 @@ pub fn derive(prefix: &str, tag: &str, parts: &[&str]) -> String {
         h.update(p.as_bytes());
     }
     let digest = h.finalize();
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(prefix.len() + 64);
     out.push_str(prefix);
-    // Two table lookups per byte: identities are derived on every step and every oracle check.
-    for b in digest {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0x0f)]));
-    }
+    // A table writer, not one `format!` per byte: identities are derived on every step and
+    // every oracle check.
+    crate::text::push_lower_hex(&mut out, &digest);
     out
 }
 
