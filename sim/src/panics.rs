@@ -81,21 +81,18 @@ fn record(info: &PanicHookInfo<'_>) -> bool {
 /// recorded and returned, not printed. Nests: an inner run keeps its own record.
 pub fn capture<T>(body: impl FnOnce() -> T) -> (T, Vec<PanicRecord>) {
     install_hook();
-    struct Restore(Option<Option<Vec<PanicRecord>>>);
+    /// Puts the outer run's record back, also when `body` unwinds.
+    struct Restore(Option<Vec<PanicRecord>>);
     impl Drop for Restore {
         fn drop(&mut self) {
-            if let Some(outer) = self.0.take() {
-                RECORDED.with(|cell| *cell.borrow_mut() = outer);
-            }
+            let outer = self.0.take();
+            RECORDED.with(|cell| *cell.borrow_mut() = outer);
         }
     }
-    let outer = RECORDED.with(|cell| cell.replace(Some(Vec::new())));
-    let mut restore = Restore(Some(outer));
+    let restore = Restore(RECORDED.with(|cell| cell.replace(Some(Vec::new()))));
     let value = body();
     let mine = RECORDED.with(|cell| cell.borrow_mut().take()).unwrap_or_default();
-    if let Some(outer) = restore.0.take() {
-        RECORDED.with(|cell| *cell.borrow_mut() = outer);
-    }
+    drop(restore);
     (value, mine)
 }
 

@@ -207,13 +207,9 @@ pub fn run_guarded(scenario: &str, seed: u64, body: impl FnOnce() -> RunReport) 
         Err(payload) => {
             let message = panic_message(payload.as_ref());
             // The escaping panic is the last one the hook saw (unless it was simulated).
-            let at = match panics.last() {
-                Some(last) if last.message == message => panics.pop().and_then(|p| p.location),
-                _ => None,
-            };
-            let detail = match at {
-                Some(at) => format!("{message} (at {at})"),
-                None => message,
+            let detail = match panics.last() {
+                Some(last) if last.message == message => panics.pop().map_or(message, |p| p.describe()),
+                _ => message,
             };
             RunReport::panicked(scenario, seed, &detail)
         }
