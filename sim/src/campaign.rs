@@ -258,8 +258,6 @@ impl Campaign {
             regression_failed: tally.regression_failed,
             passed: tally.runs - tally.failed,
             failed: tally.failed,
-            faults_fired: tally.faults_fired,
-            crash_points_hit: tally.crash_points_hit,
             worlds: tally.worlds,
             broken_invariants: tally.broken_invariants,
             traces_digest: tally.traces.hex(),
@@ -313,8 +311,6 @@ struct Tally {
     regression_runs: u64,
     regression_failed: u64,
     invariants_checked: u64,
-    faults_fired: BTreeMap<String, u64>,
-    crash_points_hit: BTreeMap<String, u64>,
     /// Per world, in the order the scenarios name them.
     worlds: Vec<WorldTally>,
     /// Invariant → failing runs that broke it.
@@ -341,12 +337,6 @@ impl Tally {
         self.invariants_checked = self
             .invariants_checked
             .saturating_add(report.invariants_checked);
-        for (kind, n) in &report.faults_fired {
-            *self.faults_fired.entry(kind.clone()).or_default() += n;
-        }
-        for (point, n) in &report.crash_points_hit {
-            *self.crash_points_hit.entry(point.clone()).or_default() += n;
-        }
         if let Some(w) = self.worlds.get_mut(world) {
             for (kind, n) in &report.faults_fired {
                 *w.faults_fired.entry(kind.clone()).or_default() += n;

@@ -13,6 +13,16 @@ use crate::limits::MAX_PRINTED_FAILURES;
 use crate::mutation::{self, Mutation};
 use crate::world::{RunReport, DETERMINISM_INVARIANT};
 
+fn sum_over(worlds: &[WorldTally], part: impl Fn(&WorldTally) -> &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let mut total = BTreeMap::new();
+    for w in worlds {
+        for (key, n) in part(w) {
+            *total.entry(key.clone()).or_default() += n;
+        }
+    }
+    total
+}
+
 /// Where a run came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
@@ -45,9 +55,8 @@ pub struct CampaignSummary {
     pub regression_failed: u64,
     pub passed: u64,
     pub failed: u64,
-    pub faults_fired: BTreeMap<String, u64>,
-    pub crash_points_hit: BTreeMap<String, u64>,
-    /// The same tallies per world, judged against what each world declares.
+    /// Faults fired and crash points hit, per world, judged against what each world declares
+    /// (campaign-wide totals: [`CampaignSummary::faults_fired`], [`CampaignSummary::crash_points_hit`]).
     pub worlds: Vec<WorldTally>,
     pub invariants_checked: u64,
     /// Invariant → failing runs that broke it (a run counts once per invariant).
@@ -62,6 +71,16 @@ pub struct CampaignSummary {
 }
 
 impl CampaignSummary {
+    /// Every fault kind fired, summed over the worlds.
+    pub fn faults_fired(&self) -> BTreeMap<String, u64> {
+        sum_over(&self.worlds, |w| &w.faults_fired)
+    }
+
+    /// Every crash point hit, summed over the worlds.
+    pub fn crash_points_hit(&self) -> BTreeMap<String, u64> {
+        sum_over(&self.worlds, |w| &w.crash_points_hit)
+    }
+
     pub fn all_passed(&self) -> bool {
         self.failed == 0
     }
@@ -276,8 +295,6 @@ mod tests {
             regression_failed: 0,
             passed: 9,
             failed: 1,
-            faults_fired: BTreeMap::from([("a".to_string(), 2)]),
-            crash_points_hit: BTreeMap::new(),
             worlds: vec![WorldTally {
                 world: "x".into(),
                 declared: None,

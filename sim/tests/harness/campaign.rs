@@ -24,11 +24,11 @@ fn self_test_passes_200_seeds() {
     assert!(s.all_passed(), "{s}");
     assert_eq!((s.runs, s.passed, s.failed), (200, 200, 0));
     assert!(
-        s.faults_fired.get(TASK_ABORT).is_some_and(|&n| n > 0),
+        s.faults_fired().get(TASK_ABORT).is_some_and(|&n| n > 0),
         "{s}"
     );
     assert!(s.invariants_checked > 200 * 3);
-    assert!(s.crash_points_hit.is_empty());
+    assert!(s.crash_points_hit().is_empty());
 }
 
 fn mixed(jobs: usize) -> keel_sim::campaign::CampaignSummary {
@@ -94,10 +94,10 @@ fn tallies_add_up() {
     assert_eq!(s.passed, 8);
     assert_eq!(s.invariants_checked, 20);
     assert_eq!(
-        s.faults_fired.get("fault_a"),
+        s.faults_fired().get("fault_a"),
         Some(&(0..10).map(|x| x % 3).sum::<u64>())
     );
-    assert_eq!(s.crash_points_hit.get("after_pending"), Some(&5));
+    assert_eq!(s.crash_points_hit().get("after_pending"), Some(&5));
 }
 
 #[test]
