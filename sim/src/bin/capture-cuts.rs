@@ -110,7 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for (source, spec, seed) in &runs {
         let outcome = run_outcome_on_madsim(spec, &spec.name, *seed, &options);
-        consider(&mut best, source, &outcome.acknowledged_cuts);
+        consider(&mut best, source, &outcome.acknowledged_cuts());
     }
     std::fs::create_dir_all(&out)?;
     let mut written: Vec<Arc<[u8]>> = Vec::new();

@@ -21,9 +21,18 @@ pub struct RunOutcome {
     pub commits: u64,
     /// The commit faults that fired, by commit index: replaying it reproduces the run.
     pub schedule: FaultSchedule,
+    /// The run's store (`None` when the run could not start), kept so a caller can read the
+    /// cuts afterwards without the campaign paying for it on every run.
+    pub(crate) store: Option<Arc<Store>>,
+}
+
+impl RunOutcome {
     /// Every acknowledged cut, in commit order across writers (shared bytes, no copies):
     /// real snapshots for the fuzz corpus (`capture-cuts`).
-    pub acknowledged_cuts: Vec<Arc<[u8]>>,
+    pub fn acknowledged_cuts(&self) -> Vec<Arc<[u8]>> {
+        let records = self.store.as_ref().map(|s| s.records()).unwrap_or_default();
+        records.into_iter().filter(|r| r.acknowledged).map(|r| r.request.cut().bytes.clone()).collect()
+    }
 }
 
 /// The swarm options a spec prints with its report.
@@ -90,8 +99,7 @@ pub async fn run_world(env: Env, spec: Spec, scenario: &str, seed: u64, options:
     let schedule = FaultSchedule::new(
         log.events.iter().map(|(at, _, kind)| FaultEvent { at: *at, kind: kind.as_str().to_owned() }).collect(),
     );
-    let acknowledged_cuts = store.records().iter().filter(|r| r.acknowledged).map(|r| r.request.cut().bytes.clone()).collect();
-    RunOutcome { report, summary, commits: log.commits, schedule, acknowledged_cuts }
+    RunOutcome { report, summary, commits: log.commits, schedule, store: Some(store) }
 }
 
 /// Runs `spec` under madsim with `seed` (scheduling, latencies and ids all from the seed).
@@ -109,7 +117,7 @@ pub fn run_outcome_on_madsim(spec: &Spec, scenario: &str, seed: u64, options: &R
     });
     out.unwrap_or_else(|| {
         fallback.violations.push(Violation::new("environment", "no madsim environment"));
-        RunOutcome { report: fallback, summary: Summary::default(), commits: 0, schedule: FaultSchedule::default(), acknowledged_cuts: Vec::new() }
+        RunOutcome { report: fallback, summary: Summary::default(), commits: 0, schedule: FaultSchedule::default(), store: None }
     })
 }
 

@@ -35,8 +35,9 @@ fn swarm_run_with(seed: u64, replay: Option<&FaultSchedule>, options: &RunOption
 fn guarded_outcome(scenario: &str, spec: &Spec, seed: u64, options: &RunOptions) -> RunOutcome {
     let mut outcome = None;
     let report = run_guarded(scenario, seed, || {
-        let out = run_outcome_on_madsim(spec, scenario, seed, options);
-        let report = out.report.clone();
+        let mut out = run_outcome_on_madsim(spec, scenario, seed, options);
+        // The report moves through the guard (which may add panic violations) and back.
+        let report = std::mem::replace(&mut out.report, RunReport::new(scenario, seed));
         outcome = Some(out);
         report
     });
@@ -45,7 +46,7 @@ fn guarded_outcome(scenario: &str, spec: &Spec, seed: u64, options: &RunOptions)
             out.report = report;
             out
         }
-        None => RunOutcome { report, summary: Default::default(), commits: 0, schedule: FaultSchedule::default(), acknowledged_cuts: Vec::new() },
+        None => RunOutcome { report, summary: Default::default(), commits: 0, schedule: FaultSchedule::default(), store: None },
     }
 }
 
