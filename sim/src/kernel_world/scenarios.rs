@@ -26,6 +26,7 @@ pub fn swarm_run(seed: u64, flaw: DriverFlaw, options: &RunOptions) -> RunReport
 /// top of the oracle. Running it, with the seed's faults or a schedule, follows from them.
 trait KernelScenario: Send + Sync {
     const NAME: &'static str;
+    const DESCRIPTION: &'static str;
     fn setup(&self, seed: u64) -> Setup;
     fn judge(&self, _seed: u64, outcome: RunOutcome) -> RunReport {
         outcome.report
@@ -35,6 +36,24 @@ trait KernelScenario: Send + Sync {
         let mut setup = self.setup(seed);
         setup.schedule = schedule;
         self.judge(seed, run_world(&setup, seed, Self::NAME, options.keep_trace))
+    }
+}
+
+impl<K: KernelScenario> Scenario for K {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn coverage(&self) -> Option<&'static Coverage> {
+        Some(&super::COVERAGE)
+    }
+    fn description(&self) -> &str {
+        Self::DESCRIPTION
+    }
+    fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
+        self.run_kernel(seed, None, options)
+    }
+    fn schedulable(&self) -> Option<&dyn Schedulable> {
+        Some(self)
     }
 }
 
@@ -56,26 +75,10 @@ impl<K: KernelScenario> Schedulable for K {
 /// `kernel-swarm`: every seed draws its fault mix, host behavior and script tree.
 pub struct KernelSwarm;
 
-impl Scenario for KernelSwarm {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn coverage(&self) -> Option<&'static Coverage> {
-        Some(&super::COVERAGE)
-    }
-    fn description(&self) -> &str {
-        "kernel owner in direct mode, scripted trees: swarm of dispatch, commit and host faults with crash/restore, oracle over ground truth"
-    }
-    fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
-        self.run_kernel(seed, None, options)
-    }
-    fn schedulable(&self) -> Option<&dyn Schedulable> {
-        Some(self)
-    }
-}
-
 impl KernelScenario for KernelSwarm {
     const NAME: &'static str = "kernel-swarm";
+    const DESCRIPTION: &'static str =
+        "kernel owner in direct mode, scripted trees: swarm of dispatch, commit and host faults with crash/restore, oracle over ground truth";
     fn setup(&self, seed: u64) -> Setup {
         let rng = SeededRng::new(seed);
         let swarm = Swarm::draw(&rng);
@@ -133,26 +136,10 @@ pub fn matrix_case(seed: u64) -> (&'static str, CommitFault) {
 /// top of the oracle.
 pub struct KernelCrashMatrix;
 
-impl Scenario for KernelCrashMatrix {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn coverage(&self) -> Option<&'static Coverage> {
-        Some(&super::COVERAGE)
-    }
-    fn description(&self) -> &str {
-        "one-Effect fixtures crashed at every commit boundary with every commit fault, restored and driven to completion (spec 9.6)"
-    }
-    fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
-        self.run_kernel(seed, None, options)
-    }
-    fn schedulable(&self) -> Option<&dyn Schedulable> {
-        Some(self)
-    }
-}
-
 impl KernelScenario for KernelCrashMatrix {
     const NAME: &'static str = "kernel-crash-matrix";
+    const DESCRIPTION: &'static str =
+        "one-Effect fixtures crashed at every commit boundary with every commit fault, restored and driven to completion (spec 9.6)";
     fn setup(&self, seed: u64) -> Setup {
         let (boundary, fault) = matrix_case(seed);
         let mut swarm = Swarm::quiet(flat_shape());
@@ -209,26 +196,10 @@ impl KernelScenario for KernelCrashMatrix {
 /// while the first is alive (some of its commits held in flight); every other fault is off.
 pub struct KernelStaleWriter;
 
-impl Scenario for KernelStaleWriter {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn coverage(&self) -> Option<&'static Coverage> {
-        Some(&super::COVERAGE)
-    }
-    fn description(&self) -> &str {
-        "generated trees where the host restores second writers while the first is alive, commits held in flight: fencing"
-    }
-    fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
-        self.run_kernel(seed, None, options)
-    }
-    fn schedulable(&self) -> Option<&dyn Schedulable> {
-        Some(self)
-    }
-}
-
 impl KernelScenario for KernelStaleWriter {
     const NAME: &'static str = "kernel-stale-writer";
+    const DESCRIPTION: &'static str =
+        "generated trees where the host restores second writers while the first is alive, commits held in flight: fencing";
     fn setup(&self, seed: u64) -> Setup {
         let rng = SeededRng::new(seed);
         let drawn = Swarm::draw(&rng);
@@ -247,26 +218,10 @@ impl KernelScenario for KernelStaleWriter {
 /// the only thing the seed varies besides the tree.
 pub struct KernelFanoutOrder;
 
-impl Scenario for KernelFanoutOrder {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn coverage(&self) -> Option<&'static Coverage> {
-        Some(&super::COVERAGE)
-    }
-    fn description(&self) -> &str {
-        "concurrent siblings and batches without crashes: the seed varies only the tree and the completion order"
-    }
-    fn run(&self, seed: u64, options: &RunOptions) -> RunReport {
-        self.run_kernel(seed, None, options)
-    }
-    fn schedulable(&self) -> Option<&dyn Schedulable> {
-        Some(self)
-    }
-}
-
 impl KernelScenario for KernelFanoutOrder {
     const NAME: &'static str = "kernel-fanout-order";
+    const DESCRIPTION: &'static str =
+        "concurrent siblings and batches without crashes: the seed varies only the tree and the completion order";
     fn setup(&self, seed: u64) -> Setup {
         let rng = SeededRng::new(seed);
         let shape = ShapeParams {
