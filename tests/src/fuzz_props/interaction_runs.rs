@@ -6,8 +6,8 @@
 //! tool inputs (discovered with `pending_tool_inputs`, as a host would), answer the delegate
 //! worker, resolve Unknowns, kill, cancel or restore under a new incarnation.
 
+use super::hosted::{hex, nth, HostedRun};
 use super::interaction_world::{InteractionWorld, Recorder, Recording, RootMode};
-use super::runs::now;
 use keel::chat::{Message, ToolOutput, ToolResult};
 use keel::interaction::pending_inputs::pending_tool_inputs;
 use keel::interaction::protocol::{
@@ -17,13 +17,11 @@ use keel::interaction::signals::steer_signal;
 use keel::interaction::wire::Wire;
 use keel::json::{Json, Payload};
 use keel::kernel::capability::CapabilitySet;
-use keel::kernel::commit::{Committer, MemoryCommitter};
-use keel::kernel::direct::DirectRunner;
 use keel::kernel::effect::{Effect, Settlement};
-use keel::kernel::ids::{IncarnationId, ProcessId, SignalId};
-use keel::kernel::owner::{Command, Owner, RootConfig};
+use keel::kernel::ids::ProcessId;
+use keel::kernel::owner::{Command, RootConfig};
 use keel::kernel::resource::Budget;
-use keel::kernel::signal::{SettlementStatus, SignalRequest};
+use keel::kernel::signal::SettlementStatus;
 use keel::kernel::status::Status;
 use keel::kernel::tree_limits::TreeLimits;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -65,10 +63,6 @@ pub struct Capture {
     pub recording: Recording,
 }
 
-fn hex(n: u64) -> String {
-    format!("{n:032x}")
-}
-
 /// The root of every Interaction run.
 pub fn interaction_root_id() -> ProcessId {
     ProcessId::root_from_hex(&hex(2)).expect("fixed root id")
@@ -92,56 +86,32 @@ pub fn capture(scenario: &InteractionScenario) -> Capture {
 
 /// Runs `scenario` on `world` and returns every acknowledged cut, in commit order.
 pub fn run_in(world: &InteractionWorld, scenario: &InteractionScenario) -> Vec<Vec<u8>> {
-    let committer = Arc::new(MemoryCommitter::new());
     let root = world.root(scenario.root).clone();
     let config = RootConfig { budget: Budget::unlimited(), capabilities: CapabilitySet::empty(), limits: TreeLimits::default() };
     let Some(input) = start_input(scenario) else { return Vec::new() };
-    let Ok(owner) = Owner::start(
-        world.resolver.clone(),
-        root.clone(),
-        input,
-        interaction_root_id(),
-        IncarnationId::from_hex(&hex(200)).expect("fixed incarnation"),
-        config,
-        now(),
-    ) else {
+    let Some(mut run) = HostedRun::start(world.resolver.clone(), root, input, interaction_root_id(), 200, config) else {
         return Vec::new();
     };
-    let mut cuts = Vec::new();
-    let mut runner = DirectRunner::new(owner, committer.clone() as Arc<dyn Committer>, now());
-    runner.run_to_idle();
-    let mut signals = 0u64;
-    let mut incarnation = 200u64;
     for action in &scenario.host {
-        if runner.owner.stopped().is_some() {
-            break;
-        }
-        let Some(head) = runner.owner.head().cloned() else { break };
-        let mut next_id = || {
-            signals += 1;
-            SignalId::external(&format!("signal:host-{signals}")).ok()
-        };
+        let Some(head) = run.head() else { break };
         match action {
             Host::Steer(text) => {
-                if let Some(request) = next_id().and_then(|id| steer_signal(id, vec![Message::user(*text)]).ok()) {
-                    let _ = runner.command(Command::Deliver { process: head.root_id.clone(), requests: vec![request] });
+                if let Some(request) = run.next_signal_id().and_then(|id| steer_signal(id, vec![Message::user(*text)]).ok()) {
+                    run.command(Command::Deliver { process: head.root_id.clone(), requests: vec![request] });
                 }
             }
             Host::AnswerInputs(answer) => {
                 let Ok(answer) = keel::json::parse(answer.as_bytes()) else { continue };
                 for pending in pending_tool_inputs(&head).unwrap_or_default() {
-                    let Some(request) = next_id().and_then(|id| pending.response_signal(id, &answer).ok()) else { continue };
-                    let _ = runner.command(Command::Deliver { process: pending.process_id().clone(), requests: vec![request] });
+                    let Some(request) = run.next_signal_id().and_then(|id| pending.response_signal(id, &answer).ok()) else { continue };
+                    run.command(Command::Deliver { process: pending.process_id().clone(), requests: vec![request] });
                 }
             }
             Host::AnswerWorkers(text) => {
                 for p in head.processes().iter().filter(|p| p.status == Status::Waiting && p.deployment_ref == *world.worker.reference()) {
                     let Some(wait) = p.current_wait_id.clone() else { continue };
-                    let request = next_id()
-                        .zip(Payload::from_json(Json::str(*text)).ok())
-                        .and_then(|(id, payload)| SignalRequest::new(id, Some(wait), payload).ok());
-                    if let Some(request) = request {
-                        let _ = runner.command(Command::Deliver { process: p.id.clone(), requests: vec![request] });
+                    if let Some(request) = run.signal(Some(wait), &Json::str(*text)) {
+                        run.command(Command::Deliver { process: p.id.clone(), requests: vec![request] });
                     }
                 }
             }
@@ -151,32 +121,25 @@ pub fn run_in(world: &InteractionWorld, scenario: &InteractionScenario) -> Vec<V
                     for effect in prepared.unknown_ids() {
                         let payload = prepared.effects.iter().find(|e| e.id == effect).map(|e| &e.effect);
                         let Some(settlement) = payload.and_then(resolution) else { continue };
-                        let _ = runner.command(Command::Resolve { process: p.id.clone(), effect, settlement });
+                        run.command(Command::Resolve { process: p.id.clone(), effect, settlement });
                     }
                 }
             }
             Host::Kill(n) | Host::Cancel(n) => {
-                let processes = head.processes();
-                let Some(p) = processes.get(usize::from(*n) % processes.len().max(1)) else { continue };
-                let (process, reason) = (p.id.clone(), "host request".to_owned());
-                let command =
-                    if matches!(action, Host::Kill(_)) { Command::Kill { process, reason } } else { Command::Cancel { process, reason } };
-                let _ = runner.command(command);
+                let Some(process) = nth(&head, *n) else { continue };
+                let reason = "host request".to_owned();
+                let command = if matches!(action, Host::Kill(_)) { Command::Kill { process, reason } } else { Command::Cancel { process, reason } };
+                run.command(command);
             }
             Host::Restore => {
-                incarnation += 1;
-                collect(&runner, &mut cuts);
-                let restored = IncarnationId::from_hex(&hex(incarnation))
-                    .ok()
-                    .and_then(|inc| Owner::restore(world.resolver.clone(), root.clone(), &head, inc, now()).ok());
-                let Some(owner) = restored else { break };
-                runner = DirectRunner::new(owner, committer.clone() as Arc<dyn Committer>, now());
+                if !run.restore(&head) {
+                    break;
+                }
             }
         }
-        runner.run_to_idle();
+        run.run_to_idle();
     }
-    collect(&runner, &mut cuts);
-    cuts
+    run.finish()
 }
 
 /// What a host that knows the truth settles an Unknown Effect with: a successful result for a
@@ -199,9 +162,6 @@ fn resolution(effect: &Effect) -> Option<Settlement> {
     Some(Settlement { status: SettlementStatus::Failed, payload: Payload::null() })
 }
 
-fn collect(runner: &DirectRunner, cuts: &mut Vec<Vec<u8>>) {
-    cuts.extend(runner.commits.iter().filter(|(_, ok)| *ok).map(|(c, _)| c.cut().bytes.to_vec()));
-}
 
 /// The fixed Interaction scenarios the corpus is captured from: one per feature of the loop.
 pub fn interaction_scenarios() -> Vec<InteractionScenario> {

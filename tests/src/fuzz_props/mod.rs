@@ -7,6 +7,7 @@
 //! round-trip is a bug.
 
 pub mod arbitrary_json;
+pub mod hosted;
 pub mod interaction_corpus;
 pub mod interaction_mutation;
 pub mod interaction_protocol;

@@ -5,19 +5,17 @@
 //! once the tree is idle (answer waits, resolve unknowns, kill, restore…). [`run`] returns the
 //! bytes of every acknowledged cut, in commit order.
 
+use super::hosted::{hex, nth, HostedRun};
 use keel::env::Timestamp;
 use keel::json::{Json, Payload};
 use keel::kernel::binding::{Deployment, DeploymentSet};
 use keel::kernel::capability::CapabilitySet;
-use keel::kernel::commit::{Committer, MemoryCommitter};
-use keel::kernel::direct::DirectRunner;
 use keel::kernel::dispatcher::{DispatchError, Dispatcher};
 use keel::kernel::effect::Settlement;
-use keel::kernel::ids::{IncarnationId, ProcessId, SignalId};
-use keel::kernel::owner::{Command, Owner, RootConfig};
+use keel::kernel::ids::ProcessId;
+use keel::kernel::owner::{Command, RootConfig};
 use keel::kernel::resource::Budget;
-use keel::kernel::signal::{SettlementStatus, SignalRequest};
-use keel::kernel::snapshot::TreeSnapshot;
+use keel::kernel::signal::SettlementStatus;
 use keel::kernel::status::Status;
 use keel::kernel::testkit::{script_deployment, script_input, FnDispatcher, Op};
 use keel::kernel::tree_limits::TreeLimits;
@@ -113,53 +111,32 @@ pub fn now() -> Timestamp {
     Timestamp::from_millis(1_700_000_000_000).expect("fixed timestamp")
 }
 
-fn hex(n: u64) -> String {
-    format!("{n:032x}")
-}
-
 pub fn root_id() -> ProcessId {
     ProcessId::root_from_hex(&hex(1)).expect("fixed root id")
 }
 
 /// Runs `scenario` on `world` and returns every acknowledged cut, in commit order.
 pub fn run_in(world: &World, scenario: &Scenario) -> Vec<Vec<u8>> {
-    let committer = Arc::new(MemoryCommitter::new());
     let config = RootConfig { budget: scenario.budget, capabilities: CapabilitySet::empty(), limits: TreeLimits::default() };
-    let Ok(owner) = Owner::start(
-        world.resolver.clone(),
-        world.root.clone(),
-        script_input(&scenario.ops),
-        root_id(),
-        IncarnationId::from_hex(&hex(100)).expect("fixed incarnation"),
-        config,
-        now(),
-    ) else {
+    let input = script_input(&scenario.ops);
+    let Some(mut run) = HostedRun::start(world.resolver.clone(), world.root.clone(), input, root_id(), 100, config) else {
         return Vec::new();
     };
-    let mut cuts = Vec::new();
-    let mut runner = DirectRunner::new(owner, committer.clone() as Arc<dyn Committer>, now());
-    runner.run_to_idle();
-    let mut signals = 0u64;
-    let mut incarnation = 100u64;
     for action in &scenario.host {
-        if runner.owner.stopped().is_some() {
-            break;
-        }
-        let Some(head) = runner.owner.head().cloned() else { break };
+        let Some(head) = run.head() else { break };
         match action {
             HostAction::AnswerWaits(payload) => {
                 for p in head.processes().iter().filter(|p| p.status == Status::Waiting) {
                     let Some(wait) = &p.current_wait_id else { continue };
-                    signals += 1;
-                    if let Some(request) = signal(signals, Some(wait.clone()), payload) {
-                        let _ = runner.command(Command::Deliver { process: p.id.clone(), requests: vec![request] });
+                    if let Some(request) = run.signal(Some(wait.clone()), payload) {
+                        run.command(Command::Deliver { process: p.id.clone(), requests: vec![request] });
                     }
                 }
             }
             HostAction::Signal(n, payload) => {
-                signals += 1;
-                if let (Some(p), Some(request)) = (nth(&head, *n), signal(signals, None, payload)) {
-                    let _ = runner.command(Command::Deliver { process: p, requests: vec![request] });
+                let request = run.signal(None, payload);
+                if let (Some(p), Some(request)) = (nth(&head, *n), request) {
+                    run.command(Command::Deliver { process: p, requests: vec![request] });
                 }
             }
             HostAction::ResolveUnknowns => {
@@ -169,7 +146,7 @@ pub fn run_in(world: &World, scenario: &Scenario) -> Vec<Vec<u8>> {
                             status: SettlementStatus::Succeeded,
                             payload: Payload::from_json(Json::str("resolved by host")).expect("small payload"),
                         };
-                        let _ = runner.command(Command::Resolve { process: p.id.clone(), effect, settlement });
+                        run.command(Command::Resolve { process: p.id.clone(), effect, settlement });
                     }
                 }
             }
@@ -180,43 +157,23 @@ pub fn run_in(world: &World, scenario: &Scenario) -> Vec<Vec<u8>> {
                         HostAction::Kill(_) => Command::Kill { process, reason },
                         _ => Command::Cancel { process, reason },
                     };
-                    let _ = runner.command(command);
+                    run.command(command);
                 }
             }
             HostAction::Restore => {
-                incarnation += 1;
-                collect(&runner, &mut cuts);
-                let restored = IncarnationId::from_hex(&hex(incarnation))
-                    .ok()
-                    .and_then(|inc| Owner::restore(world.resolver.clone(), world.root.clone(), &head, inc, now()).ok());
-                let Some(owner) = restored else { break };
-                runner = DirectRunner::new(owner, committer.clone() as Arc<dyn Committer>, now());
+                if !run.restore(&head) {
+                    break;
+                }
             }
         }
-        runner.run_to_idle();
+        run.run_to_idle();
     }
-    collect(&runner, &mut cuts);
-    cuts
+    run.finish()
 }
 
 /// Runs `scenario` on a fresh [`World`] built from its dispatch outcomes.
 pub fn run(scenario: &Scenario) -> Vec<Vec<u8>> {
     run_in(&World::new(&scenario.dispatch), scenario)
-}
-
-fn collect(runner: &DirectRunner, cuts: &mut Vec<Vec<u8>>) {
-    cuts.extend(runner.commits.iter().filter(|(_, ok)| *ok).map(|(c, _)| c.cut().bytes.to_vec()));
-}
-
-fn nth(head: &TreeSnapshot, n: u8) -> Option<ProcessId> {
-    let processes = head.processes();
-    processes.get(usize::from(n) % processes.len().max(1)).map(|p| p.id.clone())
-}
-
-fn signal(n: u64, wait: Option<keel::kernel::ids::WaitId>, payload: &Json) -> Option<SignalRequest> {
-    let id = SignalId::external(&format!("signal:host-{n}")).ok()?;
-    let payload = Payload::from_json(payload.clone()).ok()?;
-    SignalRequest::new(id, wait, payload).ok()
 }
 
 /// The fixed scenarios the seed corpus is captured from: dispatch, wait, child, unknown +
