@@ -121,13 +121,18 @@ fn wait_spec(effect: &Effect) -> ChildWaitSpec {
     }
 }
 
-/// Drives one weather call up to `awaiting_child_wait_open`; returns the child key and spec.
-fn to_wait_open(d: &mut Driver) -> (ChildKey, ChildWaitSpec) {
+/// Drives one weather call up to `awaiting_child_starts`; returns the start it asks for.
+fn to_child_starts(d: &mut Driver) -> ChildSpec {
     effects(d.step(&[]).unwrap());
     let signal = d.model(calls_response(vec![call("c1", "weather", "{}")]));
     let starts = effects(d.step(&[signal]).unwrap());
     assert_eq!(starts.len(), 1);
-    let spec = start_spec(&starts[0]);
+    start_spec(&starts[0])
+}
+
+/// Drives one weather call up to `awaiting_child_wait_open`; returns the child key and spec.
+fn to_wait_open(d: &mut Driver) -> (ChildKey, ChildWaitSpec) {
+    let spec = to_child_starts(d);
     assert_eq!(spec.key, tool_child_key(1, "c1").unwrap());
     assert_eq!(&spec.deployment_ref, d.tools.reference());
     let input = ToolCallInput::from_payload(&spec.input).unwrap();
@@ -183,10 +188,7 @@ fn a_mismatched_opening_or_satisfaction_is_a_step_error_and_changes_nothing() {
 #[test]
 fn start_results_must_match_the_pending_starts() {
     let mut d = Driver::new(|_| {});
-    effects(d.step(&[]).unwrap());
-    let signal = d.model(calls_response(vec![call("c1", "weather", "{}")]));
-    let starts = effects(d.step(&[signal]).unwrap());
-    let key = start_spec(&starts[0]).key;
+    let key = to_child_starts(&mut d).key;
     let before = d.snapshot();
     let one = d.started(&key, Ok(child(1)));
     let two = d.started(&key, Ok(child(2)));
@@ -390,10 +392,7 @@ fn outcomes_must_arrive_in_invocation_order() {
 #[test]
 fn an_interaction_envelope_where_a_kernel_signal_belongs_is_an_error() {
     let mut d = Driver::new(|_| {});
-    effects(d.step(&[]).unwrap());
-    let signal = d.model(calls_response(vec![call("c1", "weather", "{}")]));
-    let starts = effects(d.step(&[signal]).unwrap());
-    let key = start_spec(&starts[0]).key;
+    let key = to_child_starts(&mut d).key;
     let before = d.snapshot();
     // A tool child's settlement envelope sent to the parent instead of a child start result.
     let settled = crate::interaction::protocol::ToolCallSettlement::Result(SettledToolResult::new(
