@@ -90,20 +90,20 @@ impl WorldTally {
 
     /// Declared fault kinds and crash points that never fired.
     pub fn never_fired(&self) -> Vec<String> {
-        self.fault_rows()
-            .into_iter()
-            .chain(self.crash_rows())
-            .filter(|r| r.mark == Mark::NeverFired)
-            .map(|r| r.key)
-            .collect()
+        self.keys_marked(Mark::NeverFired)
     }
 
     /// Fired keys the world does not declare.
     pub fn undeclared(&self) -> Vec<String> {
+        self.keys_marked(Mark::Undeclared)
+    }
+
+    /// The fault and crash-point keys whose row carries `mark`.
+    fn keys_marked(&self, mark: Mark) -> Vec<String> {
         self.fault_rows()
             .into_iter()
             .chain(self.crash_rows())
-            .filter(|r| r.mark == Mark::Undeclared)
+            .filter(|r| r.mark == mark)
             .map(|r| r.key)
             .collect()
     }
