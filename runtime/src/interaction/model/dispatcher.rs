@@ -89,7 +89,7 @@ impl ModelDispatcher {
             },
         };
         let response = match until_cancelled(&call.cancel, self.call_model(call, request, deltas)).await {
-            // A3: a call ended by cancellation is an ordinary provider failure, not unknown.
+            // A call ended by cancellation is an ordinary provider failure, not unknown.
             None => return ModelResult::provider_error("model call canceled"),
             Some(Err(ModelError::Host(text))) => return ModelResult::host_error(&text),
             Some(Err(ModelError::Provider(text))) => return ModelResult::provider_error(&text),
