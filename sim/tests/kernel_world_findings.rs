@@ -1,4 +1,4 @@
-//! Kernel deviations from spec/kernel.md the simulator's authors found while building the
+//! Kernel deviations from its behavioral contract that the simulator's authors found building the
 //! kernel world, each pinned by a test of how it was resolved: fixed in the kernel
 //! (`step.finished`), or settled as a documented layering decision (who emits
 //! `runtime.stopped`, what a failed start hands its driver). A new finding starts here as an
