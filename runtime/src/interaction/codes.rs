@@ -41,7 +41,8 @@ pub const ALL: &[FailureCode] = &[
 ];
 
 /// A Failure for `code` whose message is normalized by the Interaction rules
-/// ([`super::diagnostic`]: U+FFFD, trim, "Interaction operation failed" when empty, ≤ 2048 bytes).
+/// ([`super::diagnostic`]: U+FFFD, trim, "Interaction operation failed" when empty,
+/// ≤ 2048 bytes).
 pub fn failure(code: FailureCode, message: &str) -> Failure {
     Failure::new(code, &normalize_str(message))
 }

@@ -1,10 +1,11 @@
 //! The typed errors of the Interaction boundary.
 //!
 //! One error type, [`InteractionError`], carries a [`ErrorKind`] (the family: what kind of
-//! input or state was refused, the level a caller branches on) and a bounded detail. A single struct instead of one
-//! enum per family keeps every constructor uniform and lets a caller re-classify an error at a
-//! boundary ([`InteractionError::with_kind`]): the same protocol decode failure is
-//! `InvalidExecutionState` inside a Step but `InvalidInput` when it is a child's input.
+//! input or state was refused, the level a caller branches on) and a bounded detail. A single
+//! struct instead of one enum per family keeps every constructor uniform and lets a caller
+//! re-classify an error at a boundary ([`InteractionError::with_kind`]): the same protocol
+//! decode failure is `InvalidExecutionState` inside a Step but `InvalidInput` when it is a
+//! child's input.
 //!
 //! Every kind becomes a kernel [`StepError::Other`] (recorded as `execution.step.failed`, or
 //! the stage's code for snapshot/restore). Classified Process failures with an Interaction code

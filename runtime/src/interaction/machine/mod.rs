@@ -15,9 +15,9 @@
 //! | F | final response | no pending steer: offer it as a completion (C); else append it, apply the steers, R |
 //! | L | calls cut off by the token limit | one "emit the call again" error result per call, then R |
 //! | A | advance the round | the next segment: a delegate run, an inline-rejected unknown tool, or a tool window; E at the end |
-//! | E | finish the round | direct results with no pending steer complete (C); else the results go to the model, R |
+//! | E | finish the round | direct results with no pending steer are offered as the completion (C); else the results go to the model, R |
 //! | T3 | `awaiting_child_starts` + start results | match them to the batch; a failed tool start fails the parent, a failed delegate start is an error result |
-//! | W | declare the wait | one child wait: condition `any` for tools, `all` for delegates, boundary `drained` |
+//! | W | declare the wait | one child wait: condition `any` for tools, `all` for delegates, boundary `subtree_drained` |
 //! | T4 | `awaiting_child_wait_open` + opening | it must match the recomputed wait; park on it |
 //! | T5 | `waiting_children` + satisfaction | settle the outcomes; tools: S; delegates: fold, A |
 //! | S | schedule tools | start children up to the concurrency limit; else W; else fold, A |

@@ -1,5 +1,6 @@
 //! Kernel tests through the real owner (DirectRunner + MemoryCommitter + the scripted
-//! strategy): each invariant of `kernel::invariants` this layer keeps has a case that fails if it breaks.
+//! strategy): each invariant of `kernel::invariants` this layer keeps has a case that fails if
+//! it breaks.
 
 mod children;
 mod control;
