@@ -1,6 +1,6 @@
 //! Effects: the only way a Step asks for work outside itself. A `continue` Transition declares
-//! them; the owner runs them one at a time in declaration order and hands each settlement to
-//! the next Step as a Signal.
+//! them; the owner runs them one at a time in declaration order and hands each outcome to the
+//! next Step as a Signal.
 
 use super::child::{ChildSpec, ChildWaitSpec};
 use super::failure::Failure;

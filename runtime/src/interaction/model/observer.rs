@@ -1,5 +1,6 @@
 //! The optional model observer and its panic accounting. Observation is not settlement: an
-//! observer may see a response whose settlement is later lost, so it gets a detached copy.
+//! observer may see a response whose settlement is later lost, and its own copy cannot change
+//! what is settled.
 
 use crate::chat::Response;
 use crate::interaction::attribution::ModelInvocation;

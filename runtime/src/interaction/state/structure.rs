@@ -20,8 +20,8 @@ fn invalid(detail: impl AsRef<str>) -> InteractionError {
 impl ParentState {
     /// Every restore rule that the state alone decides: the envelope, the per-phase shape, the
     /// batch bookkeeping, derived child keys, and the artifact ordering and consistency.
-    /// Runs on decode; run it on every Step and Snapshot too, since a state that only restore
-    /// checks could drift invalid in between.
+    /// Runs on decode; run it on every Step and Snapshot too, so a bad state is caught before
+    /// it is committed rather than at the next restore.
     pub fn validate_structure(&self) -> Result<(), InteractionError> {
         self.check_envelope()?;
         self.check_phase()?;
