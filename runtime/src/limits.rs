@@ -69,9 +69,10 @@ pub const MAX_SLEEP: std::time::Duration = std::time::Duration::from_secs(30 * 3
 /// Default bound of one record in the durable commit log: a tree cut of up to 64 MiB plus
 /// room for the record's metadata (identities, digests, framing).
 pub const DEFAULT_MAX_COMMIT_RECORD_BYTES: usize = (64 << 20) + (64 << 10);
-/// Maximum pause count of one tool call's input checkpoints (spec §4.3: no wrap-around). A
+/// Maximum pause count of one tool call's input checkpoints (the counter never wraps
+/// around, so every pause keeps a distinct wait key). A
 /// checkpoint at `u32::MAX` is rejected, so this is the largest count a checkpoint may hold.
 pub const MAX_TOOL_INPUT_PAUSES: u32 = u32::MAX - 1;
 
-/// Maximum bytes of a completion validator's rejection feedback (spec §10).
+/// Maximum bytes of a completion validator's rejection feedback.
 pub const MAX_COMPLETION_FEEDBACK_BYTES: usize = MAX_TEXT_BYTES;

@@ -1,4 +1,4 @@
-//! Kernel deviations from spec/kernel.md the simulator's authors found while building the
+//! Kernel deviations from its behavioral contract that the simulator's authors found building the
 //! kernel world, each pinned by a test of how it was resolved: fixed in the kernel
 //! (`step.finished`), or settled as a documented layering decision (who emits
 //! `runtime.stopped`, what a failed start hands its driver). A new finding starts here as an
@@ -78,7 +78,8 @@ fn event_names(ps: &[Publication]) -> Vec<&'static str> {
         .collect()
 }
 
-/// Finding (spec §6.4 / §10.1): "on a commit fault ... emits `agent.runtime.stopped`". Resolved
+/// Finding: a commit fault stops the writer, and `agent.runtime.stopped` must reach listeners
+/// once per published member. Resolved
 /// as a layering decision (ARCHITECTURE.md): the owner hands its driver one
 /// `Publication::Stopped` carrying the RuntimeError, and the Engine driver, which knows which
 /// members were published to the host, emits `agent.runtime.stopped` once per such member
@@ -92,8 +93,7 @@ fn a_stopped_writer_hands_the_driver_one_stop_and_no_event_of_its_own() {
     assert!(!event_names(&ps).contains(&names::RUNTIME_STOPPED), "{:?}", event_names(&ps));
 }
 
-/// Finding (spec §9.3 / §9.6): "a start whose commit fails returns the error and publishes
-/// nothing". The owner still hands its driver a `Stopped` (the cue that the writer is gone);
+/// Finding: a start whose commit fails returns the error and publishes nothing. The owner still hands its driver a `Stopped` (the cue that the writer is gone);
 /// nothing reaches the host because no member was ever published — the Engine returns the
 /// commit error and emits no event (`a_start_whose_commit_fails_publishes_nothing_and_returns_
 /// the_commit_error` in the engine tests). Here: nothing but that cue.
@@ -112,8 +112,8 @@ fn a_start_whose_commit_fails_hands_over_only_the_stop() {
     assert_eq!(kinds, vec!["stopped".to_owned()], "published {kinds:?}");
 }
 
-/// Spec §10.1: `agent.step.finished` (attempt phase, step scope: step status, duration) is
-/// part of every Step's observation; the owner emits `step.started` and `step.prepared` but
+/// `agent.step.finished` (attempt phase, step scope: step status, duration) is part of every
+/// Step's observation; the owner emits `step.started` and `step.prepared` but
 /// never `step.finished`.
 #[test]
 fn every_step_emits_step_finished() {

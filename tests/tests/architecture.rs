@@ -3,7 +3,7 @@
 //! 1. Determinism: only `runtime/src/env/` may read time or randomness, spawn, or touch a
 //!    runtime; nobody uses hash-ordered collections. `sim/src` may use `madsim::` (it drives
 //!    the simulator), nothing else on the list.
-//! 2. Layers (DESIGN.md, arrows point down): the kernel never names chat, tool or interaction;
+//! 2. Layers (ARCHITECTURE.md's bird's-eye view, arrows point down): the kernel never names chat, tool or interaction;
 //!    chat and tool never name kernel or interaction; the bottom layer (json, env, schema,
 //!    text, limits) names none of them.
 //!

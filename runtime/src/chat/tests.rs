@@ -221,7 +221,8 @@ fn split_deltas_survive_the_wire() {
 
 #[test]
 fn rejected_completion_context_is_a_valid_request() {
-    // spec/interaction.md §10: [user, assistant(call), tool(result), assistant("premature"), user(feedback)].
+    // The context after a rejected completion:
+    // [user, assistant(call), tool(result), assistant("premature"), user(feedback)].
     let r = Request::new(vec![
         Message::user("task"),
         Message::assistant_with_calls("", vec![ToolCall::new("c1", "t", "{}")]),

@@ -1,5 +1,6 @@
-//! The active Delegate children of a parent Interaction Process (spec §9.2
-//! `ActiveDelegateChildrenFromSnapshot`).
+//! The active Delegate children of a parent Interaction Process: the Delegate calls of the
+//! current delegate batch that have a child Process, in call order. A Process that is not an
+//! Interaction parent, has no child batch, or runs a tool batch has none.
 //!
 //! Hosts use this to attribute a model ToolCall to the child Process running it. Only
 //! Interaction-owned state is interpreted: the result holds no Engine handle, persistence
@@ -50,7 +51,8 @@ impl ActiveDelegateChild {
     pub fn process_id(&self) -> &ProcessId {
         &self.process_id
     }
-    /// Whether the child key is the one §9.1 derives from the sequence and the ToolCall.
+    /// Whether the child key is the one [`delegate_child_key`] derives from the sequence and the
+    /// ToolCall.
     pub fn is_valid(&self) -> bool {
         delegate_child_key(self.model_call_sequence, &self.tool_call).is_ok_and(|key| key == self.child_key)
     }

@@ -1,4 +1,5 @@
-//! Delegate Artifacts (spec §1 Artifact, §3.1 `artifact_records`).
+//! Delegate Artifacts: each successful Delegate child's output, recorded in the parent state
+//! (`artifact_records`) in the order of the calls that produced them.
 
 use super::error::{ErrorKind, InteractionError};
 use super::wire::{read_any_payload, Wire};
@@ -66,7 +67,7 @@ impl Artifact {
     }
 
     /// Strictly decodes the output into `T`. A mismatch is [`ErrorKind::InvalidArtifact`]
-    /// naming the kernel's `execution.output.invalid` code (the reference wraps that error).
+    /// naming the kernel's `execution.output.invalid` code, so it reads like any invalid output.
     pub fn decode<T: FromJson>(&self) -> Result<T, InteractionError> {
         T::from_json(self.output.value()).map_err(|e| {
             InteractionError::decode(

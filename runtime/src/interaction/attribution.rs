@@ -1,5 +1,5 @@
-//! Execution attribution of one actual model call or tool call (spec §1 ModelInvocation /
-//! ToolInvocation). Immutable values: no Engine handle, no host metadata.
+//! Execution attribution of one actual model call ([`ModelInvocation`]) or tool call
+//! ([`ToolInvocation`]). Immutable values: no Engine handle, no host metadata.
 //!
 //! # How Dispatchers install them
 //! * **Model**: the model Dispatcher builds a [`ModelInvocation`] with

@@ -1,4 +1,4 @@
-//! The stable failure codes of Interaction Process termination (spec §12), each with its kind,
+//! The stable failure codes of Interaction Process termination, each with its kind,
 //! and helpers that build Failures with Interaction-normalized messages.
 //!
 //! A validator panic is not listed: the kernel records it as kind `panic` with code
@@ -40,8 +40,9 @@ pub const ALL: &[FailureCode] = &[
     TOOL_PROCESS_FAILED,
 ];
 
-/// A Failure for `code` whose message is normalized by the Interaction rules (§12: U+FFFD,
-/// trim, "Interaction operation failed" when empty, ≤ 2048 bytes).
+/// A Failure for `code` whose message is normalized by the Interaction rules
+/// ([`super::diagnostic`]: U+FFFD, trim, "Interaction operation failed" when empty,
+/// ≤ 2048 bytes).
 pub fn failure(code: FailureCode, message: &str) -> Failure {
     Failure::new(code, &normalize_str(message))
 }

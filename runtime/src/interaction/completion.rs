@@ -1,4 +1,7 @@
-//! The completion validator contract (spec §1 CompletionValidator, §10).
+//! The completion validator contract: an optional callback that accepts or rejects each
+//! completion candidate (a final model response, or a round of direct tool results) before the
+//! Interaction completes. A rejection's feedback reaches the model as a user message and the
+//! loop calls the model again, still bounded by the model-call limit.
 //!
 //! ```
 //! use std::sync::Arc;

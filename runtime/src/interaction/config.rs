@@ -1,4 +1,5 @@
-//! The configuration of an Interaction Definition and its §12 `InvalidDefinitionConfig` rules.
+//! The configuration of an Interaction Definition and the rules that make it valid (a broken
+//! rule is [`ErrorKind::InvalidDefinitionConfig`]).
 
 use super::completion::CompletionValidator;
 use super::delegate::Delegate;
@@ -49,7 +50,7 @@ fn invalid(detail: impl AsRef<str>) -> InteractionError {
 }
 
 impl DefinitionConfig {
-    /// The configuration rules of §12 that do not need the descriptor (checked by the
+    /// The configuration rules that do not need the descriptor (checked by the
     /// Definition): model-call limit, tool policy only with tools, a valid tool budget with
     /// tools, a valid ToolSet deployment, and unique delegate names that collide with no tool.
     pub fn validate(&self) -> Result<(), InteractionError> {

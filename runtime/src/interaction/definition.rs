@@ -1,4 +1,4 @@
-//! The Interaction Definition (spec §1): the immutable, validated strategy configuration that
+//! The Interaction Definition: the immutable, validated strategy configuration that
 //! the kernel starts and restores parent Executions from.
 
 use super::completion::CompletionValidator;
@@ -73,7 +73,7 @@ fn static_schema(text: &str) -> Result<Json, InteractionError> {
 }
 
 impl Definition {
-    /// Validates `config` (§12 `InvalidDefinitionConfig`) and freezes it.
+    /// Validates `config` (a broken rule is [`ErrorKind::InvalidDefinitionConfig`]) and freezes it.
     pub fn new(config: DefinitionConfig) -> Result<Definition, InteractionError> {
         config.validate()?;
         let descriptor = Descriptor::new(

@@ -1,4 +1,4 @@
-//! Delegates (spec §9.1): model-visible bindings to one exact child Deployment. The model
+//! Delegates: model-visible bindings to one exact child Deployment. The model
 //! chooses *whether* to delegate, never *where*.
 
 use super::error::{ErrorKind, InteractionError};
@@ -41,7 +41,9 @@ fn invalid(detail: impl AsRef<str>) -> InteractionError {
 }
 
 impl Delegate {
-    /// Validates the §9.1 construction rules; every failure is [`ErrorKind::InvalidDelegate`].
+    /// Validates the construction rules (a bindable Deployment, a valid non-zero budget, a
+    /// provider-compatible tool name and description); every failure is
+    /// [`ErrorKind::InvalidDelegate`].
     /// The model tool definition's input schema is the child descriptor's input schema, which
     /// must be an object schema (a primitive-input deployment cannot take tool arguments).
     pub fn new(config: DelegateConfig) -> Result<Delegate, InteractionError> {

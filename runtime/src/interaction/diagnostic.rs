@@ -1,4 +1,4 @@
-//! Diagnostic normalization (spec §12): applied to every Interaction failure message, every
+//! Diagnostic normalization: applied to every Interaction failure message, every
 //! error-result text, and every error detail.
 //!
 //! * invalid UTF-8 becomes U+FFFD;

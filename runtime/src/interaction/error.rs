@@ -1,10 +1,11 @@
-//! The typed errors of the Interaction boundary (spec interaction.md §12).
+//! The typed errors of the Interaction boundary.
 //!
-//! One error type, [`InteractionError`], carries a [`ErrorKind`] (the family of §12: which
-//! sentinel the Go reference would wrap) and a bounded detail. A single struct instead of one
-//! enum per family keeps every constructor uniform and lets a caller re-classify an error at a
-//! boundary ([`InteractionError::with_kind`]): the same protocol decode failure is
-//! `InvalidExecutionState` inside a Step but `InvalidInput` when it is a child's input.
+//! One error type, [`InteractionError`], carries a [`ErrorKind`] (the family: what kind of
+//! input or state was refused, the level a caller branches on) and a bounded detail. A single
+//! struct instead of one enum per family keeps every constructor uniform and lets a caller
+//! re-classify an error at a boundary ([`InteractionError::with_kind`]): the same protocol
+//! decode failure is `InvalidExecutionState` inside a Step but `InvalidInput` when it is a
+//! child's input.
 //!
 //! Every kind becomes a kernel [`StepError::Other`] (recorded as `execution.step.failed`, or
 //! the stage's code for snapshot/restore). Classified Process failures with an Interaction code
@@ -15,8 +16,8 @@ use super::diagnostic::normalize;
 use crate::json::DecodeError;
 use crate::kernel::waist::StepError;
 
-/// The error families of spec §12. `ErrHostFailure` and `ErrToolInputRequired` are absent on
-/// purpose: in Rust they are variants of [`crate::tool::ToolError`] (control flow and outcome
+/// The error families of the Interaction boundary. Host failures and "tool input required" are
+/// absent on purpose: they are variants of [`crate::tool::ToolError`] (control flow and outcome
 /// classification), not errors of this boundary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ErrorKind {
@@ -42,7 +43,8 @@ pub enum ErrorKind {
     InvalidSteer,
     /// Advertising outside an active tool call.
     ToolAdvertisementUnavailable,
-    /// An advertisement that breaks §5.9.
+    /// An advertisement with no names, a blank or padded name, or a name that is not a deferred
+    /// tool of this ToolSet.
     InvalidToolAdvertisement,
 }
 
@@ -62,7 +64,7 @@ impl ErrorKind {
         ErrorKind::InvalidToolAdvertisement,
     ];
 
-    /// The family text, as in the reference's sentinel messages (`interaction: <text>`).
+    /// The family text, shown after the `interaction: ` prefix of every message.
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorKind::InvalidDefinitionConfig => "invalid definition configuration",
@@ -87,7 +89,7 @@ impl std::fmt::Display for ErrorKind {
     }
 }
 
-/// An Interaction error: a family plus a bounded, normalized detail (§12 diagnostic rules, so
+/// An Interaction error: a family plus a bounded, normalized detail ([`super::diagnostic`], so
 /// a hostile payload can never make an error message unbounded). Decode failures keep the
 /// underlying [`DecodeError`] for callers and tests that need the exact path and reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -1,4 +1,5 @@
-//! Deterministic keys the Interaction derives for the kernel (spec §2.3 W, §2.4, §5.5, §9.1).
+//! Deterministic keys the Interaction derives for the kernel: the same inputs give the same
+//! key after any restore, so a recovered parent finds its children and waits again.
 //!
 //! | key | format |
 //! |---|---|
@@ -54,7 +55,7 @@ fn wait_key(text: String) -> Result<WaitKey, InteractionError> {
 }
 
 /// The child key of the tool child running `call_id` of model call `model_call_sequence`
-/// (§5.5). Sequence 0 or an invalid call id is [`ErrorKind::InvalidExecutionState`].
+/// Sequence 0 or an invalid call id is [`ErrorKind::InvalidExecutionState`].
 pub fn tool_child_key(model_call_sequence: u32, call_id: &str) -> Result<ChildKey, InteractionError> {
     if model_call_sequence == 0 {
         return Err(InteractionError::invalid_state("tool child key: model call sequence must be ≥ 1"));
@@ -65,7 +66,7 @@ pub fn tool_child_key(model_call_sequence: u32, call_id: &str) -> Result<ChildKe
 }
 
 /// The exact child key of the Delegate child for `call` of model call `model_call_sequence`
-/// (§9.1). Public so hosts can correlate model observations with child Processes. Sequence 0
+/// Public so hosts can correlate model observations with child Processes. Sequence 0
 /// or an invalid call is [`ErrorKind::InvalidDelegate`].
 pub fn delegate_child_key(model_call_sequence: u32, call: &ToolCall) -> Result<ChildKey, InteractionError> {
     if model_call_sequence == 0 {
@@ -81,7 +82,7 @@ pub fn delegate_child_key(model_call_sequence: u32, call: &ToolCall) -> Result<C
     child_key(ErrorKind::InvalidDelegate, format!("{DELEGATE_CHILD_KEY_PREFIX}{hash}"))
 }
 
-/// The key of the parent's child wait (§2.3 W). `settled_count` (settled invocations of the
+/// The key of the parent's child wait. `settled_count` (settled invocations of the
 /// batch so far) makes every re-wait within one tool batch use a fresh key.
 pub fn child_wait_key(
     model_call_sequence: u32,
@@ -94,7 +95,7 @@ pub fn child_wait_key(
     wait_key(format!("{CHILD_WAIT_KEY_PREFIX}{model_call_sequence}:{first_index_of_batch}:{settled_count}"))
 }
 
-/// The key of a tool child's input wait for pause number `pause_count` (§2.4); every pause of
+/// The key of a tool child's input wait for pause number `pause_count`; every pause of
 /// one call has its own key.
 pub fn tool_input_wait_key(
     model_call_sequence: u32,

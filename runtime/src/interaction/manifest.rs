@@ -1,4 +1,4 @@
-//! The model-facing tool manifest of one Interaction Definition (spec §1, §5.9, §14.18).
+//! The model-facing tool manifest of one Interaction Definition.
 //!
 //! The WorkingContext never holds tool definitions; the model Dispatcher adds them per call:
 //! the initial tools (ToolSet registration order), then the delegates (definition order), then

@@ -1,13 +1,13 @@
-//! The Interaction strategy: the model/tool loop (spec interaction.md).
+//! The Interaction strategy: the model/tool loop.
 //!
 //! This module is the shared foundation every part of the strategy codes against:
 //!
-//! * [`error`]: [`InteractionError`] with one [`ErrorKind`] per §12 family;
-//! * [`codes`]: the stable failure codes of Process termination; [`diagnostic`]: §12
+//! * [`error`]: [`InteractionError`] with one [`ErrorKind`] per error family;
+//! * [`codes`]: the stable failure codes of Process termination; [`diagnostic`]: the
 //!   normalization of failure and error texts;
-//! * [`protocol`]: every Effect/Signal payload envelope of §4 with strict codecs;
+//! * [`protocol`]: every Effect/Signal payload envelope with strict codecs;
 //! * [`ids`]: the deterministic child, wait and delegate keys; [`active_delegates`]: which
-//!   model ToolCall each running Delegate child answers (§9.2);
+//!   model ToolCall each running Delegate child answers;
 //! * [`output`], [`artifact`], [`completion`]: the final Output, Delegate Artifacts, and the
 //!   completion validator contract;
 //! * [`signals`]: host-side Signal builders and classification of incoming Signals;
@@ -15,7 +15,7 @@
 //! * [`state`]: the parent and tool-child snapshot data models with their structural checks.
 //! * [`definition`]: the Interaction [`definition::Definition`] (built from a
 //!   [`config::DefinitionConfig`] with its [`delegate::Delegate`]s) and [`machine`]: the parent
-//!   Execution's state machine (§2).
+//!   Execution's state machine.
 //!
 //! Every wire value implements [`wire::Wire`]: strict decoding that rejects unknown members at
 //! every level, validation on decode, and canonical re-encoding.

@@ -1,4 +1,5 @@
-//! The final semantic result of an Interaction (spec §1 Output, §10).
+//! The final semantic result of an Interaction: a final model response without tool calls, or
+//! the results of a tool round in which every call was a successful direct-result tool.
 
 use super::error::{ErrorKind, InteractionError};
 use super::wire::Wire;
@@ -11,7 +12,8 @@ use std::collections::BTreeSet;
 pub enum CompletionSource {
     /// A model response without tool calls.
     ModelResponse,
-    /// Every call of one tool batch targeted a direct-result tool and succeeded (§5.7).
+    /// Every call of one tool round targeted a direct-result tool and succeeded, and no steer was
+    /// pending: the results complete the Interaction without another model call.
     DirectToolResults,
 }
 

@@ -1,5 +1,4 @@
-//! Discovering and answering tool input waits from a tree snapshot (spec §7 "Discovering",
-//! "Answering").
+//! Discovering and answering tool input waits from a tree snapshot.
 //!
 //! The answer goes to the tool child Process that owns the wait
 //! ([`PendingToolInput::process_id`]), never to the root: each child owns its WaitId and its

@@ -1,5 +1,5 @@
-//! Host-side Signal builders (spec §7 answering, §8 steering) and the classification of the
-//! Signals an Interaction Execution receives (§2.2).
+//! Host-side Signal builders (answering a tool input wait, steering) and the classification
+//! of the Signals an Interaction Execution receives.
 //!
 //! # Classification rule
 //! A Signal payload is an **Interaction envelope** when it is an object whose `operation` is
@@ -13,7 +13,7 @@
 //! A recognized envelope is decoded strictly; a malformed one is an error, never a kernel
 //! Signal. An envelope that is not a Signal the Execution can receive (an Effect payload, a
 //! top-level `wait_opened`) is an error too. The caller decides what is expected in its phase:
-//! for example an Interaction envelope where a kernel Signal was expected is an error (§2.2).
+//! for example an Interaction envelope where a kernel Signal was expected is an error.
 
 use super::error::{ErrorKind, InteractionError};
 use super::protocol::{InputResponse, ModelResult, Operation, Steer, ToolCallSettlement, BODY_MEMBERS};

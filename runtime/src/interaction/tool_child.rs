@@ -1,4 +1,4 @@
-//! The tool-child Definition and its Execution: the §2.4 state machine of one tool call.
+//! The tool-child Definition and its Execution: the state machine of one tool call.
 //!
 //! | phase | on Step |
 //! |---|---|

@@ -1,4 +1,4 @@
-//! The tool Dispatcher (spec §6, §5.8, §5.9, §7 re-entry, §11 ToolObserver): runs the
+//! The tool Dispatcher: runs the
 //! `tool_call` Effect of one tool child and classifies what the tool did.
 //!
 //! | what happened | outcome | observer |

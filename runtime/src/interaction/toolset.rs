@@ -1,4 +1,4 @@
-//! The ToolSet (spec §1 "ToolSet", §11 ToolObserver, §12 `InvalidToolSet`): frozen ordinary
+//! The ToolSet: frozen ordinary
 //! tool authority and the separate child Deployment that runs exactly one tool call per
 //! Process.
 //!
@@ -49,7 +49,7 @@ pub struct ToolEntry {
     pub deferred: bool,
 }
 
-/// Observes actual tool call attempts (spec §11). Observational only: it never alters
+/// Observes actual tool call attempts. Observational only: it never alters
 /// execution or the Engine's settlement, may run concurrently across children, gets detached
 /// copies, and its panics are caught and counted.
 pub trait ToolObserver: Send + Sync + 'static {

@@ -1,5 +1,6 @@
 //! Segmenting a round's tool calls into delegate runs, inline rejections and concurrency
-//! windows (spec §5.3), and the restore-time check that a batch is exactly one window (§3.2).
+//! windows, and the restore-time check that a restored tool batch is exactly the window
+//! planning would form.
 //!
 //! Planning is pure and deterministic: it reads the catalog, prepares calls (strict JSON and
 //! schema validation) and asks classifiers, nothing else. It is re-run on restore, so the same
@@ -13,7 +14,7 @@ use std::ops::Range;
 
 /// The by-name lookups planning needs: the ToolSet's bound tools and the Definition's delegate
 /// names. A name the catalog reports as a delegate is a delegate even if a tool has the same
-/// name (delegates are checked first, as in §2.3 A).
+/// name (delegates are checked first).
 pub trait ToolCatalog {
     /// The bound tool (initial or deferred) registered under `name`.
     fn tool(&self, name: &str) -> Option<&BoundTool>;
@@ -25,11 +26,11 @@ pub trait ToolCatalog {
 /// half-open indices into the round's calls and never empty.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Segment {
-    /// The longest consecutive run of delegate-named calls: one delegate batch (§9).
+    /// The longest consecutive run of delegate-named calls: one delegate batch.
     Delegates { start: usize, end: usize },
     /// A call naming neither a tool nor a delegate: rejected inline by the caller, no child.
     Unknown { index: usize },
-    /// One concurrency window: one tool batch (§5.4).
+    /// One concurrency window: one tool batch.
     Tools { start: usize, end: usize },
 }
 
@@ -66,7 +67,7 @@ pub enum PlanError {
     },
 }
 
-/// Plans the segment that starts at `next_index` (spec §5.3).
+/// Plans the segment that starts at `next_index`.
 ///
 /// * A delegate name starts a delegate run: the longest consecutive run of delegate names.
 /// * A name that is neither a tool nor a delegate is [`Segment::Unknown`].
@@ -122,7 +123,7 @@ pub fn next_segment(
 }
 
 /// Whether `calls[start..end]` is exactly one concurrency window: planning from `start` yields
-/// a tool window ending at `end` (spec §3.2 bindings). This also refuses a window longer than 1
+/// a tool window ending at `end`. This also refuses a window longer than 1
 /// when `max_concurrent_tool_calls <= 1`, and anything planning rejects (a classifier panic).
 pub fn window_is_exact(
     calls: &[ToolCall],
@@ -606,7 +607,7 @@ mod tests {
         (DELEGATE, "{}"),
     ];
 
-    /// What the spec says each call of [`CALLS`] classifies as, written out by hand.
+    /// What the segmentation rules say each call of [`CALLS`] classifies as, written out by hand.
     fn expected(name: &str, arguments: &str) -> Concurrency {
         match (name, arguments) {
             ("keyed", KEY_A) => Concurrency::keyed("a"),

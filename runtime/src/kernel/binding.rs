@@ -1,5 +1,6 @@
 //! Deployments: a Definition bound to an optional Dispatcher under one exact DeploymentRef,
-//! and exact resolution of refs (spec kernel.md §2.3).
+//! and exact resolution of refs: recovery finds behavior only through an exact DeploymentRef
+//! match, never by name.
 
 use super::deployment::DeploymentRef;
 use super::dispatcher::Dispatcher;

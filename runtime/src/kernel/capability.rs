@@ -1,4 +1,6 @@
-//! CapabilitySet: monotone privilege (spec kernel.md §7.3).
+//! CapabilitySet: monotone privilege. A child never holds a capability its parent lacks, and a
+//! prepared Effect never requires one its Process lacks; both are checked when granted and
+//! again when a snapshot is parsed, so recovery cannot reintroduce a refused escalation.
 //!
 //! An immutable sorted set of qualified names. Wire: a JSON array of strings, always encoded
 //! sorted (`[]` when empty). Decoding accepts any order (a set has none; hand-written Host

@@ -1,5 +1,4 @@
-//! Child specifications: what a parent asks the kernel to start, and what it waits for
-//! (spec kernel.md §5.3, §7.1).
+//! Child specifications: what a parent asks the kernel to start, and what it waits for.
 
 use super::capability::CapabilitySet;
 use super::deployment::DeploymentRef;

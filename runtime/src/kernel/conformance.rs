@@ -1,4 +1,4 @@
-//! The Definition conformance helper (spec kernel.md §1.4): strategies call it from their
+//! The Definition conformance helper: strategies call it from their
 //! tests to prove the obligations the kernel relies on but cannot check at runtime.
 //!
 //! * descriptor stability: repeated calls return byte-identical encodings;

@@ -1,4 +1,4 @@
-//! DeploymentRef: the value identity of a Deployment (spec kernel.md §2.3).
+//! DeploymentRef: the value identity of a Deployment.
 //!
 //! * `name` = descriptor name; `contract_digest` = descriptor digest;
 //!   `implementation_digest`, `configuration_digest` = Host-supplied;
@@ -7,7 +7,8 @@
 //! * `digest` = SHA-256 of the canonical JSON **array**
 //!   `[name, contract_digest, implementation_digest, configuration_digest, bindings_digest]`
 //!   (digests as `sha256:<hex>` text). An array, not an object, because the canonical encoding
-//!   sorts object keys and the spec fixes this field order.
+//!   sorts object keys and the digest is defined over this
+//!   field order.
 //!
 //! Text form `name+sha256:<hex>` ([`DeploymentKey`]): name plus `digest`, which covers the
 //! other four fields, so it identifies the ref exactly. Wire: an object with all six fields;

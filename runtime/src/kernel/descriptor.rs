@@ -1,4 +1,4 @@
-//! Descriptor: the immutable, portable contract of a Definition (spec kernel.md §1.1).
+//! Descriptor: the immutable, portable contract of a Definition.
 //!
 //! * `name`: qualified name; `description`: non-empty trimmed UTF-8 ≤ 4096 bytes.
 //! * `input_schema`, `output_schema`, `signal_schema`: JSON Schemas, held compiled together with

@@ -1,4 +1,10 @@
-//! The Dispatcher port: executes opaque dispatcher Effects (spec kernel.md §3.1).
+//! The Dispatcher port: executes opaque dispatcher Effects.
+//!
+//! The kernel copies, orders, identifies and routes an Effect's payload but never inspects it.
+//! A dispatch returns a definite settlement (`succeeded` or `failed`: the status, not the
+//! payload, owns success; refusing a request before any external work is a definite `failed`)
+//! or an error, which means the outcome cannot be proven: the kernel records the Effect as
+//! Unknown and never retries or settles it on its own.
 
 use super::capability::CapabilitySet;
 use super::deployment::DeploymentRef;

@@ -1,4 +1,6 @@
-//! Effects: the only way a Step asks for work outside itself (spec kernel.md §3).
+//! Effects: the only way a Step asks for work outside itself. A `continue` Transition declares
+//! them; the owner runs them one at a time in declaration order and hands each outcome to the
+//! next Step as a Signal.
 
 use super::child::{ChildSpec, ChildWaitSpec};
 use super::failure::Failure;
@@ -18,7 +20,7 @@ pub enum Effect {
 
 /// The closed set of kernel-interpreted Effects this runtime supports.
 ///
-/// Decision: `signal_child` / `cancel_child` (spec §7.5) are not implemented yet; their wire
+/// Decision: `signal_child` / `cancel_child` are not implemented yet; their wire
 /// operation names are rejected as unknown.
 #[allow(clippy::large_enum_variant)] // few per Step and short-lived: boxing buys nothing
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,7 +122,7 @@ impl FromJson for Settlement {
     }
 }
 
-/// Where one Effect of a prepared batch stands (spec §3.2).
+/// Where one Effect of a prepared batch stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EffectPhase {
     /// No dispatch permission yet.
@@ -166,7 +168,7 @@ pub struct FrontierError {
     pub reason: &'static str,
 }
 
-/// Checks the frontier invariant (spec §3.2): a prefix of definitely settled Effects, then at
+/// Checks the frontier invariant: a prefix of definitely settled Effects, then at
 /// most one pending-or-unknown Effect, then only planned Effects.
 pub fn check_frontier(effects: &[PreparedEffect]) -> Result<(), FrontierError> {
     let mut i = 0;

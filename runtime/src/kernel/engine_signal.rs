@@ -1,4 +1,4 @@
-//! Typed payloads of Engine-minted Signals (spec kernel.md §4.5) and their parsers.
+//! Typed payloads of Engine-minted Signals and their parsers.
 //!
 //! Strategies learn Engine facts (child ids, wait ids, child outcomes) only from these
 //! Signals. Parsers verify engine ownership and addressing before decoding.

@@ -1,4 +1,4 @@
-//! Observation events (spec kernel.md §10.1). Committed-phase events are published only after
+//! Observation events. Committed-phase events are published only after
 //! the commit that makes them true is acknowledged; attempt-phase events describe work as it
 //! happens and assert no state change.
 
@@ -88,12 +88,12 @@ impl Event {
 }
 
 /// Receives observation events. Listeners run synchronously on the tree's owner task, in
-/// publication order (spec §10.3): they must be bounded and must not await their own tree.
+/// publication order: they must be bounded and must not await their own tree.
 pub trait EventListener: Send + Sync {
     fn on_event(&self, event: &Event);
 }
 
-/// Contained listener failures (spec §10.3): counted with the latest bounded diagnostic.
+/// Contained listener failures: counted with the latest bounded diagnostic.
 /// Observers cannot veto and their failures never alter execution.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ObservationFailures {
@@ -163,7 +163,7 @@ impl std::fmt::Debug for EventFanout {
     }
 }
 
-/// Every event name of §10.1, in table order.
+/// Every event name: process, runtime, signal, step, effect and delta events.
 pub const ALL_EVENT_NAMES: [&str; 15] = [
     names::PROCESS_STARTED,
     names::PROCESS_RESTORED,

@@ -1,4 +1,4 @@
-//! Failure: the classified, bounded reason a Process or an Effect failed (spec kernel.md §6.2).
+//! Failure: the classified, bounded reason a Process or an Effect failed.
 //!
 //! * `Failure {kind, code, message}`; wire `{"kind", "code", "message"}`, all required.
 //! * `kind` is `execution | contract | external | panic`; it decides the termination cause.
@@ -11,7 +11,7 @@ use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJs
 use crate::limits::MAX_QUALIFIED_NAME_BYTES;
 use crate::text::{BoundedText, QualifiedName, TextError};
 
-/// The message used when a failure is built from empty text (spec §8.5).
+/// The message used when a failure is built from empty text.
 pub const DEFAULT_FAILURE_MESSAGE: &str = "operation failed";
 
 /// Who is to blame for a failure.
@@ -185,7 +185,7 @@ impl FromJson for Failure {
 
 /// Every failure code the kernel itself produces, with its kind.
 ///
-/// Kinds the spec states explicitly: `execution.step.failed` (execution),
+/// Kinds hosts and strategies may rely on: `execution.step.failed` (execution),
 /// `execution.transition.invalid`, `engine.capability.denied`, `engine.dispatch.settlement.invalid`
 /// (contract), `engine.limit.effects` (execution), `engine.dispatch.panicked` (panic),
 /// `engine.dispatch.failed` (external). The rest are our classification: limits are
@@ -195,22 +195,22 @@ impl FromJson for Failure {
 pub mod codes {
     use super::{FailureCode, FailureKind::*};
 
-    // Step stages (§1.2).
+    // Step stages: step, snapshot, restore.
     pub const STEP_FAILED: FailureCode = FailureCode::new("execution.step.failed", Execution);
-    /// \[inferred\] A panic inside `step`; the spec fixes only the kind.
+    /// A panic inside `step`: kind `panic`, with the code of an ordinary step failure.
     pub const STEP_PANICKED: FailureCode = FailureCode::new("execution.step.failed", Panic);
     pub const SNAPSHOT_FAILED: FailureCode = FailureCode::new("execution.snapshot.failed", Execution);
     pub const SNAPSHOT_UNRESTORABLE: FailureCode =
         FailureCode::new("execution.snapshot.unrestorable", Execution);
 
-    // Preparation and finalization (§1.3, §3.5).
+    // Preparation (checks before a Step's candidate is adopted) and finalization.
     pub const TRANSITION_INVALID: FailureCode = FailureCode::new("execution.transition.invalid", Contract);
     pub const EFFECT_INVALID: FailureCode = FailureCode::new("execution.effect.invalid", Contract);
     pub const OUTPUT_INVALID: FailureCode = FailureCode::new("execution.output.invalid", Contract);
     pub const FINALIZE_INVALID: FailureCode = FailureCode::new("engine.finalize.invalid", Contract);
     pub const CAPABILITY_DENIED: FailureCode = FailureCode::new("engine.capability.denied", Contract);
 
-    // Limits (§1.3, §3.5, §5.3).
+    // Limits: budgets, pending capacity, snapshot size and counters.
     pub const LIMIT_EFFECTS: FailureCode = FailureCode::new("engine.limit.effects", Execution);
     pub const LIMIT_SIGNALS: FailureCode = FailureCode::new("engine.limit.signals", Execution);
     pub const LIMIT_STEPS: FailureCode = FailureCode::new("engine.limit.steps", Execution);
@@ -219,7 +219,7 @@ pub mod codes {
         FailureCode::new("engine.limit.child_wait_signal", Execution);
     pub const COUNTER_EXHAUSTED: FailureCode = FailureCode::new("engine.counter.exhausted", Execution);
 
-    // Dispatch diagnostics of Unknown settlements (§3.1) and recovery (§3.6).
+    // Diagnostics of Unknown dispatch settlements, and recovery of pending Effects.
     pub const DISPATCH_PANICKED: FailureCode = FailureCode::new("engine.dispatch.panicked", Panic);
     pub const DISPATCH_SETTLEMENT_INVALID: FailureCode =
         FailureCode::new("engine.dispatch.settlement.invalid", Contract);
@@ -229,7 +229,7 @@ pub mod codes {
     pub const EFFECT_RECOVERY_INVALID: FailureCode =
         FailureCode::new("engine.effect.recovery.invalid", Contract);
 
-    // Child start (§7.1, §3.6): definite failed settlements of `start_child`.
+    // Child start: definite failed settlements of `start_child` (a start never ends Unknown).
     pub const CHILD_START_INTERRUPTED: FailureCode =
         FailureCode::new("engine.child.start.interrupted", External);
     pub const CHILD_IDENTITY_CONFLICT: FailureCode =
@@ -249,7 +249,7 @@ pub mod codes {
     pub const CHILD_INITIALIZATION_OUTCOME_UNACKNOWLEDGED: FailureCode =
         FailureCode::new("engine.child.initialization_outcome.unacknowledged", External);
 
-    // Child waits and controls (§5.3, §7.5).
+    // Child waits and controls.
     pub const CHILD_WAIT_SATISFACTION_ENCODING_FAILED: FailureCode =
         FailureCode::new("engine.child.wait.satisfaction.encoding_failed", Contract);
     pub const CHILD_CONTROL_NOT_OWNED: FailureCode =

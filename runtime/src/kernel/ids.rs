@@ -1,4 +1,4 @@
-//! Identities (spec kernel.md §2).
+//! Identities.
 //!
 //! * Identity text: 1–256 bytes of `A-Z a-z 0-9 - _ . :`.
 //! * Derived identity: `prefix + hex(SHA-256(tag ‖ 0x00 ‖ part1 ‖ 0x00 ‖ …))`; numbers are

@@ -1,4 +1,4 @@
-//! The harness oracle (spec kernel.md §12): reusable checks the simulator and kernel tests run
+//! The harness oracle: reusable checks the simulator and kernel tests run
 //! after every run, and cheaply after every owner turn.
 //!
 //! * [`check_snapshot`] — invariants visible on one cut.
@@ -12,7 +12,7 @@
 //!
 //! The oracle re-derives facts independently of the owner (identities, budgets, limits, wait
 //! state) and never trusts `TreeSnapshot::build` validation: cuts may come from any writer.
-//! Checks never panic; every finding is a [`Violation`] naming its §12 number.
+//! Checks never panic; every finding is a [`Violation`] naming its invariant number.
 
 use super::child::{Boundary, ChildWaitSpec};
 use super::commit::{audit_history, CheckpointKind, CommitRecord, CommitRecordKind, EffectBoundaryKind};
@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// One broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
-    /// The invariant's number in spec §12.
+    /// The invariant's number (1–28; see [`invariant_name`]).
     pub invariant: u8,
     /// The invariant's short name (see [`invariant_name`]).
     pub name: &'static str,
@@ -42,11 +42,11 @@ pub struct Violation {
 
 impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "§12.{} {}: {}", self.invariant, self.name, self.detail)
+        write!(f, "invariant {} {}: {}", self.invariant, self.name, self.detail)
     }
 }
 
-/// The short name of a §12 invariant.
+/// The short name of a numbered invariant.
 pub fn invariant_name(invariant: u8) -> &'static str {
     match invariant {
         1 => "frontier shape",
@@ -968,7 +968,7 @@ fn unknown_exits(before: &TreeSnapshot, after: &TreeSnapshot, request: &CommitRe
     }
 }
 
-/// The checkpoint class of a cut (spec §9.1), recomputed independently of the owner.
+/// The checkpoint class of a cut, recomputed independently of the owner.
 fn cut_class(s: &TreeSnapshot) -> CheckpointKind {
     let live: Vec<&Process> = s.processes().iter().filter(|p| !p.is_terminal()).collect();
     if live.is_empty() {

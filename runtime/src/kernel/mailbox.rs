@@ -1,4 +1,4 @@
-//! The per-Process mailbox (spec kernel.md §4.2–§4.6, §5): a pure data structure.
+//! The per-Process mailbox: a pure data structure.
 //!
 //! * An append-only sequence of [`SignalRecord`]s in arrival order; the arrival sequence of a
 //!   record is its 1-based position.

@@ -1,4 +1,4 @@
-//! The durable process-tree kernel (spec kernel.md).
+//! The durable process-tree kernel.
 //!
 //! The kernel never names chat, tool or interaction types: strategy payloads are opaque JSON.
 //! The owner core (`owner`) is a pure state machine with no async and no I/O; the `engine`

@@ -1,5 +1,6 @@
 //! A prepared Step: an adopted-in-waiting candidate whose Effects are being driven through
-//! their phases (spec kernel.md §3.2–3.5, §8.1 `prepared`).
+//! their phases (planned → pending → settled, in declaration order) until the whole batch is
+//! settled and the candidate is adopted.
 
 use super::effect::{check_frontier, frontier, Effect, EffectPhase, FrontierError, PreparedEffect, Settlement};
 use super::failure::Failure;

@@ -1,4 +1,4 @@
-//! The durable record of one Process: everything a snapshot carries (spec kernel.md §8.1).
+//! The durable record of one Process: everything a snapshot carries.
 //! Live-only facts (the Execution instance, in-flight jobs) live in the owner, not here.
 
 use super::capability::CapabilitySet;
@@ -176,7 +176,7 @@ impl FromJson for Process {
     }
 }
 
-/// Diagnostic surfaces of the durable record (spec §3.7, §4.6).
+/// Diagnostic surfaces of the durable record.
 impl Process {
     /// The Unknown Effects retained in the prepared batch, sorted.
     pub fn unknown_effect_ids(&self) -> Vec<super::ids::EffectId> {

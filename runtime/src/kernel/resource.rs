@@ -1,4 +1,4 @@
-//! Quotas, budgets, allocations and usage (spec kernel.md §7.2).
+//! Quotas, budgets, allocations and usage.
 //!
 //! * [`Quota`]: unlimited (`{"maximum":null}`) or a finite inclusive maximum, including 0.
 //! * [`Budget`]: one Quota per dimension (steps, effects, signals).
@@ -161,7 +161,7 @@ impl Budget {
             .is_some_and(|base| self.quota(dimension).admits(base, extra))
     }
 
-    /// The debit of granting `child` under this (parent) budget (§7.2), all dimensions or none.
+    /// The debit of granting `child` under this (parent) budget, all dimensions or none.
     /// `reserved` holds transient reservations (the next Step, a batch's settlement Signals,
     /// other provisional grants) that the grant must not eat into.
     pub fn grant_child(
@@ -444,7 +444,7 @@ mod tests {
         assert!(Quota::from_json(&Json::u64(3)).is_err());
     }
 
-    // §7.2 transfer table, one dimension at a time (the others unlimited on both sides).
+    // The transfer rule, one dimension at a time (the others unlimited on both sides).
     fn grant_steps(
         parent: Quota,
         used: u64,

@@ -1,4 +1,4 @@
-//! Signals: the only runtime input to an Execution (spec kernel.md §4.1, §4.2, §4.5).
+//! Signals: the only runtime input to an Execution.
 //!
 //! * A [`Signal`] is `{id, wait_id?, payload, status?}`. The Engine mints every Signal; a
 //!   `status` appears only on a delivered dispatcher settlement, and then the Signal addresses no
@@ -13,7 +13,7 @@ use crate::kernel::ids::{SignalId, WaitId};
 
 /// The definite outcome carried by a dispatcher settlement Signal.
 ///
-/// Only definite outcomes exist here: `Unknown` is an Effect-record state (spec §3.7) and is
+/// Only definite outcomes exist here: `Unknown` is an Effect-record state and is
 /// never delivered as a Signal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SettlementStatus {
@@ -49,7 +49,7 @@ impl FromJson for SettlementStatus {
     }
 }
 
-/// Where a Signal came from, derived from its identity (spec §4.2).
+/// Where a Signal came from, derived from its identity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SignalSource {
     /// Host input: an id outside the Engine namespace.

@@ -1,4 +1,4 @@
-//! TreeSnapshot: the recovery unit (spec kernel.md §8.3), with strict canonical encoding, a
+//! TreeSnapshot: the recovery unit, with strict canonical encoding, a
 //! digest over the canonical bytes, and full validation on decode (pair assertion: the owner
 //! validates every cut before committing it, and restore validates it again after reading).
 //!
@@ -103,8 +103,8 @@ impl TreeSnapshot {
     }
 
     fn validate(&self) -> Result<(), SnapshotError> {
-        // Byte limits (spec §8.3), as simple caps (§13.2 allows them in place of §8.4's live
-        // reservations). The owner checks the candidate cut at preparation and fails the
+        // Byte limits, as simple caps in place of live byte reservations held for every
+        // admission. The owner checks the candidate cut at preparation and fails the
         // Process with `engine.limit.snapshot`; this check is the backstop that keeps an
         // oversized cut from ever being committed.
         let total = self.bytes.len() as u64;
@@ -241,7 +241,7 @@ fn encode(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, processes:
         .build()
 }
 
-/// Per-Process validation (spec §8.2).
+/// Per-Process validation.
 pub fn validate_process(p: &Process, limits: &TreeLimits) -> Result<(), SnapshotError> {
     p.relation.validate(&p.id).map_err(|e| perr(p, e.to_string()))?;
     if p.relation.is_root() == p.child_request_digest.is_some() {

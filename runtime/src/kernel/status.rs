@@ -1,4 +1,5 @@
-//! Process statuses, termination causes and terminal precedence (spec kernel.md §6).
+//! Process statuses, termination causes and terminal precedence. The first terminal state
+//! wins: a later intent never overwrites a recorded Result.
 
 use super::failure::{Failure, FailureKind};
 use super::ids::EffectId;
@@ -250,7 +251,7 @@ impl PendingControl {
         !self.is_empty()
     }
 
-    /// Terminal precedence (spec §6.2): kill > deadline > cancel > recorded failure > the
+    /// Terminal precedence: kill > deadline > cancel > recorded failure > the
     /// Step's own outcome (`step_outcome`: a `fail` Failure or `None` for completion).
     pub fn resolve(&self, step_outcome: Option<Option<&Failure>>) -> Option<(Cause, String, Option<Failure>)> {
         if let Some(reason) = &self.kill {

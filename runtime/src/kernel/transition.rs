@@ -1,4 +1,4 @@
-//! Transitions: the lifecycle intent a Step returns (spec kernel.md §1.3).
+//! Transitions: the lifecycle intent a Step returns.
 
 use super::effect::Effect;
 use super::failure::Failure;

@@ -1,4 +1,4 @@
-//! TreeLimits: one set of structural limits per tree, carried in the snapshot (spec §7.4).
+//! TreeLimits: one set of structural limits per tree, carried in the snapshot.
 //!
 //! | field | default |
 //! | --- | --- |

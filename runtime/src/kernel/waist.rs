@@ -1,4 +1,4 @@
-//! The execution waist: the only two abstractions a strategy implements (spec kernel.md §1).
+//! The execution waist: the only two abstractions a strategy implements.
 //!
 //! * [`Definition`]: immutable behavior (descriptor, static child bindings, start, restore).
 //! * [`Execution`]: the strategy-owned state machine inside one Process (step, snapshot).
@@ -91,7 +91,7 @@ impl Stage {
             Stage::Restore => codes::SNAPSHOT_UNRESTORABLE,
         }
     }
-    /// A panic at a seam is kind `panic` (spec §1.2).
+    /// A panic at a seam is kind `panic`.
     pub fn panic_code(self) -> FailureCode {
         // Interaction pins `execution.step.failed` with kind panic for panics in strategy code.
         let _ = self;

@@ -1,4 +1,4 @@
-//! Staging deferred tools for model visibility from inside a tool call (spec §5.9).
+//! Staging deferred tools for model visibility from inside a tool call.
 //!
 //! A running call stages names through [`super::ToolContext::advertise`]; the tool dispatcher
 //! reads [`Advertiser::staged`] after the call and commits the names only if the call ended

@@ -1,6 +1,6 @@
 //! How one prepared call may overlap with its siblings in a model-requested batch.
 
-/// A call's scheduling declaration (spec §5.3). Produced by [`super::Tool::concurrency`] and
+/// A call's scheduling declaration. Produced by [`super::Tool::concurrency`] and
 /// normalized by [`super::BoundTool::classify`].
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Concurrency {

@@ -7,12 +7,11 @@ use crate::env::BoxFuture;
 /// An executable tool. Used as `Arc<dyn Tool>` and bound once with [`super::bind`].
 ///
 /// # Optional capabilities are default methods
-/// The Go reference discovers optional capabilities (`DirectResultTool`, `ConcurrentTool`) by
-/// type assertion along an `Unwrap` chain of wrappers (at most 64 levels, outermost wins).
-/// Here they are default methods of this trait instead: a tool opts in by overriding one, and
-/// a wrapper decides explicitly whether to forward or override the inner tool's answer. The
-/// outermost wrapper still wins (its method is the one called), there is no depth limit to
-/// enforce, and nothing can fail to resolve.
+/// The optional capabilities (direct results, concurrency classification) are default methods
+/// of this trait rather than separate traits discovered at run time: a tool opts in by
+/// overriding one, and a wrapper decides explicitly whether to forward or override the inner
+/// tool's answer. The outermost wrapper wins (its method is the one called), there is no
+/// wrapper chain to walk, and nothing can fail to resolve.
 ///
 /// # Example
 /// ```

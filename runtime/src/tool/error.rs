@@ -4,7 +4,7 @@ use super::{AdvertiseError, InvalidToolInputRequest, ToolInputRequest};
 use crate::chat::ToolOutput;
 
 /// A tool call that did not simply produce an output. [`super::classify_outcome`] maps each
-/// variant to what the model sees (spec §6):
+/// variant to what the model sees:
 ///
 /// | variant | outcome |
 /// |---|---|
@@ -18,10 +18,10 @@ use crate::chat::ToolOutput;
 /// it. It does not prove that the external work failed.
 ///
 /// # One classification per error
-/// Go errors form chains, so the reference needs a precedence rule: a host failure,
-/// cancellation or deadline *anywhere in the chain* beats an input request in the same chain.
-/// A Rust `ToolError` is one enum value with exactly one classification, so that rule holds by
-/// construction: an error that is a host failure is not also an input request. A tool that
+/// A host failure, cancellation or deadline must never be mistaken for an input request: the
+/// former leave the call unknown, the latter pauses it. A `ToolError` is one enum value with
+/// exactly one classification, so that rule holds by construction: an error that is a host
+/// failure is not also an input request. A tool that
 /// hits a host failure while building an input request returns `HostFailure`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ToolError {

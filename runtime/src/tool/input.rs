@@ -1,4 +1,4 @@
-//! Tool input waits (spec §7): a tool asks for external input, the call pauses, and the tool
+//! Tool input waits: a tool asks for external input, the call pauses, and the tool
 //! is called again from the start with the validated answer and its own continuation state.
 
 use super::ToolError;

@@ -9,7 +9,7 @@
 //! * [`ToolContext`]: cancellation, the input continuation of a resumed call, the
 //!   [`Advertiser`] for deferred tools, and typed [`Extensions`] for higher layers.
 //! * [`ToolError`], [`ToolInputRequest`] and [`classify_outcome`]: how a finished call maps to a
-//!   model-visible result, an input pause, or an unknown outcome (spec §6, §7).
+//!   model-visible result, an input pause, or an unknown outcome.
 //!
 //! ```
 //! use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The classification of one finished tool call (spec §6) as a pure function, and the
+//! The classification of one finished tool call as a pure function, and the
 //! model-visible error results produced without running a tool.
 //!
 //! Panics are not handled here: the dispatcher that polls the call catches them and treats

@@ -127,7 +127,7 @@ pub fn generate(seed: u64) -> (Spec, SwarmOptions) {
         if round == 1 && spec.tools.iter().any(|t| !t.advertises.is_empty()) {
             calls.push(CallSpec { id: format!("c{round}_late"), name: "late".into(), arguments: r#"{"q":"late"}"#.into() });
         }
-        // Calls under any finish reason but `tool_calls` are fatal (§5.2): each is drawn now and then.
+        // Calls under any finish reason but `tool_calls` are fatal: each is drawn now and then.
         let finish = pick_weighted(
             &mut rng,
             &[

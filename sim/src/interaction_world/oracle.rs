@@ -1,6 +1,6 @@
 //! The invariants of an Interaction-world run. Names are stable strings (reports, minimizer):
 //!
-//! * `kernel_<n>` — the kernel §12 oracle over every writer's acknowledged commits and the
+//! * `kernel_<n>` — the kernel invariants over every writer's acknowledged commits and the
 //!   store history (`check_commits`, `check_history`);
 //! * `head_round_trip` — every acknowledged cut decodes and re-encodes byte-identically;
 //! * `results_in_call_order` — every request the model received answers each tool call of
@@ -101,7 +101,7 @@ pub fn check(cx: &Context, host: &Host, root: Option<&ProcessId>, summary: &Summ
     (c.violations, c.checks + checks + host.checks)
 }
 
-/// The kernel §12 oracle over every writer's acknowledged commits (each against that writer's
+/// The kernel invariants over every writer's acknowledged commits (each against that writer's
 /// previous acknowledged head) and the store history. Returns every acknowledged cut decoded
 /// (`None`: it does not decode), in record order, so later checks need not decode again.
 fn kernel(c: &mut Checker, cx: &Context, records: &[Recorded], root: Option<&ProcessId>) -> Vec<Option<TreeSnapshot>> {

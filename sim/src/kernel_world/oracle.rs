@@ -167,7 +167,8 @@ impl Oracle {
         }
     }
 
-    /// Facts that only move forward between heads (spec §12.9, §12.10, §12.18).
+    /// Facts that only move forward between heads: the mailbox (records and cursor), usage, and
+    /// a terminal state once recorded.
     fn check_monotone(&mut self, p: &Process) {
         let track = self.tracks.remove(&p.id).unwrap_or_default();
         let records: Vec<(SignalId, Digest)> = p.mailbox.records().iter().map(|r| (r.id().clone(), r.payload_digest())).collect();

@@ -104,7 +104,7 @@ fn testkit(depth: u32, ops: Vec<NodeOp>) -> Node {
     Node { kind: NodeKind::Testkit, depth, ops }
 }
 
-/// The fixture that holds `boundary` (spec §9.6's single-Effect fixture where it can).
+/// The fixture that holds `boundary`: one never-replayed dispatch where it can.
 fn matrix_fixture(boundary: &str) -> Node {
     let dispatch = || NodeOp::Dispatch(effect_payload(1, ReplayPolicy::Never));
     match boundary {
@@ -132,8 +132,10 @@ pub fn matrix_case(seed: u64) -> (&'static str, CommitFault) {
 }
 
 /// `kernel-crash-matrix`: the fixture crashed at one boundary with one fault (chosen by
-/// `seed % 30`), then restored and driven to completion; checks spec §9.6's expectations on
-/// top of the oracle.
+/// `seed % 30`), then restored and driven to completion. On top of the oracle it checks that the root
+/// completes, the crash point was hit once, the Effect was dispatched once (zero times when the
+/// pending boundary was committed but never dispatched), usage is steps 2, effects 1, signals 1,
+/// and a crashed progress or child start ends as an uncrashed run would.
 pub struct KernelCrashMatrix;
 
 impl KernelScenario for KernelCrashMatrix {

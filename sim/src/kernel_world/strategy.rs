@@ -2,7 +2,7 @@
 //! completion order matter — a batch of several dispatcher Effects in one Step, and a spawn of
 //! several sibling children in one Step (they then run, and dispatch, concurrently).
 //!
-//! The Execution also checks delivery-order facts the kernel promises (spec §12.7): a batch's
+//! The Execution also checks delivery-order facts the kernel promises: a batch's
 //! settlements arrive in declaration order and child-wait outcomes in request order. A broken
 //! promise fails the Step with a message starting with [`STRATEGY_INVARIANT`], which the oracle
 //! looks for in terminations.

@@ -632,7 +632,7 @@ impl World {
             let nothing = inst.published.is_empty();
             self.oracle.check(nothing, "e.published_acknowledged", || format!("instance {ord} published before its first acknowledged commit"));
         }
-        // Spec §6.4: the RuntimeError lists every in-flight dispatch and the Effect whose
+        // A RuntimeError lists every in-flight dispatch and the Effect whose
         // settled/resolved commit failed; a failed pending commit adds nothing.
         let listed: BTreeSet<EffectId> = inst.stop_unresolved.iter().flatten().cloned().collect();
         let in_flight: Vec<EffectId> = inst.queue.iter().map(|q| q.effect.clone()).filter(|e| !listed.contains(e)).collect();

@@ -4,7 +4,7 @@
 //! Interaction tree snapshot — and the result goes through the property of the target that
 //! input belongs to (`interaction_state`, `interaction_protocol` or `tree_snapshot`).
 //!
-//! Byte-level mutation of JSON text rarely keeps a state valid enough to reach the §3.2 checks
+//! Byte-level mutation of JSON text rarely keeps a state valid enough to reach the restore checks
 //! and the Step; editing real values in place (copying real ids, calls and results to the wrong
 //! places, bumping counters, dropping members) does.
 

@@ -1,5 +1,5 @@
 //! Fuzz target `interaction_protocol`: every Interaction payload a Dispatcher, a tool child, a
-//! host or a store can hand the strategy (spec §4), and the classification of incoming Signals
+//! host or a store can hand the strategy, and the classification of incoming Signals
 //! (`interaction::signals`).
 //!
 //! Properties (a panic means one broke): decoding never panics; an accepted value re-encodes

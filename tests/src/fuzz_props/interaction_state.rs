@@ -1,13 +1,13 @@
 //! Fuzz target `interaction_state`: the Interaction's serialized states as a store hands them
 //! back on restore — the parent state (`"interaction"`) and the tool-child state
-//! (`"interaction.tool_call"`) — decoded, put through the §3.2 restore checks of the real
+//! (`"interaction.tool_call"`) — decoded, put through the restore checks of the real
 //! Definitions of [`super::interaction_world`], and stepped over a Signal window.
 //!
 //! Properties (a panic means one broke):
 //! * decoding never panics; an accepted state re-encodes canonically and decodes to an equal
 //!   value with identical bytes;
-//! * the Definition's `restore` accepts exactly what `restore_state` (decode + §3.2 against its
-//!   configuration) accepts, and restore → snapshot is byte-stable: the snapshot is the
+//! * the Definition's `restore` accepts exactly what `restore_state` (decode + the restore rules
+//!   against its configuration) accepts, and restore → snapshot is byte-stable: the snapshot is the
 //!   canonical re-encoding, and restoring it gives that snapshot again;
 //! * a Step never panics and is deterministic (a twin restored from the same state steps to
 //!   the same Transition and state); a failed Step (error or `fail`) leaves the state
@@ -101,7 +101,7 @@ fn snapshot_bytes(state: &ExecutionState) -> Vec<u8> {
 }
 
 /// `state` (any kind) against every Definition: `restore` agrees with the typed decoders and
-/// the §3.2 checks, and restore → snapshot is byte-stable.
+/// the restore checks, and restore → snapshot is byte-stable.
 fn check_restores(world: &InteractionWorld, state: &ExecutionState) {
     let cx = StepContext::default();
     for definition in &world.definitions {

@@ -397,7 +397,7 @@ impl Dispatcher for DeltaTap {
 }
 
 /// `deployment` with its Definition (and Dispatcher) wrapped by the recorder, under the same
-/// reference (the reference names the descriptor and digests, not the Rust object).
+/// DeploymentRef (the ref names the descriptor and digests, not the Rust object).
 fn recorded(deployment: &Deployment, recorder: &Option<Recorder>) -> Deployment {
     let Some(recorder) = recorder else { return deployment.clone() };
     let definition = Arc::new(Recorded { inner: deployment.definition().clone(), recorder: recorder.clone() });

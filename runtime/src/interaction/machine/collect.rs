@@ -1,4 +1,4 @@
-//! Signal collection per phase (spec §2.2). Steers may accompany every expected signal; any
+//! Signal collection per phase. Steers may accompany every expected signal; any
 //! other unexpected signal is a step error.
 
 use super::{invalid, Machine};

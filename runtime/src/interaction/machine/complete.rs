@@ -1,4 +1,4 @@
-//! C: completion evaluation with the optional validator (spec §10).
+//! C: completion evaluation with the optional validator.
 
 use super::{invalid, Machine};
 use crate::chat::Message;

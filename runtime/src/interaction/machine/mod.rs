@@ -1,10 +1,27 @@
-//! The parent Interaction Execution (spec §2): one pure Step per kernel round trip.
+//! The parent Interaction Execution: one pure Step per kernel round trip.
 //!
 //! Each Step checks cancellation, re-validates the whole state, then works on a copy: phase
-//! collection (§2.2) gathers the window's signals, and the transition list (§2.3) cascades
-//! (R/F/L/A/E/T3/W/T4/T5/S/C) until exactly one Transition results. The copy is adopted only
+//! collection gathers the window's signals (steers may accompany the one expected signal of
+//! each phase), and the transitions below cascade until exactly one Transition results (for
+//! example settlement → L → R, or settlement → E → C → R). The copy is adopted only
 //! when the Step succeeds with a non-failing Transition; a `Fail` keeps the last valid state
 //! (there is no failed phase, and a failed parent's state must still restore).
+//!
+//! | label | when | what happens |
+//! |---|---|---|
+//! | T1 | `ready_model` + steers | the steers become visible, then R |
+//! | R | request the model | fail at the model-call limit; else count the call and declare one `model_call` Effect |
+//! | T2 | `awaiting_model` + settlement | host/provider error fails; adopt a reduced context; calls under a finish reason other than `tool_calls`/`length` fail before steers are admitted; then F, L or a new round (A) |
+//! | F | final response | no pending steer: offer it as a completion (C); else append it, apply the steers, R |
+//! | L | calls cut off by the token limit | one "emit the call again" error result per call, then R |
+//! | A | advance the round | the next segment: a delegate run, an inline-rejected unknown tool, or a tool window; E at the end |
+//! | E | finish the round | direct results with no pending steer are offered as the completion (C); else the results go to the model, R |
+//! | T3 | `awaiting_child_starts` + start results | match them to the batch; a failed tool start fails the parent, a failed delegate start is an error result |
+//! | W | declare the wait | one child wait: condition `any` for tools, `all` for delegates, boundary `subtree_drained` |
+//! | T4 | `awaiting_child_wait_open` + opening | it must match the recomputed wait; park on it |
+//! | T5 | `waiting_children` + satisfaction | settle the outcomes; tools: S; delegates: fold, A |
+//! | S | schedule tools | start children up to the concurrency limit; else W; else fold, A |
+//! | C | completion | the validator (if any) accepts → Complete; rejects → its feedback goes to the model, R |
 //!
 //! * `collect`: the per-phase signal rules;
 //! * `model`: R, T1, T2, F and L;

@@ -1,4 +1,5 @@
-//! The model side of the loop (spec §2.3 T1, R, T2, F, L) and steer bookkeeping (§8).
+//! The model side of the loop (T1, R, T2, F, L) and steer bookkeeping: steers wait in the
+//! state until the next safe model boundary, then become visible in admission order.
 
 use super::{invalid, Machine};
 use crate::chat::{FinishReason, Message, Response, ToolCall, ToolResult};
@@ -91,7 +92,8 @@ impl Machine<'_> {
         Ok(Transition::Continue { consumed: self.consumed, effects: vec![Effect::Dispatcher(payload)] })
     }
 
-    /// T2: `awaiting_model` + the settlement (and steers), in the §2.3 order.
+    /// T2: `awaiting_model` + the settlement (and steers), in this order: host error,
+    /// provider error, replacement context, call extraction, finish reason, then the steers.
     pub(super) fn on_model(&mut self, signals: &[Signal]) -> Result<Transition, StepError> {
         let (result, steers) = self.collect_model(signals)?;
         let (response, replacement) = match result {

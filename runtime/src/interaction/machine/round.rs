@@ -1,4 +1,4 @@
-//! The tool round (spec §2.3 A, E, T3, W, T4, T5, S; §5; §9.2): segmentation, tool windows
+//! The tool round (A, E, T3, W, T4, T5, S): segmentation, tool windows
 //! and delegate runs as child batches, and the atomic fold of results in call order.
 
 use super::{invalid, Machine};
@@ -41,7 +41,7 @@ fn error_result(call: &ToolCall, text: &str) -> SettledToolResult {
     SettledToolResult::new(ToolResult::error(&call.id, &call.name, normalize_str(text)), false)
 }
 
-/// §9.2: blank arguments become `{}`; invalid JSON and schema violations are model-visible
+/// Blank arguments become `{}`; invalid JSON and schema violations are model-visible
 /// error texts.
 fn delegate_input(delegate: &Delegate, call: &ToolCall) -> Result<Payload, String> {
     let text = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
@@ -163,7 +163,7 @@ impl Machine<'_> {
         self.advance()
     }
 
-    /// §9.2: every call of the run is started in this Step (no concurrency limit). Returns
+    /// Every call of the run is started in this Step (no concurrency limit). Returns
     /// `None` when nothing could start: the batch is folded and the round goes on.
     fn start_delegates(&mut self, run: &[ToolCall]) -> Result<Option<Transition>, StepError> {
         let rules = self.rules;
@@ -203,7 +203,7 @@ impl Machine<'_> {
         Ok(Some(Transition::Continue { consumed: self.consumed, effects }))
     }
 
-    /// The child wait the batch needs now (§2.3 W), recomputed from the state.
+    /// The child wait the batch needs now (W), recomputed from the state.
     fn wait_spec(&self) -> Result<ChildWaitSpec, StepError> {
         let round = self.round()?;
         let batch = self.batch()?;
@@ -418,7 +418,7 @@ impl Machine<'_> {
         }
     }
 
-    /// §5.6: append the batch's results in invocation (= call) order and merge their
+    /// Appends the batch's results in invocation (= call) order and merge their
     /// advertisements, validating everything before changing anything.
     fn fold_batch(&mut self, artifacts: Vec<Artifact>) -> Result<(), StepError> {
         let batch = self.batch()?;

@@ -28,8 +28,8 @@ pub trait ModelStreamer: Send + Sync + 'static {
 }
 
 /// The single response lifecycle of a Dispatcher. Both settle the same complete Response;
-/// streaming only adds observational deltas. An enum makes "neither" and "both" (rejected by
-/// the reference at construction) unrepresentable.
+/// streaming only adds observational deltas. An enum makes "neither" and "both" (a Dispatcher has
+/// exactly one way to call the model) unrepresentable.
 #[derive(Clone)]
 pub enum ModelMode {
     Complete(Arc<dyn ModelClient>),

@@ -5,8 +5,8 @@ use crate::interaction::attribution::ModelInvocation;
 
 /// The context of one actual model call: its attribution and the dispatch's cancellation.
 ///
-/// Rust has no ambient context, so this explicit value is what the reference installs into
-/// the call's `context.Context` (spec §1 ModelInvocation); it exists only while the call runs.
+/// Rust has no ambient context, so the Dispatcher passes this value explicitly to the model,
+/// the reducer and the observer; it exists only while the call runs.
 #[derive(Clone, Debug)]
 pub struct ModelCallContext {
     /// The attribution of the call; its applied steer ids come back as a defensive copy.

@@ -1,4 +1,4 @@
-//! The model Dispatcher (spec §11): executes `model_call` Effects, and nothing else.
+//! The model Dispatcher: executes `model_call` Effects, and nothing else.
 
 use super::client::ModelMode;
 use super::config::DispatcherConfig;
@@ -31,7 +31,8 @@ use std::sync::Arc;
 /// runs tools, starts children or decides completion. Every outcome of the model itself is a
 /// definite settlement (`response`, `error` or `host_error`); only an Effect it cannot even
 /// prepare (foreign operation, malformed payload, unknown advertisement, invalid prepared
-/// request) is a [`DispatchError`], which leaves the Effect unknown (§14.12).
+/// request) is a [`DispatchError`], which leaves the Effect unknown: it is never retried and
+/// needs explicit resolution.
 pub struct ModelDispatcher {
     /// Initial definitions, then delegate definitions: the start of every call's manifest.
     visible: Vec<ToolDefinition>,
@@ -88,7 +89,7 @@ impl ModelDispatcher {
             },
         };
         let response = match until_cancelled(&call.cancel, self.call_model(call, request, deltas)).await {
-            // A3: a call ended by cancellation is an ordinary provider failure, not unknown.
+            // A call ended by cancellation is an ordinary provider failure, not unknown.
             None => return ModelResult::provider_error("model call canceled"),
             Some(Err(ModelError::Host(text))) => return ModelResult::host_error(&text),
             Some(Err(ModelError::Provider(text))) => return ModelResult::provider_error(&text),
@@ -172,7 +173,7 @@ fn unknown_text(text: &str) -> DispatchError {
 }
 
 impl Dispatcher for ModelDispatcher {
-    /// Never replay: a model call costs money and may answer differently (§11).
+    /// Never replay: a model call costs money and may answer differently.
     fn policy(&self, _effect: &Payload) -> DispatchPolicy {
         DispatchPolicy::never()
     }

@@ -1,4 +1,5 @@
-//! How a model call can fail (spec §6 "Model call failures").
+//! How a model call can fail: a provider failure or a host failure, both definite failed
+//! settlements that end the Interaction with an External failure.
 
 /// A failure reported by a [`super::ModelClient`], a [`super::ModelStreamer`] or one of its
 /// stream items. Both become definite failed settlements; neither leaves the Effect unknown.
@@ -8,7 +9,7 @@ pub enum ModelError {
     /// the provider): settled as `error` → `interaction.model.failed`.
     #[error("model failed: {0}")]
     Provider(String),
-    /// Host infrastructure failed (the reference's `HostFailure`): settled as `host_error` →
+    /// Host infrastructure failed (not the model's answer): settled as `host_error` →
     /// `interaction.host.failed`.
     #[error("host failure: {0}")]
     Host(String),

@@ -1,4 +1,4 @@
-//! The model boundary (spec §11): the Dispatcher that executes `model_call` Effects with a
+//! The model boundary: the Dispatcher that executes `model_call` Effects with a
 //! consumer-owned model.
 //!
 //! * [`ModelDispatcher`]: decodes the Effect, prepares the request with the call's tool

@@ -1,4 +1,6 @@
-//! The optional model observer and its panic accounting (spec §11 ModelObserver, §14.25).
+//! The optional model observer and its panic accounting. Observation is not settlement: an
+//! observer may see a response whose settlement is later lost, and its own copy cannot change
+//! what is settled.
 
 use crate::chat::Response;
 use crate::interaction::attribution::ModelInvocation;

@@ -1,11 +1,11 @@
-//! Request preparation (spec §11 "Request preparation", §5.9): the per-call tool manifest.
+//! Request preparation: the per-call tool manifest.
 
 use crate::chat::{Request, ToolDefinition};
 use crate::interaction::protocol::ModelCallEffect;
 use std::collections::BTreeMap;
 
-/// The request the model receives: a clone of the effect's request (which carries no tools,
-/// §14.18) with `tools` = the always-visible definitions (initial, then delegates) followed by
+/// The request the model receives: a clone of the effect's request (which never carries
+/// tools) with `tools` = the always-visible definitions (initial, then delegates) followed by
 /// the advertised deferred definitions in commit order. An advertised name that is not a bound
 /// deferred tool, or a prepared request that fails chat validation, is an error: the Effect
 /// stays unknown.

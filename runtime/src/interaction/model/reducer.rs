@@ -1,4 +1,5 @@
-//! The optional context reducer (spec §11 ModelContextReducer, §14.19).
+//! The optional context reducer: shrinks the message history right before a model call, and
+//! the parent adopts the result so stored history stops growing.
 
 use super::context::ModelCallContext;
 use crate::chat::{Message, Request};

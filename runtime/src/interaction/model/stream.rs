@@ -1,4 +1,5 @@
-//! Streaming mode (spec §11 "Streaming mode", §4.6): accumulate every delta, emit each one.
+//! Streaming mode: accumulate every delta, emit each one. Deltas are observational; the
+//! settled response is the accumulation alone.
 
 use super::client::ModelStreamer;
 use super::context::ModelCallContext;

@@ -1,4 +1,5 @@
-//! Model Dispatcher tests: every rule of spec §11 with small scripted models.
+//! Model Dispatcher tests: every construction, preparation, reducer, streaming and settlement
+//! rule with small scripted models.
 
 use super::prepare::prepare_request;
 use super::*;

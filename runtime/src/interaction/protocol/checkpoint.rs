@@ -1,4 +1,4 @@
-//! A tool input checkpoint (spec §4.3, §7): the paused call's pause counter and request.
+//! A tool input checkpoint: the paused call's pause counter and request.
 
 use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::interaction::wire::Wire;

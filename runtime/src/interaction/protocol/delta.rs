@@ -1,4 +1,4 @@
-//! The streaming delta payload (spec §4.6): observational only.
+//! The streaming delta payload: observational only.
 
 use crate::chat::ResponseDelta;
 use crate::interaction::error::{ErrorKind, InteractionError};

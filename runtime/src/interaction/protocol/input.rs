@@ -1,4 +1,4 @@
-//! The Interaction's Start input (spec §1 `Start`).
+//! The Interaction's Start input.
 
 use crate::chat::{Message, Options, Request};
 use crate::interaction::error::{ErrorKind, InteractionError};

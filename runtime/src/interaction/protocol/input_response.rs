@@ -1,4 +1,4 @@
-//! The answer to a tool input wait (spec §4.3, §7): host → tool child.
+//! The answer to a tool input wait: host → tool child.
 
 use super::{envelope, open_any, Operation};
 use crate::interaction::error::{ErrorKind, InteractionError};

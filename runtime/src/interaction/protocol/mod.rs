@@ -1,4 +1,4 @@
-//! The Effect/Signal protocol (spec §4): every payload the Interaction exchanges with its
+//! The Effect/Signal protocol: every payload the Interaction exchanges with its
 //! Dispatchers, its tool children and its host.
 //!
 //! Every operation payload is an envelope `{"operation": <op>, <member>: <body>}` with exactly

@@ -1,4 +1,4 @@
-//! The model call Effect (spec §4.1): parent → model Dispatcher.
+//! The model call Effect: parent → model Dispatcher.
 
 use super::names::{validate_advertised_names, validate_signal_ids};
 use super::{envelope, open, Operation};
@@ -12,11 +12,11 @@ use crate::kernel::ids::SignalId;
 ///
 /// Wire form: `{"operation":"model_call","model_call":{"model_call_sequence":u32,
 /// "request":Request,"advertised_tool_names"?:[S],"applied_steer_signal_ids"?:[SignalId]}}`.
-/// Both lists are omitted when empty; an explicit `[]` is rejected (§4.1: applied ids, if
-/// present, are non-empty).
+/// Both lists are omitted when empty; an explicit `[]` is rejected (absent and empty are one
+/// value, so only one encoding of it is accepted).
 ///
 /// Valid when: the sequence is ≥ 1; the request is a valid request with **no tools** (the
-/// Dispatcher adds the manifest per call, §14.18); advertised names follow
+/// Dispatcher adds the manifest per call); advertised names follow
 /// [`validate_advertised_names`]; applied ids are unique.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelCallEffect {

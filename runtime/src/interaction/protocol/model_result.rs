@@ -1,4 +1,4 @@
-//! The model settlement (spec §4.2): model Dispatcher → parent.
+//! The model settlement: model Dispatcher → parent.
 
 use super::{envelope, open, Operation};
 use crate::chat::{Message, Response};
@@ -17,7 +17,7 @@ use crate::kernel::signal::{SettlementStatus, Signal};
 /// beside a response.
 ///
 /// Valid when: the response is valid; replacement messages, when present, are non-empty
-/// (present-but-empty is rejected, §14.22) and each valid; error texts are already normalized
+/// (present-but-empty is rejected) and each valid; error texts are already normalized
 /// diagnostics (non-empty, trimmed, ≤ 2048 bytes: use [`ModelResult::provider_error`] and
 /// [`ModelResult::host_error`], which normalize).
 ///

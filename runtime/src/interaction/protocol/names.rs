@@ -1,13 +1,14 @@
-//! Shared list rules: advertised tool names (§3.2, §4.1, §4.3) and signal id lists (§4.1, §8).
+//! Shared list rules: advertised tool names (in the parent state, the model call Effect and
+//! the tool settlement) and signal id lists (applied and pending steers).
 
 use super::excerpt;
 use crate::chat::validate_tool_name;
 use crate::kernel::ids::SignalId;
 use std::collections::BTreeSet;
 
-/// Advertised deferred tool names: each non-empty, without surrounding whitespace (the spec's
-/// rules), a valid tool name (decision: stricter, since only bound deferred tools can ever be
-/// advertised and their names are valid tool names), and unique. Returns the violated rule.
+/// Advertised deferred tool names: each non-empty, without surrounding whitespace, a valid
+/// tool name (decision: stricter, since only bound deferred tools can ever be advertised and
+/// their names are valid tool names), and unique. Returns the violated rule.
 pub fn validate_advertised_names(names: &[String]) -> Result<(), String> {
     let mut seen = BTreeSet::new();
     for (index, name) in names.iter().enumerate() {

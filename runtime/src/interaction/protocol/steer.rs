@@ -1,4 +1,4 @@
-//! The steer payload (spec §4.5, §8): host guidance for the next model boundary.
+//! The steer payload: host guidance for the next model boundary.
 
 use super::{envelope, open, Operation};
 use crate::chat::{Message, Role};

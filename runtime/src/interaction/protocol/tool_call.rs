@@ -1,4 +1,4 @@
-//! The tool call: a tool child's input (spec §5.5) and its Effect (§4.3).
+//! The tool call: a tool child's input and its Effect.
 
 use super::checkpoint::ToolCheckpoint;
 use super::{envelope, open, Operation};
@@ -13,7 +13,7 @@ use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payl
 /// Wire form: `{"model_call_sequence":u32,"tool_call_index":u32,"call":ToolCall}`.
 ///
 /// Valid when the sequence is ≥ 1 and the call is valid (id and name syntax; the arguments are
-/// the model's raw text and are checked by the tool child, §5.8).
+/// the model's raw text and are checked by the tool child).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolCallInput {
     /// The model call whose response requested this call.

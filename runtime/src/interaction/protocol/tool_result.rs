@@ -1,4 +1,4 @@
-//! The tool call settlement (spec §4.3) and `toolCallResult`, the tool child's Output.
+//! The tool call settlement and `toolCallResult`, the tool child's Output.
 
 use super::checkpoint::ToolCheckpoint;
 use super::names::validate_advertised_names;
@@ -16,9 +16,9 @@ use crate::kernel::signal::{SettlementStatus, Signal};
 /// Wire form: `{"result":ToolResult,"direct":B,"advertised_tool_names"?:[S]}` (the list is
 /// omitted when empty; an explicit `[]` is rejected).
 ///
-/// Valid when: the result is valid; `direct && is_error` is rejected (§5.7: only a successful
+/// Valid when: the result is valid; `direct && is_error` is rejected (only a successful
 /// result of a direct-result tool is direct); an error result carries no advertisements
-/// (§5.9: staged names commit only on success); advertised names follow
+/// (staged names commit only on success); advertised names follow
 /// [`validate_advertised_names`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SettledToolResult {

@@ -1,4 +1,4 @@
-//! The tool input wait payload (spec §2.4, §4.3): the request echoed by the wait opening.
+//! The tool input wait payload: the request echoed by the wait opening.
 
 use super::{envelope, open, Operation};
 use crate::interaction::error::{ErrorKind, InteractionError};

@@ -1,4 +1,4 @@
-//! The serialized execution states (spec §3): the parent Interaction ([`ParentState`], kind
+//! The serialized execution states: the parent Interaction ([`ParentState`], kind
 //! `"interaction"`) and one tool child per call ([`ToolCallState`], kind
 //! `"interaction.tool_call"`).
 //!

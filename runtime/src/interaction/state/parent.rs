@@ -1,4 +1,4 @@
-//! The parent Interaction snapshot (spec §3.1, kind `"interaction"`).
+//! The parent Interaction snapshot (kind `"interaction"`).
 
 use super::pending_steer::PendingSteer;
 use super::phase::Phase;

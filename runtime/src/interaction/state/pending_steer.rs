@@ -1,4 +1,5 @@
-//! Steers admitted but not yet visible to the model (spec §3.1 `pending_steer`, §8).
+//! Steers admitted but not yet visible to the model: they become visible at the next safe
+//! model boundary, in admission order, and survive a restore.
 
 use crate::chat::Message;
 use crate::interaction::error::{ErrorKind, InteractionError};
@@ -10,7 +11,7 @@ use crate::kernel::ids::SignalId;
 /// Admitted steers, in exact admission order.
 ///
 /// Wire form: `{"messages":[Message],"signal_ids":[SignalId]}`; both lists are required and
-/// non-empty (messages without ids, or ids without messages, are rejected, §3.2).
+/// non-empty (messages without ids, or ids without messages, are rejected).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PendingSteer {
     pub messages: Vec<Message>,
@@ -29,7 +30,7 @@ impl PendingSteer {
         Ok(())
     }
 
-    /// The §3.2 rules: ≥ 1 valid user messages; ≥ 1 unique ids.
+    /// The rules: ≥ 1 valid user messages; ≥ 1 unique ids.
     pub fn validate(&self) -> Result<(), InteractionError> {
         let invalid = |detail: String| {
             InteractionError::new(ErrorKind::InvalidExecutionState, format!("pending steer: {detail}"))

@@ -1,4 +1,5 @@
-//! The phases of the parent Interaction Execution (spec §2.1).
+//! The phases of the parent Interaction Execution. There is no failed phase: a failure is a
+//! `Fail` transition and the state keeps its last valid shape.
 
 use crate::json::{DecodeError, FromJson, Json, ToJson};
 

@@ -1,4 +1,4 @@
-//! The tool round and its active child batch (spec §3.1 `tool_round`).
+//! The tool round and its active child batch (`tool_round` in the parent state).
 
 use crate::chat::{Response, ToolCall, ToolResult};
 use crate::interaction::error::InteractionError;
@@ -16,7 +16,8 @@ pub struct ToolRound {
     pub response: Response,
     /// Settled results in call order: `results[i]` answers call `i`.
     pub results: Vec<ToolResult>,
-    /// Whether the round can still complete with direct tool results (§5.7).
+    /// Whether the round can still complete with direct tool results: cleared by an
+    /// inline-rejected unknown tool, a delegate batch, or any result that is not direct.
     pub direct_result_eligible: bool,
     /// The active segment; required in every child phase (a Step may hold a round without
     /// one only while it runs).
@@ -39,7 +40,7 @@ impl ToolRound {
         self.results.len()
     }
 
-    /// The key of the next child wait of the active batch (§2.3 W):
+    /// The key of the next child wait of the active batch:
     /// `interaction.children:<model_call_sequence>:<next_index>:<settled invocations>`.
     pub fn child_wait_key(&self, model_call_sequence: u32) -> Result<WaitKey, InteractionError> {
         let settled = self.child_batch.as_ref().map_or(0, ChildBatch::settled_count);
@@ -181,7 +182,7 @@ impl FromJson for ChildBatch {
 /// (`{}` before it is planned).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BatchInvocation {
-    /// The derived child key (§5.5 / §9.1), assigned when planned. Absent for a delegate
+    /// The derived child key, assigned when planned. Absent for a delegate
     /// rejected before starting.
     pub child_key: Option<ChildKey>,
     /// The started child.

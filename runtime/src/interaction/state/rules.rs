@@ -1,4 +1,4 @@
-//! The §3.2 rules that need the Definition's configuration: the extension point the
+//! The restore rules that need the Definition's configuration: the extension point the
 //! Definition plugs into ([`StateRules`]) and the checks written against it.
 
 use super::parent::ParentState;
@@ -27,7 +27,7 @@ pub trait StateRules {
         self.delegate_output_schema(name).is_some()
     }
 
-    /// The length (≥ 1) of the tool concurrency window that planning (§5.3) forms when it
+    /// The length (≥ 1) of the tool concurrency window that planning forms when it
     /// starts at `calls[0]`; `calls` runs to the end of the response. Must be deterministic:
     /// it is recomputed on every restore. A classifier panic or other planning error is an
     /// error here too.
@@ -40,13 +40,13 @@ fn invalid(detail: impl AsRef<str>) -> InteractionError {
 
 impl ParentState {
     /// [`ParentState::validate_structure`] followed by [`ParentState::validate_against`]: the
-    /// complete §3.2 validation.
+    /// complete restore validation.
     pub fn validate(&self, rules: &impl StateRules) -> Result<(), InteractionError> {
         self.validate_structure()?;
         self.validate_against(rules)
     }
 
-    /// The configuration-dependent §3.2 rules. Assumes [`ParentState::validate_structure`]
+    /// The configuration-dependent restore rules. Assumes [`ParentState::validate_structure`]
     /// passed (it never panics otherwise, but its verdict is then meaningless):
     /// * `model_call_count ≤ MaxModelCalls`;
     /// * every artifact names a configured Delegate and satisfies its output schema;

@@ -1,4 +1,4 @@
-//! The structural consistency rules of the parent state (spec §3.2) that need no Definition
+//! The structural consistency rules of the parent state that need no Definition
 //! configuration. Every violation is [`ErrorKind::InvalidExecutionState`].
 //!
 //! [`ErrorKind::InvalidExecutionState`]: crate::interaction::ErrorKind::InvalidExecutionState
@@ -18,9 +18,10 @@ fn invalid(detail: impl AsRef<str>) -> InteractionError {
 }
 
 impl ParentState {
-    /// Every §3.2 rule that the state alone decides: the envelope, the per-phase shape, the
+    /// Every restore rule that the state alone decides: the envelope, the per-phase shape, the
     /// batch bookkeeping, derived child keys, and the artifact ordering and consistency.
-    /// Runs on decode; run it on every Step and Snapshot too (§14.20).
+    /// Runs on decode; run it on every Step and Snapshot too, so a bad state is caught before
+    /// it is committed rather than at the next restore.
     pub fn validate_structure(&self) -> Result<(), InteractionError> {
         self.check_envelope()?;
         self.check_phase()?;
@@ -138,7 +139,7 @@ impl ParentState {
     }
 }
 
-/// The per-phase rules of a round (§3.2 "the three child phases").
+/// The per-phase rules of a round in the three child phases.
 fn check_round(phase: Phase, sequence: u32, round: &ToolRound) -> Result<(), InteractionError> {
     round.response.validate().map_err(|e| invalid(format!("response: {e}")))?;
     let calls = round.calls();

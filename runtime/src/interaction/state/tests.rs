@@ -1,5 +1,5 @@
-//! State tests: codecs, byte-stable restore, every §3.2 structural rule, the configuration
-//! rules through a table-driven [`StateRules`], and the tool child's §2.4 table.
+//! State tests: codecs, byte-stable restore, every structural restore rule, the
+//! configuration rules through a table-driven [`StateRules`], and the tool child's phase table.
 
 use super::*;
 use crate::chat::{FinishReason, Message, ToolCall, ToolDefinition, ToolOutput, ToolResult};

@@ -1,4 +1,4 @@
-//! The tool child snapshot (spec §2.4, §3.3, kind `"interaction.tool_call"`): one Process per
+//! The tool child snapshot (kind `"interaction.tool_call"`): one Process per
 //! tool call, owning its Effect settlement and its input continuation.
 
 use crate::interaction::error::{ErrorKind, InteractionError};

@@ -1,4 +1,4 @@
-//! The store-level conformance suite (spec kernel.md §9.2, §9.4, §9.5): every rule a committer
+//! The store-level conformance suite: every rule a committer
 //! must keep that needs no Engine. Each scenario runs on a fresh committer from `make`. Every
 //! successful commit is re-sent once (an identical retry must be acknowledged while current); a
 //! failed call is never retried unless the retry is itself the point of the check.
@@ -160,7 +160,7 @@ enum Expect {
     Conflict,
     Fence,
     Invalid,
-    /// Any typed rejection (where the spec allows more than one answer).
+    /// Any typed rejection (where more than one typed answer is correct).
     Rejected,
 }
 

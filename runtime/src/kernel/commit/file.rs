@@ -1,7 +1,7 @@
 //! The durable store: one directory holding `commits.log`, an append-only log with one framed
 //! record per installed commit. A record is written and `fsync`ed (`File::sync_data`) before
 //! its commit is acknowledged; opening the directory replays the log through the same
-//! [`CommitIndex`] rules the in-memory reference store uses, so both stores answer alike.
+//! [`CommitIndex`] rules the in-memory store uses, so both stores answer alike.
 //!
 //! Why a log file and not SQLite (the issue allowed either): the kernel already serializes
 //! commits per tree and needs exactly one durable operation, "append this record, then
@@ -51,7 +51,7 @@
 //!
 //! # Not provided
 //!
-//! * Compaction: the log grows by one record per commit forever (like the reference store's
+//! * Compaction: the log grows by one record per commit forever (like the in-memory store's
 //!   facts, which it must keep to answer retries). Rewriting it to heads plus facts is a
 //!   possible later step; nothing here depends on its absence.
 //! * Locking: one `FileCommitter` per directory at a time, across processes. (Advisory file

@@ -1,6 +1,7 @@
-//! The commit rules of spec kernel.md §9.2 and §9.4, written once: per root a head with its
+//! The commit rules (compare-and-advance fencing of one head per root, consecutive sequences,
+//! identical retries acknowledged only while current), written once: per root a head with its
 //! sequence, a map identity → content digest and the ordered list of installed commits, all
-//! kept forever. Every store (the in-memory reference, the durable file log) keeps one
+//! kept forever. Every store (the in-memory one, the durable file log) keeps one
 //! `CommitIndex` and differs only in what it does between deciding and installing.
 //!
 //! A call is split in two: `decide_*` checks a request against the index without changing it

@@ -1,4 +1,4 @@
-//! The reference store (spec kernel.md §9.4): a [`CommitIndex`] behind a lock and nothing
+//! The in-memory store: a [`CommitIndex`] behind a lock and nothing
 //! else. The rules (and their order of checks) live in `index`; a decided commit is installed
 //! at once. Failed calls record nothing.
 

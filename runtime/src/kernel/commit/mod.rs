@@ -1,12 +1,12 @@
-//! The durability port (spec kernel.md §9): the kernel hands a committer already-encoded tree
+//! The durability port: the kernel hands a committer already-encoded tree
 //! cuts and the committer installs them under one compare-and-advance head per root.
 //!
 //! * `port` — request types, commit identities and content digests, the `Committer` trait.
-//! * `index` — the commit rules (§9.2, §9.4) over an in-memory index every store shares.
-//! * `memory` — the reference in-memory store (§9.4) and its commit history (oracle input).
+//! * `index` — the commit rules over an in-memory index every store shares.
+//! * `memory` — the in-memory store and its commit history (oracle input).
 //! * `file` — the durable store: an fsync'd append-only log per directory.
 //! * `faults` — a fault-injecting wrapper for the simulator.
-//! * `conformance` — the reusable store-level conformance suite (§9.5) every committer runs.
+//! * `conformance` — the reusable store-level conformance suite every committer runs.
 //!
 //! The committer never parses snapshots: it trusts `TreeCut::digest` to be the digest of
 //! `TreeCut::bytes` (the kernel computed both) and compares cuts by digest and incarnation.

@@ -1,5 +1,4 @@
-//! Commit requests, their identities and content digests, and the `Committer` trait
-//! (spec kernel.md §2.2, §9.1, §9.2).
+//! Commit requests, their identities and content digests, and the `Committer` trait.
 //!
 //! Content digests are `SHA-256(tag ‖ 0x00 ‖ part1 ‖ 0x00 ‖ …)` over text parts, the same
 //! unambiguous NUL-separated encoding as derived identities: numbers are decimal, digests are
@@ -48,7 +47,7 @@ impl std::fmt::Debug for TreeCut {
     }
 }
 
-/// Checkpoint kinds (§9.1). The kernel picks the kind; the store records it.
+/// Checkpoint kinds. The kernel picks the kind; the store records it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CheckpointKind {
     Start,
@@ -87,7 +86,7 @@ impl CheckpointKind {
     }
 }
 
-/// Effect boundary kinds (§9.1). Each Effect has at most one of each over its tree's life.
+/// Effect boundary kinds. Each Effect has at most one of each over its tree's life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EffectBoundaryKind {
     Pending,

@@ -52,7 +52,7 @@ pub(super) struct Driver {
     rx: mpsc::UnboundedReceiver<Msg>,
     replies: BTreeMap<CommandId, (ReplySender, Target)>,
     next_command: CommandId,
-    /// `process_sequence` counters of this activation (spec §10.1).
+    /// `process_sequence` counters of this activation.
     sequences: BTreeMap<ProcessId, u64>,
     /// Mutation `DispatchBeforePending`: fires once the last early-acknowledged commit ran,
     /// so later commits still reach the committer in the owner's order.
@@ -241,7 +241,7 @@ impl Driver {
         }
     }
 
-    /// `agent.runtime.stopped` for one member that got the RuntimeError (spec §6.4).
+    /// `agent.runtime.stopped` for one member that got the RuntimeError.
     fn stopped_event(&self, info: &ProcessInfo, error: &RuntimeError) -> Event {
         Event {
             process_sequence: 0,

@@ -1,4 +1,4 @@
-//! A host's handle on one published Process (spec §11): immutable facts, commands, Await and
+//! A host's handle on one published Process: immutable facts, commands, Await and
 //! Join. Handles keep their tree activation alive for reading: after a later Restore replaces
 //! the tree in the Engine's lookup, an old handle still reports what its own activation did.
 

@@ -1,4 +1,4 @@
-//! The Engine: the thin async driver around [`Owner`]s (spec kernel.md §11).
+//! The Engine: the thin async driver around [`Owner`]s.
 //!
 //! Each Start or Restore builds an owner and spawns one owner task on the environment's
 //! executor; the task performs the owner's actions (commit, dispatch, publish, reply) and
@@ -204,7 +204,7 @@ impl Engine {
         self.restore(root_deployment, snapshot).await
     }
 
-    /// Start + Join + Await (spec §6.4): returns once the whole tree settled.
+    /// Start + Join + Await: returns once the whole tree settled.
     pub async fn run(&self, deployment: Deployment, input: Payload) -> Result<ProcessResult, EngineError> {
         let handle = self.start(deployment, input).await?;
         handle.join().await.map_err(EngineError::stopped)?;
@@ -250,7 +250,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Listener failures contained so far (spec §10.3).
+    /// Listener failures contained so far.
     pub fn observation_failures(&self) -> ObservationFailures {
         self.shared.observers.failures()
     }

@@ -1,4 +1,4 @@
-//! Atomic batch admission (spec kernel.md §4.3).
+//! Atomic batch admission: every new Signal of a batch is appended, or none is.
 //!
 //! A batch is preflighted as a whole against the history plus what earlier members of the same
 //! batch would add; only if every member passes is anything appended (in request order).

@@ -1,4 +1,4 @@
-//! The index derived from mailbox history: seen ids and the wait table (spec kernel.md §5.1).
+//! The index derived from mailbox history: seen ids and the wait table.
 //!
 //! Wait facts are never stored separately. A wait is open from its opening record until the
 //! record answering it is consumed (the cursor passes it); it is answered once an answering

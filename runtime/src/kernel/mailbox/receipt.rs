@@ -1,4 +1,4 @@
-//! SignalReceipts: proof of admission for delivery reconciliation (spec kernel.md §4.6).
+//! SignalReceipts: proof of admission for delivery reconciliation.
 
 use super::Mailbox;
 use crate::json::{Digest, Payload};

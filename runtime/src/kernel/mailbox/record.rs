@@ -1,4 +1,4 @@
-//! One mailbox record and its wait opening (spec kernel.md §4.2, §5.1, §8.1).
+//! One mailbox record and its wait opening.
 
 use crate::json::{
     DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson,
@@ -118,7 +118,7 @@ pub enum RecordError {
 ///
 /// Rules: a status only on an unaddressed Engine settlement; `opens` exactly on the record whose
 /// id is the derived opening id of its wait; an Engine-owned answer has the derived
-/// child-wait-satisfied id (spec §12 inv. 8: every Engine answer has the derived id).
+/// child-wait-satisfied id (every Engine answer carries the id derived from its wait).
 pub(crate) fn classify(
     id: &SignalId,
     wait_id: Option<&WaitId>,

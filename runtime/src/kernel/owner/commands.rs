@@ -1,4 +1,4 @@
-//! Host commands applied serially by the owner (spec §4.3, §6.3, §3.7, §11).
+//! Host commands applied serially by the owner.
 
 use super::{Action, AfterCommit, Command, CommandId, Owner, RuntimeError};
 use crate::kernel::commit::{CheckpointKind, EffectBoundaryKind};

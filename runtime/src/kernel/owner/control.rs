@@ -1,5 +1,5 @@
 //! Terminal intents, termination, propagation to descendants, and child-wait satisfaction
-//! (spec §5.3, §6.2, §6.3, §3.8).
+//! (terminal precedence: kill > deadline > cancel > failure > completion).
 
 use super::{Owner, Publication};
 use crate::kernel::child::{Boundary, ChildWaitSpec};
@@ -213,8 +213,8 @@ impl Owner {
                 }
             };
             let Some(p) = self.processes.get_mut(&parent) else { continue };
-            // A prepared batch keeps its reservations (one settlement Signal per Effect, spec
-            // §1.3 step 5): the satisfaction must fit beside them, as external input must.
+            // A prepared batch keeps its reservations (one settlement Signal per Effect, taken
+            // at preparation): the satisfaction must fit beside them, as external input must.
             let (consumption, reserved) = p
                 .prepared
                 .as_ref()

@@ -1,4 +1,4 @@
-//! Driving a prepared batch one Effect at a time (spec §3.3–3.4, §3.6, §7.1).
+//! Driving a prepared batch one Effect at a time.
 
 use super::step::initialize;
 use super::{Action, AfterCommit, Job, Owner};

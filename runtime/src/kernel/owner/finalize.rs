@@ -1,4 +1,4 @@
-//! Adopting a fully settled batch atomically (spec §3.5).
+//! Adopting a fully settled batch atomically.
 
 use super::{AfterCommit, Owner};
 use crate::kernel::effect::{Effect, EffectPhase, FrameworkEffect};

@@ -345,7 +345,7 @@ impl Owner {
         }
     }
 
-    /// Checkpoint class of the current cut (spec §9.1).
+    /// Checkpoint class of the current cut.
     fn cut_class(&self) -> CheckpointKind {
         if self.processes.values().all(Process::is_terminal) {
             CheckpointKind::Terminal

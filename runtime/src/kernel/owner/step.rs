@@ -1,4 +1,4 @@
-//! Running one Step inline: `step → snapshot → restore`, then preparation (spec §1.3, §1.4).
+//! Running one Step inline: `step → snapshot → restore`, then preparation.
 
 use super::{Action, Live, Owner, Publication};
 use crate::kernel::effect::{Effect, FrameworkEffect};
@@ -119,7 +119,7 @@ impl Owner {
         // A batch with no Effects finalizes on the next turn (advance sees it fully settled).
     }
 
-    /// `agent.step.finished` (spec §10.1, attempt phase): closes every attempt that emitted
+    /// `agent.step.finished` (attempt phase): closes every attempt that emitted
     /// `step.started`, with how it ended (`prepared` or `failed`) and its duration on the
     /// owner's clock. Whether the prepared step commits is `step.committed`'s business.
     fn step_finished(&mut self, pid: &ProcessId, sequence: u64, status: &str, started_at: crate::env::Timestamp) {
@@ -133,7 +133,7 @@ impl Owner {
         }
     }
 
-    /// Preparation checks in spec order (§1.3); the first failure wins.
+    /// Preparation checks in a fixed order; the first failure wins.
     fn prepare(&self, pid: &ProcessId, _sequence: u64, window: usize, t: &Transition) -> Result<(), Failure> {
         let p = &self.processes[pid];
         // 1. Transition shape and consumption.

@@ -1,4 +1,4 @@
-//! The crash matrix of spec §9.6 with the scripted single-Effect fixture: crash before/after
+//! The crash matrix with the scripted single-Effect fixture: crash before/after
 //! each commit boundary, lost acknowledgement, stale writer fenced.
 
 use super::*;

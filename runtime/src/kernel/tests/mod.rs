@@ -1,5 +1,6 @@
 //! Kernel tests through the real owner (DirectRunner + MemoryCommitter + the scripted
-//! strategy): each invariant of spec §12 this layer keeps has a case that fails if it breaks.
+//! strategy): each invariant of `kernel::invariants` this layer keeps has a case that fails if
+//! it breaks.
 
 mod children;
 mod control;
@@ -142,7 +143,7 @@ pub(crate) fn root_result(r: &DirectRunner) -> Option<ProcessResult> {
     })
 }
 
-/// Runs the §12 oracle over everything one runner saw: every acknowledged cut it committed
+/// Runs the invariant oracle over everything one runner saw: every acknowledged cut it committed
 /// (one-cut checks, consecutive-head checks and boundary-aware checks), its publications
 /// against those heads, and the store's whole history of the tree.
 pub(crate) fn check_run(r: &DirectRunner, committer: &MemoryCommitter) {

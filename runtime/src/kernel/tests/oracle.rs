@@ -25,7 +25,7 @@ use crate::json::Digest;
 fn assert_reports(violations: &[Violation], n: u8) {
     assert!(
         violations.iter().any(|v| v.invariant == n),
-        "expected a §12.{n} violation, got: {:#?}",
+        "expected an invariant {n} violation, got: {:#?}",
         violations.iter().map(ToString::to_string).collect::<Vec<_>>()
     );
 }

@@ -1,5 +1,5 @@
 //! Reservations of a prepared Step hold against every later admission, including the
-//! Engine's own child-wait satisfaction (spec §1.3 step 5, §4.3 rule 7, §5.3).
+//! Engine's own child-wait satisfaction.
 //!
 //! The scripted strategy always parks on a child wait right after opening it, so this file
 //! uses a tiny strategy that opens a child wait and then dispatches *instead of* parking: the

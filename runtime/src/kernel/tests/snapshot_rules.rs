@@ -74,7 +74,7 @@ fn small_tree() -> crate::kernel::owner::RootConfig {
 
 #[test]
 fn an_oversized_settlement_stops_the_writer_instead_of_committing_the_cut() {
-    // Spec §8.4: dispatcher payload sizes are checked when they arrive; an oversized
+    // Dispatcher payload sizes are checked when they arrive; an oversized
     // settlement stops the writer. The pending cut fits; the settled one would not.
     let w = world(Arc::new(|_| ok_settlement(&"x".repeat(8192))));
     let mut r = w.start_with(&[Op::Dispatch(Json::str("small"))], small_tree());

@@ -1,4 +1,4 @@
-//! `active_delegate_children` over real parent Processes (§9.2).
+//! `active_delegate_children` over real parent Processes.
 
 use super::*;
 use crate::interaction::active_delegates::{

@@ -1,4 +1,4 @@
-//! Spec §12 through the real owner: every stable failure code ends a real run with its pinned
+//! Failure codes through the real owner: every stable failure code ends a real run with its pinned
 //! kind, and diagnostic normalization applies to failure messages and model-visible error
 //! texts.
 
@@ -125,7 +125,7 @@ fn model_visible_error_texts_are_normalized() {
     assert_eq!(result.status(), Status::Completed);
     let results = results_at(&h.model.request(1), 2);
     assert!(results[0].is_error);
-    // §6: the diagnostic inside the text is normalized to ≤ 2048 bytes (trimmed, cut inside
+    // The diagnostic inside the text is normalized to ≤ 2048 bytes (trimmed, cut inside
     // a two-byte char and backed off); the fixed prefix comes on top.
     let diagnostic = format!("a{}", "ü".repeat(1023));
     assert_eq!(diagnostic.len(), MAX_DIAGNOSTIC_BYTES - 1);

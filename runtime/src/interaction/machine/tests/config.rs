@@ -1,4 +1,4 @@
-//! Construction rules of Delegate, DefinitionConfig and Definition (§9.1, §12), and the
+//! Construction rules of Delegate, DefinitionConfig and Definition, and the
 //! kernel's Definition conformance checks.
 
 use super::*;

@@ -1,4 +1,4 @@
-//! Delegate batches wait for every child (spec §2.3 W, §9): condition `all`, one
+//! Delegate batches wait for every child: condition `all`, one
 //! satisfaction whose outcome count equals the waited children, results in call order.
 
 use super::*;

@@ -1,4 +1,4 @@
-//! Delegates through the real owner (§9.2).
+//! Delegates through the real owner.
 
 use super::*;
 use crate::chat::ToolResult;

@@ -1,5 +1,5 @@
 //! The parent Execution driven by hand (no owner): exact Effects, signal collection rules
-//! (§2.2) and the child start/wait protocol checks (§4.4).
+//! and the child start/wait protocol checks.
 
 use super::*;
 use crate::interaction::codes;

@@ -1,4 +1,4 @@
-//! Faults through the whole parent (spec §5.2, §5.6, §5.10, §6): Unknown tool Effects
+//! Faults through the whole parent: Unknown tool Effects
 //! (panic, host failure) until the host resolves them, kill while Unknown, finish reasons,
 //! model host failures and bad advertisements.
 

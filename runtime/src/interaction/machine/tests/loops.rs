@@ -20,7 +20,8 @@ fn single_tool_round_then_final_answer() {
     assert_eq!(output.model_calls, 2);
     assert_eq!(output.response().unwrap().message.as_ref().unwrap().text(), "18C in Paris");
     assert_eq!(h.model.calls(), 2);
-    // Model, start, wait-open, wait parked, settle + next model (§14.26).
+    // Model, start, wait-open, wait parked, settle + next model: four kernel
+    // Steps per single-tool round.
     assert_eq!(*h.model.steps.lock().unwrap(), vec![1, 5]);
     let first = h.model.request(0);
     let names: Vec<&str> = first.tools.iter().map(|t| t.name.as_str()).collect();

@@ -424,7 +424,7 @@ impl Harness {
         (r, result)
     }
 
-    /// The kernel's §12 oracle over everything the runner committed and published.
+    /// The kernel's invariant oracle over everything the runner committed and published.
     pub fn check(&self, r: &DirectRunner) {
         use crate::kernel::invariants::{check_commits, check_history, check_publications};
         use crate::kernel::snapshot::TreeSnapshot;

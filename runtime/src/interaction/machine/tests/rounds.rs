@@ -1,8 +1,8 @@
 //! Round rules through the real owner that the loop tests do not pin: fresh child-wait keys per
-//! re-wait (§14.15), an input-waiting child holding its concurrency slot (§14.8), deferred tools
-//! executable before they are advertised (§5.9, §14.18), the ways direct eligibility is lost
-//! (§5.7, §14.10), a rejected direct candidate (§10, §14.23), steering after truncation
-//! feedback and pending steers across a restore (§8), and the count at declaration (§14.1).
+//! re-wait, an input-waiting child holding its concurrency slot, deferred tools executable
+//! before they are advertised, the ways direct eligibility is lost, a rejected direct
+//! candidate, steering after truncation feedback and pending steers across a restore, and the
+//! model-call count going up when the call is declared.
 
 use super::*;
 use crate::interaction::completion::{CompletionCandidate, CompletionDecision};

@@ -1,5 +1,5 @@
 //! The model Dispatcher's streaming mode and a ModelContextReducer through the whole parent
-//! loop (spec §11): streaming changes nothing durable, and reduced contexts are adopted.
+//! loop: streaming changes nothing durable, and reduced contexts are adopted.
 
 use super::*;
 use crate::chat::ResponseDelta;
@@ -131,7 +131,7 @@ fn state_bytes_after(rounds: u32, reduce: bool) -> usize {
 #[test]
 fn a_reduced_history_never_grows_back() {
     let (short, long) = (state_bytes_after(16, true), state_bytes_after(64, true));
-    // Pinned by the reference: 64 rounds stay below 5× the size of 16.
+    // The pinned bound: 64 rounds stay below 5× the size of 16.
     assert!(long < 5 * short, "{long} vs {short}");
     // Linear growth would stay below 5× too, so also pin what replacement really gives: the
     // state is bounded (a few more digits), while without a reducer it grows with the rounds.

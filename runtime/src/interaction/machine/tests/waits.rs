@@ -1,4 +1,4 @@
-//! Tool input waits through the whole parent (spec §5.10, §7, §8): siblings paused at once,
+//! Tool input waits through the whole parent: siblings paused at once,
 //! answers in any order, repeated pauses, and steers that arrive during a wait.
 
 use super::*;
