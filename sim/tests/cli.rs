@@ -136,7 +136,12 @@ fn list_names_the_bundled_files_and_a_directory_runs_every_file_in_name_order() 
     let (code, _, err) = keel_sim(&["replay", "--seed", "1", "--scenario", dir.to_str().unwrap()]);
     assert_eq!(code, Some(2));
     assert!(err.contains("is a directory"), "{err}");
+    let empty = temp_dir("empty-dir");
+    let (code, _, err) = keel_sim(&["run", "--seeds", "1", "--scenario", empty.to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("holds no `*.json` scenario files"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&empty);
 }
 
 #[test]
