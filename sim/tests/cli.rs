@@ -166,3 +166,33 @@ fn a_user_scenario_is_judged_on_what_it_declares() {
     assert!(out.contains("    host.cancel  0  never fired\n"), "{out}{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_failing_file_seed_is_recorded_by_absolute_path_and_never_blocks_other_campaigns() {
+    let dir = temp_dir("record-file");
+    let regressions = dir.join("regressions");
+    std::fs::create_dir_all(&regressions).unwrap();
+    let file = dir.join("my-agent.json");
+    std::fs::write(&file, user_scenario("Warm.")).unwrap();
+    let regs = regressions.to_str().unwrap();
+    // Run from the file's directory, by a relative path.
+    let run = |args: &[&str], cwd: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_keel-sim")).args(args).current_dir(cwd).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, out) = run(&["run", "--seeds", "1", "--scenario", "my-agent.json", "--regressions", regs], &dir);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("recorded       1 failing seed(s)"), "{out}");
+    let stored = std::fs::read_to_string(regressions.join("seeds.txt")).unwrap();
+    let absolute = std::fs::canonicalize(&file).unwrap();
+    assert!(stored.starts_with(&format!("{} 0  # ", absolute.display())), "{stored}");
+    // The same file by another path: replayed first.
+    let (_, out) = run(&["run", "--seeds", "0", "--scenario", file.to_str().unwrap(), "--regressions", regs], &repo());
+    assert!(out.contains("regressions    1 replayed first, 1 failed"), "{out}");
+    // Another scenario, the file gone: the stored seed is skipped, the campaign runs.
+    std::fs::remove_file(&file).unwrap();
+    let (code, out) = run(&["run", "--seeds", "1", "--scenario", "clock-and-rng", "--regressions", regs], &repo());
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("regressions    0 replayed first"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

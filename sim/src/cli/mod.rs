@@ -233,12 +233,18 @@ impl Cli<'_> {
         let mut lines = String::new();
         let mut recorded = 0;
         for f in new {
-            let key = (f.replay_name.clone(), f.report.seed);
+            // A file by its absolute path, so any later campaign over that file finds it.
+            let name = match self.registry.get(&f.replay_name) {
+                Some(_) => f.replay_name.clone(),
+                None => std::fs::canonicalize(&f.replay_name)
+                    .map_or_else(|_| f.replay_name.clone(), |p| p.display().to_string()),
+            };
+            let key = (name, f.report.seed);
             if recorded == MAX_RECORDED_SEEDS || stored.contains(&key) {
                 continue;
             }
             // The file format splits on whitespace: such a name cannot be written down.
-            if f.replay_name.chars().any(char::is_whitespace) || f.replay_name.contains('#') {
+            if key.0.chars().any(char::is_whitespace) || key.0.contains('#') {
                 continue;
             }
             let _ = writeln!(lines, "{} {}  # {}", key.0, key.1, what_broke(&date, &f.report));
@@ -329,6 +335,14 @@ impl Cli<'_> {
         };
         let mut kept = Vec::new();
         for r in regressions::load_regressions(dir)? {
+            // A scenario file's seed is replayed when the campaign runs that file; otherwise
+            // it is not loaded at all (the file may live anywhere, or be gone).
+            if self.registry.get(&r.scenario).is_none() && names_a_file(&r.scenario) {
+                if let Some(s) = selected.iter().find(|s| same_file(s.replay_name(), &r.scenario)) {
+                    kept.push((s.clone(), r.seed));
+                }
+                continue;
+            }
             let scenario = self.registry.resolve(&r.scenario).map_err(|source| {
                 CliError::RegressionScenario {
                     path: r.file.clone(),
@@ -466,6 +480,20 @@ fn scenario_table(registry: &Registry, indent: &str) -> String {
         rows(&mut table, registry.bundled());
     }
     table
+}
+
+/// Whether a `--scenario` argument names a scenario file rather than a registered scenario.
+fn names_a_file(arg: &str) -> bool {
+    arg.contains('/') || arg.contains('\\') || Path::new(arg).extension().is_some()
+}
+
+/// Whether two scenario file arguments name one file (as written, or once resolved).
+fn same_file(a: &str, b: &str) -> bool {
+    a == b
+        || matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(x), Ok(y)) if x == y
+        )
 }
 
 /// The heading `list` prints above the bundled scenario files.
