@@ -157,7 +157,7 @@ impl Campaign {
 
     /// `(K - 1, N)` of the shard, `(0, 1)` unsharded.
     fn shard_slot(&self) -> (u64, u64) {
-        self.shard.map_or((0, 1), |(k, n)| (k - 1, n))
+        self.shard.map_or((0, 1), |(k, n)| (k.saturating_sub(1), n.max(1)))
     }
 
     /// How many of `0..len` are `slot` modulo `count`.
