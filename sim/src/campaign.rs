@@ -16,21 +16,25 @@
 //! assert!(summary.all_passed(), "{summary}");
 //! ```
 
+mod merge;
 mod parallel;
 mod progress;
 mod summary;
+mod summary_file;
 mod trace_digest;
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 
-pub use parallel::default_jobs;
+pub use merge::{merge, MergeError};
+pub use parallel::{default_jobs, today_utc};
 pub use progress::ProgressStyle;
 pub use summary::{replay_command, CampaignSummary, Failure, Origin};
+pub use summary_file::{decode_summary, encode_summary, SummaryFileError};
 pub use trace_digest::TraceDigest;
 
-use crate::coverage::WorldTally;
+use crate::coverage::{Expected, WorldTally};
 use crate::limits::{MAX_CAMPAIGN_RUNS, MAX_KEPT_FAILURES};
 use crate::mutation::Mutation;
 use crate::world::{
@@ -49,6 +53,8 @@ pub enum CampaignError {
     SeedRangeOverflow { from: u64, seeds: u64 },
     #[error("campaign of {seeds} seeds x {scenarios} scenarios is too large")]
     TooManyRuns { seeds: u64, scenarios: usize },
+    #[error("shard {index}/{count} does not exist (shards are numbered 1..=N)")]
+    BadShard { index: u64, count: u64 },
 }
 
 /// Stored failing seeds to replay, with their scenarios resolved.
@@ -65,13 +71,16 @@ pub struct Campaign {
     progress: ProgressStyle,
     mutation: Option<Mutation>,
     fail_fast: bool,
+    /// `(K, N)`: only shard K (1-based) of N.
+    shard: Option<(u64, u64)>,
 }
 
-/// One unit of work: a scenario and a seed.
+/// One unit of work: a scenario and a seed, and its index in the unsharded campaign.
 struct Job<'a> {
     scenario: &'a dyn Scenario,
     seed: u64,
     origin: Origin,
+    index: u64,
 }
 
 impl Campaign {
@@ -87,7 +96,19 @@ impl Campaign {
             progress: ProgressStyle::Off,
             mutation: None,
             fail_fast: false,
+            shard: None,
         }
+    }
+
+    /// Runs only shard `index` (1-based) of `count`: the stored regressions and the seeds of
+    /// the range whose position (`seed - from`, or the regression's place in the list) is
+    /// `index - 1` modulo `count`, every scenario for each such seed. The shards are disjoint,
+    /// their union is the unsharded campaign, and every run keeps its unsharded run index, so
+    /// [`merge`] of all the shards' summaries equals the unsharded summary (traces digest
+    /// included). Whatever `--jobs` says.
+    pub fn shard(mut self, index: u64, count: u64) -> Self {
+        self.shard = Some((index, count));
+        self
     }
 
     /// Runs seeds `from..from + count` of every scenario.
@@ -134,9 +155,37 @@ impl Campaign {
         self
     }
 
+    /// `(K - 1, N)` of the shard, `(0, 1)` unsharded.
+    fn shard_slot(&self) -> (u64, u64) {
+        self.shard.map_or((0, 1), |(k, n)| (k.saturating_sub(1), n.max(1)))
+    }
+
+    /// How many of `0..len` are `slot` modulo `count`.
+    fn share(len: u64, slot: u64, count: u64) -> u64 {
+        if len > slot {
+            (len - slot).div_ceil(count)
+        } else {
+            0
+        }
+    }
+
+    /// This shard's regression runs and range seeds.
+    fn shard_counts(&self) -> (u64, u64) {
+        let (slot, count) = self.shard_slot();
+        (
+            Self::share(self.regressions.len() as u64, slot, count),
+            Self::share(self.seeds, slot, count),
+        )
+    }
+
     fn total_runs(&self) -> Result<u64, CampaignError> {
         if self.scenarios.is_empty() {
             return Err(CampaignError::NoScenarios);
+        }
+        if let Some((index, count)) = self.shard {
+            if index == 0 || index > count {
+                return Err(CampaignError::BadShard { index, count });
+            }
         }
         if self.jobs == 0 {
             return Err(CampaignError::ZeroJobs);
@@ -161,27 +210,36 @@ impl Campaign {
         if total > MAX_CAMPAIGN_RUNS {
             return Err(too_many);
         }
-        Ok(total)
+        let (regressions, seeds) = self.shard_counts();
+        Ok(regressions + seeds * self.scenarios.len() as u64)
     }
 
-    /// Job `index`: regressions first, then the range seed by seed, scenarios in order.
-    fn job(&self, index: u64) -> Option<Job<'_>> {
+    /// This shard's job `local` (in run order: its regressions first, then its seeds one by
+    /// one, scenarios in order), numbered as in the unsharded campaign (regressions first,
+    /// then the range seed by seed, scenarios in order).
+    fn job(&self, local: u64) -> Option<Job<'_>> {
+        let (slot, count) = self.shard_slot();
+        let (shard_regressions, _) = self.shard_counts();
         let regressions = self.regressions.len() as u64;
-        if index < regressions {
+        if local < shard_regressions {
+            let index = slot + local * count;
             let (scenario, seed) = self.regressions.get(usize::try_from(index).ok()?)?;
             return Some(Job {
                 scenario: scenario.as_ref(),
                 seed: *seed,
                 origin: Origin::Regression,
+                index,
             });
         }
-        let k = index - regressions;
+        let k = local - shard_regressions;
         let per_seed = self.scenarios.len() as u64;
         let scenario = self.scenarios.get(usize::try_from(k % per_seed).ok()?)?;
+        let offset = slot + (k / per_seed) * count;
         Some(Job {
             scenario: scenario.as_ref(),
-            seed: self.from + k / per_seed,
+            seed: self.from + offset,
             origin: Origin::Range,
+            index: regressions + offset * per_seed + k % per_seed,
         })
     }
 
@@ -191,37 +249,39 @@ impl Campaign {
         let mut progress = Progress::new(self.progress, total);
         let mut tally = Tally::default();
         for s in &self.scenarios {
-            tally.world_of(s.as_ref());
+            tally.declare(s.as_ref());
+        }
+        for (s, _) in &self.regressions {
+            tally.declare(s.as_ref());
         }
         let (check, mutation) = (self.check, self.mutation);
-        let work = |index: u64| {
-            self.job(index).map(|job| {
+        let work = |local: u64| {
+            self.job(local).map(|job| {
                 let report = crate::mutation::under(mutation, || run_one(job.scenario, job.seed, check));
-                (job.origin, job.scenario, report)
+                (job.index, job.origin, job.scenario, report)
             })
         };
         // Fail-fast tallies in run order (a small reorder buffer), so the run it stops at and
         // everything before it are the same whatever the number of workers.
-        let mut reorder: BTreeMap<u64, Option<(Origin, &dyn Scenario, RunReport)>> = BTreeMap::new();
+        let mut reorder: BTreeMap<u64, Option<(u64, Origin, &dyn Scenario, RunReport)>> = BTreeMap::new();
         let mut next = 0u64;
         let mut stopped = false;
         let fail_fast = self.fail_fast;
         let wall_time = parallel::run_indexed(total, self.jobs, work, |index, result, elapsed| {
             let mut stop = None;
             if !fail_fast {
-                if let Some((origin, scenario, report)) = result {
+                if let Some((at, origin, scenario, report)) = result {
                     let world = tally.world_of(scenario);
-                    tally.add(index, origin, world, report);
+                    tally.add(at, origin, scenario, world, report);
                 }
             } else if !stopped {
                 reorder.insert(index, result);
                 while let Some(result) = reorder.remove(&next) {
-                    let at = next;
                     next += 1;
-                    if let Some((origin, scenario, report)) = result {
+                    if let Some((at, origin, scenario, report)) = result {
                         let failed = !report.passed();
                         let world = tally.world_of(scenario);
-                        tally.add(at, origin, world, report);
+                        tally.add(at, origin, scenario, world, report);
                         if failed {
                             stopped = true;
                             stop = Some(next);
@@ -248,6 +308,17 @@ impl Campaign {
                 .iter()
                 .map(|s| s.name().to_string())
                 .collect(),
+            replay_names: self
+                .scenarios
+                .iter()
+                .map(|s| s.replay_name().to_string())
+                .collect(),
+            stored_seeds: self
+                .regressions
+                .iter()
+                .map(|(s, seed)| (s.replay_name().to_string(), *seed))
+                .collect(),
+            shard: self.shard,
             from: self.from,
             seeds: self.seeds,
             determinism_checked: self.check,
@@ -319,19 +390,42 @@ struct Tally {
     failures: BTreeMap<u64, Failure>,
 }
 
+/// The summary's world name of `scenario`.
+fn world_name(scenario: &dyn Scenario) -> &str {
+    scenario.coverage().map_or(scenario.name(), |c| c.world)
+}
+
+/// Adds `scenario`'s world to `worlds` (in first-seen order), or widens what it expects.
+pub(crate) fn declare_world(worlds: &mut Vec<WorldTally>, scenario: &dyn Scenario) {
+    let name = world_name(scenario);
+    let expected = scenario.expected_coverage();
+    match worlds.iter_mut().find(|w| w.world == name) {
+        Some(w) => w.expected = std::mem::replace(&mut w.expected, Expected::All).union(expected),
+        None => {
+            let mut w = WorldTally::new(name.to_string(), scenario.coverage());
+            w.expected = expected;
+            worlds.push(w);
+        }
+    }
+}
+
 impl Tally {
+    /// Adds `scenario`'s world, or widens what it expects (before the runs).
+    fn declare(&mut self, scenario: &dyn Scenario) {
+        declare_world(&mut self.worlds, scenario);
+    }
+
     /// The index of `scenario`'s world in `worlds`, added on first sight.
     fn world_of(&mut self, scenario: &dyn Scenario) -> usize {
-        let declared = scenario.coverage();
-        let name = declared.map_or(scenario.name(), |c| c.world);
+        let name = world_name(scenario);
         if let Some(i) = self.worlds.iter().position(|w| w.world == name) {
             return i;
         }
-        self.worlds.push(WorldTally::new(name.to_string(), declared));
+        self.declare(scenario);
         self.worlds.len() - 1
     }
 
-    fn add(&mut self, index: u64, origin: Origin, world: usize, report: RunReport) {
+    fn add(&mut self, index: u64, origin: Origin, scenario: &dyn Scenario, world: usize, report: RunReport) {
         self.runs += 1;
         self.traces.add(index, &report.trace_hash);
         self.invariants_checked = self
@@ -360,7 +454,8 @@ impl Tally {
         if origin == Origin::Regression {
             self.regression_failed += 1;
         }
-        self.failures.insert(index, Failure { origin, report });
+        let replay_name = scenario.replay_name().to_string();
+        self.failures.insert(index, Failure { index, origin, replay_name, report });
         // Keep the lowest indices: the same set whatever order results arrive in.
         if self.failures.len() > MAX_KEPT_FAILURES {
             self.failures.pop_last();

@@ -6,8 +6,14 @@
 //! ([`WorldTally`]) and the summary prints declared kinds that never fired as `0  never fired`
 //! and keys nobody declared as `undeclared`, so a generator that stops reaching a fault, or a
 //! world that starts reporting a new one, shows up in the table rather than going unnoticed.
+//!
+//! A scenario may set out to exercise only part of its world's vocabulary ([`Expected`]): a
+//! scenario file that uses no delegate is not expected to fire delegate faults. A world's
+//! table then requires the union of what its scenarios in the campaign expect; a declared key
+//! outside it is listed only when it fired, and a key outside the world's vocabulary is still
+//! `undeclared`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The declared fault kinds and crash points of one world.
 #[derive(Debug, PartialEq, Eq)]
@@ -36,12 +42,65 @@ impl Coverage {
     }
 }
 
+/// What part of its world's [`Coverage`] a scenario sets out to exercise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expected {
+    /// Every declared fault kind and crash point.
+    All,
+    /// Only these fault kinds and crash points (keys of the world's vocabulary).
+    Only {
+        fault_kinds: BTreeSet<String>,
+        crash_points: BTreeSet<String>,
+    },
+}
+
+impl Expected {
+    /// Nothing in particular.
+    pub fn nothing() -> Expected {
+        Expected::Only {
+            fault_kinds: BTreeSet::new(),
+            crash_points: BTreeSet::new(),
+        }
+    }
+
+    /// What either expects.
+    pub fn union(self, other: Expected) -> Expected {
+        match (self, other) {
+            (Expected::All, _) | (_, Expected::All) => Expected::All,
+            (
+                Expected::Only { mut fault_kinds, mut crash_points },
+                Expected::Only { fault_kinds: f, crash_points: c },
+            ) => {
+                fault_kinds.extend(f);
+                crash_points.extend(c);
+                Expected::Only { fault_kinds, crash_points }
+            }
+        }
+    }
+
+    fn fault(&self, key: &str) -> bool {
+        match self {
+            Expected::All => true,
+            Expected::Only { fault_kinds, .. } => fault_kinds.contains(key),
+        }
+    }
+
+    fn point(&self, key: &str) -> bool {
+        match self {
+            Expected::All => true,
+            Expected::Only { crash_points, .. } => crash_points.contains(key),
+        }
+    }
+}
+
 /// One world's share of a campaign's tallies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorldTally {
     /// The world's name (a scenario's own name when it declares no coverage).
     pub world: String,
     pub declared: Option<&'static Coverage>,
+    /// The union of what the campaign's scenarios of this world set out to exercise.
+    pub expected: Expected,
     pub faults_fired: BTreeMap<String, u64>,
     pub crash_points_hit: BTreeMap<String, u64>,
 }
@@ -65,27 +124,34 @@ pub enum Mark {
 }
 
 impl WorldTally {
+    /// A world expecting all it declares (widen or narrow with [`WorldTally::expected`]).
     pub fn new(world: String, declared: Option<&'static Coverage>) -> Self {
         WorldTally {
             world,
             declared,
+            expected: Expected::All,
             faults_fired: BTreeMap::new(),
             crash_points_hit: BTreeMap::new(),
         }
     }
 
-    /// The fault rows: declared kinds in declaration order (0 when never fired), then any
-    /// undeclared key in key order. Without a declaration every fired key is a plain row.
+    /// The fault rows: declared kinds in declaration order (0 when expected but never fired;
+    /// left out when neither expected nor fired), then any undeclared key in key order.
+    /// Without a declaration every fired key is a plain row.
     pub fn fault_rows(&self) -> Vec<Row> {
         let declared: Option<Vec<String>> = self
             .declared
             .map(|c| c.fault_kinds.iter().map(|k| (*k).to_string()).collect());
-        rows(declared, &self.faults_fired)
+        rows(declared, &self.faults_fired, |k| self.expected.fault(k))
     }
 
     /// The crash point rows, like [`WorldTally::fault_rows`].
     pub fn crash_rows(&self) -> Vec<Row> {
-        rows(self.declared.map(Coverage::crash_points), &self.crash_points_hit)
+        rows(
+            self.declared.map(Coverage::crash_points),
+            &self.crash_points_hit,
+            |k| self.expected.point(k),
+        )
     }
 
     /// Declared fault kinds and crash points that never fired.
@@ -109,7 +175,11 @@ impl WorldTally {
     }
 }
 
-fn rows(declared: Option<Vec<String>>, fired: &BTreeMap<String, u64>) -> Vec<Row> {
+fn rows(
+    declared: Option<Vec<String>>,
+    fired: &BTreeMap<String, u64>,
+    expected: impl Fn(&str) -> bool,
+) -> Vec<Row> {
     let Some(declared) = declared else {
         return fired
             .iter()
@@ -122,18 +192,18 @@ fn rows(declared: Option<Vec<String>>, fired: &BTreeMap<String, u64>) -> Vec<Row
     };
     let mut out: Vec<Row> = declared
         .iter()
-        .map(|k| {
+        .filter_map(|k| {
             let count = fired.get(k).copied().unwrap_or(0);
-            let mark = if count == 0 {
-                Mark::NeverFired
-            } else {
-                Mark::Fired
+            let mark = match (count, expected(k)) {
+                (0, false) => return None,
+                (0, true) => Mark::NeverFired,
+                _ => Mark::Fired,
             };
-            Row {
+            Some(Row {
                 key: k.clone(),
                 count,
                 mark,
-            }
+            })
         })
         .collect();
     for (k, n) in fired {
@@ -178,6 +248,39 @@ mod tests {
         assert_eq!(DECLARED.crash_points(), ["start.crash", "pending.crash"]);
         assert_eq!(t.never_fired(), ["b", "start.crash"]);
         assert_eq!(t.undeclared(), ["zz"]);
+    }
+
+    #[test]
+    fn only_what_the_scenarios_expect_is_required() {
+        let mut t = WorldTally::new("w".into(), Some(&DECLARED));
+        t.expected = Expected::Only {
+            fault_kinds: BTreeSet::from(["a".to_string()]),
+            crash_points: BTreeSet::new(),
+        };
+        t.crash_points_hit.insert("pending.crash".into(), 2);
+        t.faults_fired.insert("zz".into(), 1);
+        // `b` is neither expected nor fired: no row. `a` is expected: a gap.
+        let faults: Vec<(String, u64, Mark)> =
+            t.fault_rows().into_iter().map(|r| (r.key, r.count, r.mark)).collect();
+        assert_eq!(
+            faults,
+            [("a".to_string(), 0, Mark::NeverFired), ("zz".to_string(), 1, Mark::Undeclared)]
+        );
+        assert_eq!(t.crash_rows().len(), 1);
+        assert_eq!(t.never_fired(), ["a"]);
+        // Another scenario of the world expecting everything widens the requirement.
+        t.expected = t.expected.clone().union(Expected::All);
+        assert_eq!(t.never_fired(), ["b", "a", "start.crash"]);
+        assert_eq!(
+            Expected::nothing().union(Expected::Only {
+                fault_kinds: BTreeSet::from(["x".to_string()]),
+                crash_points: BTreeSet::new()
+            }),
+            Expected::Only {
+                fault_kinds: BTreeSet::from(["x".to_string()]),
+                crash_points: BTreeSet::new()
+            }
+        );
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //!
 //! A [`world::Scenario`] is one seeded, self-checking run of a simulated world. A
 //! [`campaign::Campaign`] runs many seeds of many scenarios on worker threads and summarizes
-//! them identically for any number of workers; failing seeds are stored in
-//! [`regressions`] files and replayed first; [`minimize`] shrinks a failing seed's fault
-//! schedule. The `keel-sim` binary ([`cli`]) is a thin layer over these.
+//! them identically for any number of workers (or shards on several machines, merged); failing
+//! seeds are stored in [`regressions`] files (the CLI appends new ones) and replayed first;
+//! [`minimize`] shrinks a failing seed's fault schedule. The `keel-sim` binary ([`cli`]) is a
+//! thin layer over these.
 //!
 //! ```
 //! use keel_sim::scenarios::ClockAndRng;

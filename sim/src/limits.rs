@@ -26,6 +26,20 @@ pub const MAX_PRINTED_FAILURES: usize = 50;
 /// Runs one campaign may make (regressions + seeds x scenarios).
 pub const MAX_CAMPAIGN_RUNS: u64 = u64::MAX / 2;
 
+/// A `--summary-out` file larger than this is refused by `merge` rather than read (a summary
+/// keeps at most [`MAX_KEPT_FAILURES`] failures, each a few hundred bytes).
+pub const MAX_SUMMARY_FILE_BYTES: usize = 64 << 20;
+
+/// Shard summaries one `merge` reads.
+pub const MAX_MERGED_SHARDS: usize = 1024;
+
+/// Failing seeds one campaign appends to the regressions directory (the lowest-numbered
+/// ones); a badly broken build must not flood the file.
+pub const MAX_RECORDED_SEEDS: usize = 20;
+
+/// Scenario files `--scenario DIR` loads from one directory.
+pub const MAX_SCENARIO_DIR_FILES: usize = 1000;
+
 /// A regression file larger than this is refused rather than read.
 pub const MAX_REGRESSION_FILE_BYTES: u64 = 1 << 20;
 

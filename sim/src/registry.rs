@@ -1,13 +1,17 @@
-//! Scenario lookup for `--scenario NAME|FILE` and for regression files.
+//! Scenario lookup for `--scenario NAME|FILE|DIR` and for regression files.
 //!
-//! Built-in scenarios are registered by name; scenario files go through an optional loader that
-//! a world installs (the kernel world will parse `scenarios/*`). The CLI only talks to a
+//! Built-in scenarios are registered by name and make up the default campaign. Bundled
+//! scenario files (the repository's `scenarios/*.json`, compiled in) are registered by name
+//! too, listed, but run only when named. Other scenario files go through an optional loader
+//! that a world installs, one file or every file of a directory. The CLI only talks to a
 //! [`Registry`], so adding a world never changes the CLI.
 
 use std::error::Error as StdError;
-use std::path::Path;
+use std::fs;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::limits::MAX_SCENARIO_DIR_FILES;
 use crate::world::Scenario;
 
 /// Turns a scenario file into a scenario. The error is the loader's own typed error, boxed.
@@ -31,13 +35,23 @@ pub enum ResolveError {
     },
     #[error("scenario `{0}` is registered twice")]
     Duplicate(String),
+    #[error("`{path}` is a directory: `run --scenario DIR` runs every scenario file in it, `replay` and `minimize` take one scenario")]
+    Directory { path: String },
+    #[error("cannot read directory `{path}`: {message}")]
+    ReadDir { path: String, message: String },
+    #[error("directory `{path}` holds no `*.{extension}` scenario files")]
+    EmptyDirectory { path: String, extension: &'static str },
+    #[error("directory `{path}` holds more than {max} scenario files")]
+    TooManyFiles { path: String, max: usize },
 }
 
 /// The scenarios a binary knows.
 #[derive(Default)]
 pub struct Registry {
     scenarios: Vec<Arc<dyn Scenario>>,
-    file_loader: Option<Box<ScenarioFileLoader>>,
+    bundled: Vec<Arc<dyn Scenario>>,
+    /// The scenario file extension (without the dot) and its loader.
+    file_loader: Option<(&'static str, Box<ScenarioFileLoader>)>,
 }
 
 impl Registry {
@@ -45,7 +59,7 @@ impl Registry {
         Registry::default()
     }
 
-    /// Adds a built-in scenario; names must be unique.
+    /// Adds a built-in scenario (part of the default campaign); names must be unique.
     pub fn register(&mut self, scenario: Arc<dyn Scenario>) -> Result<(), ResolveError> {
         if self.get(scenario.name()).is_some() {
             return Err(ResolveError::Duplicate(scenario.name().to_string()));
@@ -54,37 +68,69 @@ impl Registry {
         Ok(())
     }
 
-    /// Installs the loader for `--scenario FILE`.
-    pub fn set_file_loader(&mut self, loader: Box<ScenarioFileLoader>) {
-        self.file_loader = Some(loader);
+    /// Adds a bundled scenario file: listed and found by name, but run only when named (or
+    /// with its directory); names must be unique.
+    pub fn register_bundled(&mut self, scenario: Arc<dyn Scenario>) -> Result<(), ResolveError> {
+        if self.get(scenario.name()).is_some() {
+            return Err(ResolveError::Duplicate(scenario.name().to_string()));
+        }
+        self.bundled.push(scenario);
+        Ok(())
     }
 
-    /// Registered scenarios, in registration order.
+    /// Installs the loader for `--scenario FILE` and `--scenario DIR` (the files of a
+    /// directory whose extension is `extension`).
+    pub fn set_file_loader(&mut self, extension: &'static str, loader: Box<ScenarioFileLoader>) {
+        self.file_loader = Some((extension, loader));
+    }
+
+    /// Built-in scenarios, in registration order: what `run` runs by default.
     pub fn scenarios(&self) -> &[Arc<dyn Scenario>] {
         &self.scenarios
     }
 
+    /// Bundled scenario files, in registration order.
+    pub fn bundled(&self) -> &[Arc<dyn Scenario>] {
+        &self.bundled
+    }
+
+    /// A built-in or bundled scenario by name.
     pub fn get(&self, name: &str) -> Option<Arc<dyn Scenario>> {
-        self.scenarios.iter().find(|s| s.name() == name).cloned()
+        self.scenarios
+            .iter()
+            .chain(&self.bundled)
+            .find(|s| s.name() == name)
+            .cloned()
     }
 
     /// A registered name, else a file path (anything with a path separator or an extension,
-    /// or an existing file) through the file loader.
+    /// or an existing file) through the file loader. A directory is an error: it names
+    /// several scenarios (see [`Registry::resolve_all`]).
     pub fn resolve(&self, arg: &str) -> Result<Arc<dyn Scenario>, ResolveError> {
         if let Some(s) = self.get(arg) {
             return Ok(s);
         }
         let path = Path::new(arg);
+        if path.is_dir() {
+            return Err(ResolveError::Directory {
+                path: arg.to_string(),
+            });
+        }
         let looks_like_file =
             arg.contains('/') || arg.contains('\\') || path.extension().is_some() || path.is_file();
         if !looks_like_file {
-            let known: Vec<&str> = self.scenarios.iter().map(|s| s.name()).collect();
+            let known: Vec<&str> = self
+                .scenarios
+                .iter()
+                .chain(&self.bundled)
+                .map(|s| s.name())
+                .collect();
             return Err(ResolveError::Unknown {
                 name: arg.to_string(),
                 known: known.join(", "),
             });
         }
-        let loader = self
+        let (_, loader) = self
             .file_loader
             .as_ref()
             .ok_or_else(|| ResolveError::FilesUnsupported {
@@ -94,6 +140,49 @@ impl Registry {
             path: arg.to_string(),
             source,
         })
+    }
+
+    /// Like [`Registry::resolve`], but a directory (that is not a scenario name) stands for
+    /// every scenario file in it, in file-name order.
+    pub fn resolve_all(&self, arg: &str) -> Result<Vec<Arc<dyn Scenario>>, ResolveError> {
+        let path = Path::new(arg);
+        if self.get(arg).is_some() || !path.is_dir() {
+            return Ok(vec![self.resolve(arg)?]);
+        }
+        let (extension, _) = self
+            .file_loader
+            .as_ref()
+            .ok_or_else(|| ResolveError::FilesUnsupported {
+                path: arg.to_string(),
+            })?;
+        let read_dir = |e: std::io::Error| ResolveError::ReadDir {
+            path: arg.to_string(),
+            message: e.to_string(),
+        };
+        let mut files: Vec<PathBuf> = Vec::new();
+        for entry in fs::read_dir(path).map_err(read_dir)? {
+            let file = entry.map_err(read_dir)?.path();
+            if file.extension().is_some_and(|e| e == *extension) && file.is_file() {
+                if files.len() == MAX_SCENARIO_DIR_FILES {
+                    return Err(ResolveError::TooManyFiles {
+                        path: arg.to_string(),
+                        max: MAX_SCENARIO_DIR_FILES,
+                    });
+                }
+                files.push(file);
+            }
+        }
+        if files.is_empty() {
+            return Err(ResolveError::EmptyDirectory {
+                path: arg.to_string(),
+                extension,
+            });
+        }
+        files.sort();
+        files
+            .iter()
+            .map(|f| self.resolve(&f.display().to_string()))
+            .collect()
     }
 }
 
@@ -144,7 +233,7 @@ mod tests {
             r.resolve("scenarios/x.scn"),
             Err(ResolveError::FilesUnsupported { .. })
         ));
-        r.set_file_loader(Box::new(|p: &Path| {
+        r.set_file_loader("scn", Box::new(|p: &Path| {
             if p.ends_with("good.scn") {
                 Ok(Arc::new(Named("from-file")) as Arc<dyn Scenario>)
             } else {
@@ -156,5 +245,19 @@ mod tests {
             r.resolve("dir/bad.scn"),
             Err(ResolveError::FileLoad { .. })
         ));
+    }
+
+    #[test]
+    fn bundled_scenarios_resolve_by_name_but_are_not_the_default() {
+        let mut r = Registry::new();
+        r.register(Arc::new(Named("a"))).unwrap();
+        r.register_bundled(Arc::new(Named("b"))).unwrap();
+        assert!(matches!(
+            r.register_bundled(Arc::new(Named("a"))),
+            Err(ResolveError::Duplicate(_))
+        ));
+        assert_eq!(r.scenarios().len(), 1);
+        assert_eq!(r.resolve("b").unwrap().name(), "b");
+        assert_eq!(r.resolve_all("b").unwrap().len(), 1);
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! One entry per line, `SCENARIO SEED`, optionally followed by `# comment`; blank lines and
 //! lines starting with `#` are ignored (the format of proptest's regression files, by name).
-//! Files are read in file-name order; an entry listed twice runs once.
+//! Files are read in file-name order; an entry listed twice runs once. `keel-sim run` appends
+//! each new failing seed to `seeds.txt` itself (`cli::Cli`, with the date and what broke).
 
 use std::fs;
 use std::path::{Path, PathBuf};

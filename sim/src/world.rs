@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::coverage::Coverage;
+use crate::coverage::{Coverage, Expected};
 use crate::schedule::{FaultSchedule, ScheduleError};
 
 /// Options that change what a run records, never what it does: a run's trace hash is the same
@@ -29,6 +29,12 @@ pub trait Scenario: Send + Sync {
     /// Name used by `--scenario`, regression files and replay commands. No whitespace.
     fn name(&self) -> &str;
 
+    /// What `--scenario` takes to find this scenario again (replay commands, regression
+    /// files): its name, or the path a scenario file was loaded from, as it was given.
+    fn replay_name(&self) -> &str {
+        self.name()
+    }
+
     /// One line for `list` and `--help`.
     fn description(&self) -> &str {
         ""
@@ -41,6 +47,13 @@ pub trait Scenario: Send + Sync {
     /// the summary lists what fired without judging it.
     fn coverage(&self) -> Option<&'static Coverage> {
         None
+    }
+
+    /// The part of [`Scenario::coverage`] this scenario sets out to exercise: a campaign over
+    /// it flags what of that part `never fired`. Default: all of it. A scenario file declares
+    /// only the features it uses.
+    fn expected_coverage(&self) -> Expected {
+        Expected::All
     }
 
     /// The fault-schedule capability, for scenarios whose faults are an explicit list of

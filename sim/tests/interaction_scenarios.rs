@@ -239,3 +239,37 @@ fn replay_file() {
     }
     println!("{}", out.report);
 }
+
+#[test]
+fn every_scenario_file_is_bundled_and_listed() {
+    let on_disk: Vec<String> =
+        scenario_files().iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
+    let bundled: Vec<&str> = keel_sim::interaction_world::BUNDLED_FILES.iter().map(|(n, _)| *n).collect();
+    assert_eq!(bundled, on_disk, "add new scenarios/*.json files to BUNDLED_FILES");
+    let registry = keel_sim::scenarios::builtin_registry();
+    let names: Vec<&str> = registry.bundled().iter().map(|s| s.name()).collect();
+    assert_eq!(names, on_disk, "every bundled file decodes and keeps its file name as its scenario name");
+    for s in registry.bundled() {
+        assert_eq!(s.replay_name(), s.name(), "a bundled file replays by name");
+    }
+}
+
+/// What a file declares (derived from its content) is what its runs fire: a short campaign
+/// over each bundled file shows no `never fired` and no `undeclared` row.
+#[test]
+fn each_bundled_file_fires_what_it_declares() {
+    use keel_sim::campaign::{Campaign, ProgressStyle};
+    let registry = keel_sim::scenarios::builtin_registry();
+    let results = parallel(registry.bundled().to_vec(), |scenario| {
+        let name = scenario.name().to_string();
+        let summary = Campaign::new(vec![scenario]).seeds(0, 4).jobs(1).progress(ProgressStyle::Off).run(&mut std::io::sink()).unwrap();
+        let w = &summary.worlds[0];
+        (name, w.never_fired(), w.undeclared())
+    });
+    let gaps: Vec<String> = results
+        .into_iter()
+        .filter(|(_, never, stray)| !never.is_empty() || !stray.is_empty())
+        .map(|(name, never, stray)| format!("{name}: never fired {never:?}, undeclared {stray:?}"))
+        .collect();
+    assert!(gaps.is_empty(), "{}", gaps.join("\n"));
+}

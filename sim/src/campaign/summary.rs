@@ -35,7 +35,11 @@ pub enum Origin {
 /// A failing run kept for the summary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
+    /// The run's index in the (unsharded) campaign.
+    pub index: u64,
     pub origin: Origin,
+    /// What `--scenario` takes to replay it (see [`crate::world::Scenario::replay_name`]).
+    pub replay_name: String,
     pub report: RunReport,
 }
 
@@ -43,6 +47,13 @@ pub struct Failure {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CampaignSummary {
     pub scenarios: Vec<String>,
+    /// The scenarios as `--scenario` finds them again (a file scenario: its path).
+    pub replay_names: Vec<String>,
+    /// The stored regression seeds the campaign (all its shards) replays first, by replay
+    /// name.
+    pub stored_seeds: Vec<(String, u64)>,
+    /// `(K, N)`: this summary covers shard K of N only.
+    pub shard: Option<(u64, u64)>,
     pub from: u64,
     pub seeds: u64,
     pub determinism_checked: bool,
@@ -118,6 +129,14 @@ impl CampaignSummary {
         } else {
             "not checked"
         };
+        if let Some((k, n)) = self.shard {
+            let first = self.from.saturating_add(k - 1);
+            writeln!(
+                s,
+                "shard          {k}/{n} (seeds {first}, {}, ... of the range; `merge` all {n} shards' --summary-out files for the whole campaign)",
+                first.saturating_add(n)
+            )?;
+        }
         writeln!(s, "determinism    {check}")?;
         if let Some(m) = self.mutation {
             writeln!(
@@ -165,7 +184,11 @@ impl CampaignSummary {
                 .violations
                 .iter()
                 .any(|v| v.invariant == DETERMINISM_INVARIANT);
-            writeln!(s, "  {}", replay_command(&r.scenario, r.seed, check, self.mutation))?;
+            writeln!(
+                s,
+                "  {}",
+                replay_command(&failure.replay_name, r.seed, check, self.mutation)
+            )?;
             if !r.swarm.is_empty() {
                 writeln!(s, "  swarm: {}", r.swarm_line())?;
             }
@@ -285,6 +308,9 @@ mod tests {
         report.swarm.insert("p".into(), "3".into());
         let summary = CampaignSummary {
             scenarios: vec!["x".into()],
+            replay_names: vec!["x".into()],
+            stored_seeds: Vec::new(),
+            shard: None,
             from: 0,
             seeds: 10,
             determinism_checked: false,
@@ -298,6 +324,7 @@ mod tests {
             worlds: vec![WorldTally {
                 world: "x".into(),
                 declared: None,
+                expected: crate::coverage::Expected::All,
                 faults_fired: BTreeMap::from([("a".to_string(), 2)]),
                 crash_points_hit: BTreeMap::new(),
             }],
@@ -305,7 +332,9 @@ mod tests {
             broken_invariants: BTreeMap::from([("inv".to_string(), 1)]),
             traces_digest: "ab".into(),
             failures: vec![Failure {
+                index: 9,
                 origin: Origin::Range,
+                replay_name: "x".into(),
                 report,
             }],
             wall_time: Duration::from_millis(500),

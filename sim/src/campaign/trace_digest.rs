@@ -29,6 +29,27 @@ impl TraceDigest {
     pub fn hex(&self) -> String {
         self.lanes.iter().map(|l| format!("{l:016x}")).collect()
     }
+
+    /// Reads [`TraceDigest::hex`] back (64 lowercase hex digits).
+    pub fn from_hex(text: &str) -> Option<TraceDigest> {
+        let ok = text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !ok {
+            return None;
+        }
+        let mut lanes = [0u64; 4];
+        for (i, lane) in lanes.iter_mut().enumerate() {
+            *lane = u64::from_str_radix(text.get(i * 16..i * 16 + 16)?, 16).ok()?;
+        }
+        Some(TraceDigest { lanes })
+    }
+
+    /// Adds every run of `other` (disjoint runs, say another shard's): the result is the
+    /// digest of both sets of runs together.
+    pub fn merge(&mut self, other: &TraceDigest) {
+        for (lane, o) in self.lanes.iter_mut().zip(other.lanes) {
+            *lane = lane.wrapping_add(o);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -50,6 +71,14 @@ mod tests {
         swapped.add(0, &b);
         swapped.add(1, &a);
         assert_ne!(x, swapped);
+        let (mut first, mut second) = (TraceDigest::default(), TraceDigest::default());
+        first.add(1, &b);
+        second.add(0, &a);
+        first.merge(&second);
+        assert_eq!(first, x);
+        assert_eq!(TraceDigest::from_hex(&x.hex()), Some(x.clone()));
+        assert_eq!(TraceDigest::from_hex("ab"), None);
+        assert_eq!(TraceDigest::from_hex(&x.hex().to_uppercase()), None);
         let mut changed = TraceDigest::default();
         changed.add(0, &a);
         changed.add(1, &a);

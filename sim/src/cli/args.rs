@@ -12,6 +12,8 @@ pub enum Command {
     Run(RunArgs),
     Replay(ReplayArgs),
     Minimize(MinimizeArgs),
+    /// `merge FILE...`: the summaries `run --shard K/N --summary-out FILE` wrote, merged.
+    Merge(MergeArgs),
     List,
     Help,
 }
@@ -30,6 +32,25 @@ pub struct RunArgs {
     pub mutation: Option<Mutation>,
     /// `--fail-fast`: stop at the first failing run.
     pub fail_fast: bool,
+    /// `--shard K/N`: only the seeds whose index in the range is `K-1` modulo `N`.
+    pub shard: Option<Shard>,
+    /// `--summary-out FILE`: also write the summary as JSON, for `merge`.
+    pub summary_out: Option<PathBuf>,
+    /// `--no-record`: do not append failing seeds to the regressions directory.
+    pub no_record: bool,
+}
+
+/// One of `count` disjoint parts of a campaign (`index` is 1-based, as written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u64,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeArgs {
+    /// The shard summary files, in any order.
+    pub files: Vec<PathBuf>,
 }
 
 /// Where `run` reads stored failing seeds from.
@@ -65,10 +86,15 @@ pub struct MinimizeArgs {
 pub enum ArgError {
     #[error("no command given (try `keel-sim --help`)")]
     NoCommand,
-    #[error("unknown command `{0}` (commands: run, replay, minimize, list, help)")]
+    #[error("unknown command `{0}` (commands: run, replay, minimize, merge, list, help)")]
     UnknownCommand(String),
-    #[error("`{command}` does not take `{flag}`")]
-    UnknownFlag { command: &'static str, flag: String },
+    #[error("`{command}` does not take `{flag}`{}", suggestion.map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default())]
+    UnknownFlag {
+        command: &'static str,
+        flag: String,
+        /// The known flag closest in spelling, when one is close.
+        suggestion: Option<&'static str>,
+    },
     #[error("`{flag}` needs a value")]
     MissingValue { flag: &'static str },
     #[error("`{flag}` takes no value")]
@@ -88,6 +114,10 @@ pub enum ArgError {
     Unexpected(String),
     #[error("`{0}` and `{1}` cannot be used together")]
     Conflict(&'static str, &'static str),
+    #[error("`--shard` wants `K/N` with 1 <= K <= N (say `--shard 2/4`), got `{0}`")]
+    BadShard(String),
+    #[error("`merge` needs the summary files that `run --shard K/N --summary-out FILE` wrote")]
+    NothingToMerge,
     #[error("bad `--schedule`: {0}")]
     BadSchedule(#[from] ScheduleParseError),
     #[error(transparent)]
@@ -102,17 +132,106 @@ pub fn parse(args: &[String]) -> Result<Command, ArgError> {
     let Some((command, rest)) = args.split_first() else {
         return Err(ArgError::NoCommand);
     };
+    let (name, known): (&'static str, &[&'static str]) = match command.as_str() {
+        "run" => ("run", RUN_FLAGS),
+        "replay" => ("replay", REPLAY_FLAGS),
+        "minimize" => ("minimize", MINIMIZE_FLAGS),
+        "merge" => return parse_merge(rest),
+        "list" => ("list", &[]),
+        "help" => ("help", &[]),
+        other => return Err(ArgError::UnknownCommand(other.to_string())),
+    };
     let mut flags = Flags::split(rest)?;
-    let parsed = match command.as_str() {
+    // A misspelt flag first: otherwise `run --sedes 10` would only say `--seeds` is missing.
+    flags.reject_unknown(name, known)?;
+    let parsed = match name {
         "run" => parse_run(&mut flags)?,
         "replay" => parse_replay(&mut flags)?,
         "minimize" => parse_minimize(&mut flags)?,
         "list" => Command::List,
-        "help" => Command::Help,
-        other => return Err(ArgError::UnknownCommand(other.to_string())),
+        _ => Command::Help,
     };
     flags.finish(command_name(&parsed))?;
     Ok(parsed)
+}
+
+/// The flags each command takes (the order breaks ties between equally close suggestions).
+const RUN_FLAGS: &[&str] = &[
+    "--seeds",
+    "--from",
+    "--scenario",
+    "--jobs",
+    "--check",
+    "--regressions",
+    "--no-regressions",
+    "--no-record",
+    "--mutation",
+    "--fail-fast",
+    "--shard",
+    "--summary-out",
+];
+const REPLAY_FLAGS: &[&str] = &["--seed", "--scenario", "--check", "--schedule", "--mutation"];
+const MINIMIZE_FLAGS: &[&str] = &["--seed", "--scenario", "--mutation"];
+
+/// The known flag nearest to `flag` (edit distance with transpositions, at most 2 edits and
+/// less than half the flag's letters), if any.
+fn closest(flag: &str, known: &[&'static str]) -> Option<&'static str> {
+    let letters = flag.trim_start_matches('-').chars().count();
+    known
+        .iter()
+        .map(|k| (edit_distance(flag, k), *k))
+        .filter(|(d, _)| *d <= 2 && *d * 2 < letters.max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Optimal-string-alignment distance: insertions, deletions, substitutions and adjacent
+/// transpositions each cost 1.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// `merge FILE...`: positional files only.
+fn parse_merge(rest: &[String]) -> Result<Command, ArgError> {
+    if let Some(flag) = rest.iter().find(|a| a.starts_with("--")) {
+        let flag = flag.split_once('=').map_or(flag.as_str(), |(f, _)| f).to_string();
+        return Err(ArgError::UnknownFlag { command: "merge", flag, suggestion: None });
+    }
+    if rest.is_empty() {
+        return Err(ArgError::NothingToMerge);
+    }
+    Ok(Command::Merge(MergeArgs {
+        files: rest.iter().map(PathBuf::from).collect(),
+    }))
+}
+
+/// `K/N` with `1 <= K <= N`.
+fn parse_shard(text: &str) -> Result<Shard, ArgError> {
+    let bad = || ArgError::BadShard(text.to_string());
+    let (k, n) = text.split_once('/').ok_or_else(bad)?;
+    let (index, count) = (parse_seed(k).ok_or_else(bad)?, parse_seed(n).ok_or_else(bad)?);
+    if index == 0 || index > count {
+        return Err(bad());
+    }
+    Ok(Shard { index, count })
 }
 
 fn command_name(command: &Command) -> &'static str {
@@ -120,6 +239,7 @@ fn command_name(command: &Command) -> &'static str {
         Command::Run(_) => "run",
         Command::Replay(_) => "replay",
         Command::Minimize(_) => "minimize",
+        Command::Merge(_) => "merge",
         Command::List => "list",
         Command::Help => "help",
     }
@@ -148,6 +268,9 @@ fn parse_run(flags: &mut Flags) -> Result<Command, ArgError> {
     };
     let mutation = mutation(flags)?;
     let fail_fast = flags.switch("--fail-fast")?;
+    let shard = flags.value("--shard")?.map(|s| parse_shard(&s)).transpose()?;
+    let summary_out = flags.value("--summary-out")?.map(PathBuf::from);
+    let no_record = flags.switch("--no-record")?;
     Ok(Command::Run(RunArgs {
         seeds,
         from,
@@ -157,6 +280,9 @@ fn parse_run(flags: &mut Flags) -> Result<Command, ArgError> {
         regressions,
         mutation,
         fail_fast,
+        shard,
+        summary_out,
+        no_record,
     }))
 }
 
@@ -303,12 +429,25 @@ impl Flags {
         Ok(seen)
     }
 
+    /// The first flag `command` does not take, with the nearest one it does.
+    fn reject_unknown(&self, command: &'static str, known: &[&'static str]) -> Result<(), ArgError> {
+        match self.items.iter().find(|it| !known.contains(&it.flag.as_str())) {
+            None => Ok(()),
+            Some(item) => Err(ArgError::UnknownFlag {
+                command,
+                flag: item.flag.clone(),
+                suggestion: closest(&item.flag, known),
+            }),
+        }
+    }
+
     fn finish(self, command: &'static str) -> Result<(), ArgError> {
         for item in self.items {
             if !item.used {
                 return Err(ArgError::UnknownFlag {
                     command,
                     flag: item.flag,
+                    suggestion: None,
                 });
             }
             if let (Some(next), false) = (item.next, item.next_used) {
@@ -347,6 +486,9 @@ mod tests {
                 regressions: RegressionsArg::Off,
                 mutation: None,
                 fail_fast: false,
+                shard: None,
+                summary_out: None,
+                no_record: false,
             }
         );
     }
@@ -475,14 +617,16 @@ mod tests {
             p("run --seeds 1 --seed 2"),
             Err(ArgError::UnknownFlag {
                 command: "run",
-                flag: "--seed".into()
+                flag: "--seed".into(),
+                suggestion: Some("--seeds"),
             })
         );
         assert_eq!(
             p("list --seeds 1"),
             Err(ArgError::UnknownFlag {
                 command: "list",
-                flag: "--seeds".into()
+                flag: "--seeds".into(),
+                suggestion: None,
             })
         );
         assert_eq!(
@@ -499,9 +643,69 @@ mod tests {
             p("minimize --seed 1 --check"),
             Err(ArgError::UnknownFlag {
                 command: "minimize",
-                flag: "--check".into()
+                flag: "--check".into(),
+                suggestion: None,
             })
         );
+    }
+
+    #[test]
+    fn a_misspelt_flag_is_named_before_anything_else_with_the_nearest_flag() {
+        let e = p("run --sedes 10").unwrap_err();
+        assert_eq!(
+            e,
+            ArgError::UnknownFlag {
+                command: "run",
+                flag: "--sedes".into(),
+                suggestion: Some("--seeds"),
+            }
+        );
+        assert_eq!(e.to_string(), "`run` does not take `--sedes` (did you mean `--seeds`?)");
+        // Even when a required flag is missing or another value is bad.
+        assert!(matches!(
+            p("run --seeds x --jbos 2"),
+            Err(ArgError::UnknownFlag { suggestion: Some("--jobs"), .. })
+        ));
+        assert!(matches!(
+            p("replay --sed 3"),
+            Err(ArgError::UnknownFlag { suggestion: Some("--seed"), .. })
+        ));
+        assert!(matches!(
+            p("run --seeds 1 --checkk"),
+            Err(ArgError::UnknownFlag { suggestion: Some("--check"), .. })
+        ));
+        // Nothing close: no guess.
+        assert_eq!(
+            p("run --zzzzzz 1").unwrap_err().to_string(),
+            "`run` does not take `--zzzzzz`"
+        );
+    }
+
+    #[test]
+    fn shards_summaries_and_merge() {
+        let Command::Run(r) =
+            p("run --seeds 10 --shard 2/3 --summary-out s.json --no-record").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(r.shard, Some(Shard { index: 2, count: 3 }));
+        assert_eq!(r.summary_out, Some(PathBuf::from("s.json")));
+        assert!(r.no_record);
+        for bad in ["0/3", "4/3", "1", "1/0", "a/2", "1/2/3", "/2"] {
+            assert_eq!(
+                p(&format!("run --seeds 1 --shard {bad}")),
+                Err(ArgError::BadShard(bad.into())),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            p("merge a.json b.json").unwrap(),
+            Command::Merge(MergeArgs {
+                files: vec!["a.json".into(), "b.json".into()]
+            })
+        );
+        assert_eq!(p("merge"), Err(ArgError::NothingToMerge));
+        assert!(matches!(p("merge a --check"), Err(ArgError::UnknownFlag { .. })));
     }
 
     #[test]

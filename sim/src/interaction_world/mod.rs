@@ -21,10 +21,11 @@
 //! * `context` — what every part shares (env, hooks for triggered host actions, trace);
 //! * `host` — host actions, input answers, Unknown settlement, re-delivery; `driver` — the
 //!   engine lifecycle and crash/restore loop; `oracle` — invariants; `trace` — closing lines;
-//! * `run` — `run_on_madsim` / `run_on_tokio`; `scenarios` — the Scenario impls and the
-//!   file loader.
+//! * `run` — `run_on_madsim` / `run_on_tokio`; `scenarios` — the Scenario impls, the bundled
+//!   files and the file loader; `declared` — what a scenario file sets out to exercise.
 
 mod context;
+pub mod declared;
 mod delegate;
 mod driver;
 pub mod generate;
@@ -42,7 +43,10 @@ mod tools;
 mod trace;
 
 pub use run::{compares_output, run_on_madsim, run_on_tokio, run_outcome_on_madsim, RunOutcome};
-pub use scenarios::{crash_after_clean, crash_at, load_scenario, matrix_case, scenarios, swarm_run, FileScenario, MATRIX_FAULTS, MATRIX_FILES};
+pub use scenarios::{
+    bundled_scenarios, crash_after_clean, crash_at, load_scenario, matrix_case, scenarios, swarm_run, FileScenario,
+    BUNDLED_FILES, MATRIX_FAULTS, MATRIX_FILES,
+};
 pub use spec::Spec;
 pub use spec_json::{decode_bytes, load_file, SpecFileError};
 

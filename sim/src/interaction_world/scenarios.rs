@@ -6,7 +6,8 @@ use super::generate::generate;
 use super::run::{compares_output, run_outcome_on_madsim, RunOutcome};
 use super::spec::{CommitFaultKind, Spec};
 use super::spec_json::{decode_bytes, load_file};
-use crate::coverage::Coverage;
+use super::declared::expected_of;
+use crate::coverage::{Coverage, Expected};
 use crate::limits::MAX_INTERACTION_COMMIT_DECISIONS;
 use crate::schedule::{FaultSchedule, ScheduleError};
 use crate::world::{run_guarded, RunOptions, RunReport, Scenario, Schedulable, Violation};
@@ -194,14 +195,33 @@ impl Scenario for InteractionCrashMatrix {
 /// A scenario file: runs its spec (and its own faults) on madsim.
 pub struct FileScenario {
     pub spec: Spec,
+    /// What `--scenario` takes to load it again: the path as given, or the name of a bundled
+    /// file.
+    pub replay_name: String,
+    /// What the file sets out to exercise (derived from its content once, at load).
+    pub expected: Expected,
+}
+
+impl FileScenario {
+    /// A scenario file's spec, found again by `replay_name`.
+    pub fn new(spec: Spec, replay_name: String) -> FileScenario {
+        let expected = expected_of(&spec);
+        FileScenario { spec, replay_name, expected }
+    }
 }
 
 impl Scenario for FileScenario {
     fn name(&self) -> &str {
         &self.spec.name
     }
+    fn replay_name(&self) -> &str {
+        &self.replay_name
+    }
     fn coverage(&self) -> Option<&'static Coverage> {
         Some(&super::COVERAGE)
+    }
+    fn expected_coverage(&self) -> Expected {
+        self.expected.clone()
     }
     fn description(&self) -> &str {
         &self.spec.description
@@ -230,7 +250,55 @@ impl Schedulable for FileScenario {
 /// The registry's file loader: `keel-sim run --scenario scenarios/x.json`.
 pub fn load_scenario(path: &Path) -> Result<Arc<dyn Scenario>, Box<dyn StdError + Send + Sync>> {
     let spec = load_file(path)?;
-    Ok(Arc::new(FileScenario { spec }))
+    Ok(Arc::new(FileScenario::new(spec, path.display().to_string())))
+}
+
+/// The repository's `scenarios/*.json` (name, text), compiled in so `list` and
+/// `--scenario NAME` find them from any directory. `sim/tests/interaction_scenarios.rs` checks
+/// this list against the directory.
+pub const BUNDLED_FILES: &[(&str, &str)] = &[
+    ("cancel-during-model-call", include_str!("../../../scenarios/cancel-during-model-call.json")),
+    ("cancel-during-tool-batch", include_str!("../../../scenarios/cancel-during-tool-batch.json")),
+    ("deferred-tools", include_str!("../../../scenarios/deferred-tools.json")),
+    ("delegate-failure", include_str!("../../../scenarios/delegate-failure.json")),
+    ("delegates", include_str!("../../../scenarios/delegates.json")),
+    ("direct-results", include_str!("../../../scenarios/direct-results.json")),
+    ("input-wait", include_str!("../../../scenarios/input-wait.json")),
+    ("invalid-arguments", include_str!("../../../scenarios/invalid-arguments.json")),
+    ("kill-with-unknowns", include_str!("../../../scenarios/kill-with-unknowns.json")),
+    ("max-model-calls", include_str!("../../../scenarios/max-model-calls.json")),
+    ("model-error", include_str!("../../../scenarios/model-error.json")),
+    ("model-host-failure", include_str!("../../../scenarios/model-host-failure.json")),
+    ("out-of-order-completion", include_str!("../../../scenarios/out-of-order-completion.json")),
+    ("parallel-keys", include_str!("../../../scenarios/parallel-keys.json")),
+    ("reducer", include_str!("../../../scenarios/reducer.json")),
+    ("refusal-with-calls", include_str!("../../../scenarios/refusal-with-calls.json")),
+    ("steer-during-input-wait", include_str!("../../../scenarios/steer-during-input-wait.json")),
+    ("steer-during-model-call", include_str!("../../../scenarios/steer-during-model-call.json")),
+    ("steer-during-tool-batch", include_str!("../../../scenarios/steer-during-tool-batch.json")),
+    ("streaming", include_str!("../../../scenarios/streaming.json")),
+    ("tool-error", include_str!("../../../scenarios/tool-error.json")),
+    ("tool-host-failure-unknown", include_str!("../../../scenarios/tool-host-failure-unknown.json")),
+    ("tool-loop", include_str!("../../../scenarios/tool-loop.json")),
+    ("tool-panic-unknown", include_str!("../../../scenarios/tool-panic-unknown.json")),
+    ("truncation-length", include_str!("../../../scenarios/truncation-length.json")),
+    ("two-siblings-input-answered-in-reverse", include_str!("../../../scenarios/two-siblings-input-answered-in-reverse.json")),
+    ("unknown-left-retained", include_str!("../../../scenarios/unknown-left-retained.json")),
+    ("unknown-tool", include_str!("../../../scenarios/unknown-tool.json")),
+    ("validator-rejection", include_str!("../../../scenarios/validator-rejection.json")),
+];
+
+/// The bundled scenario files, decoded (each is tested to decode; one that does not is left
+/// out rather than stopping the binary).
+pub fn bundled_scenarios() -> Vec<Arc<dyn Scenario>> {
+    BUNDLED_FILES
+        .iter()
+        .filter_map(|(name, text)| decode_bytes(name, text.as_bytes()).ok())
+        .map(|spec| {
+            let name = spec.name.clone();
+            Arc::new(FileScenario::new(spec, name)) as Arc<dyn Scenario>
+        })
+        .collect()
 }
 
 /// The built-in Interaction-world scenarios.

@@ -23,6 +23,10 @@ pub fn builtin_registry() -> Registry {
     for scenario in crate::interaction_world::scenarios() {
         let _ = registry.register(Arc::from(scenario));
     }
-    registry.set_file_loader(Box::new(crate::interaction_world::load_scenario));
+    // The bundled scenario files: listed and found by name, run when named.
+    for scenario in crate::interaction_world::bundled_scenarios() {
+        let _ = registry.register_bundled(scenario);
+    }
+    registry.set_file_loader("json", Box::new(crate::interaction_world::load_scenario));
     registry
 }

@@ -15,15 +15,21 @@ fn help_names_the_self_test_plainly() {
 
 #[test]
 fn list_prints_every_scenario() {
-    let out = cli(&builtin_registry(), "list");
+    let registry = builtin_registry();
+    let out = cli(&registry, "list");
     assert_eq!(out.code, 0);
-    assert_eq!(out.out.lines().count(), builtin_registry().scenarios().len());
+    let (builtin, bundled) = out.out.split_once("\n\n").expect("a heading before the bundled files");
+    assert_eq!(builtin.lines().count(), registry.scenarios().len());
     assert!(out.out.starts_with("clock-and-rng "));
     assert!(out.out.contains("kernel-swarm"));
+    let (heading, files) = bundled.split_once('\n').unwrap();
+    assert_eq!(heading, keel_sim::cli::BUNDLED_HEADING);
+    assert_eq!(files.lines().count(), registry.bundled().len());
+    assert!(files.lines().any(|l| l.starts_with("tool-loop ")));
     // Every scenario says what it is, and the descriptions start in one column.
-    let columns: Vec<usize> = out
-        .out
+    let columns: Vec<usize> = builtin
         .lines()
+        .chain(files.lines())
         .map(|line| {
             let name_end = line.find(' ').unwrap();
             let description = line[name_end..].trim_start();

@@ -4,5 +4,7 @@ mod campaign;
 mod cli;
 mod determinism;
 mod minimize;
+mod recording;
 mod regressions;
+mod shards;
 mod support;
