@@ -314,3 +314,38 @@ fn commit_cost_per_fsync() {
         );
     }
 }
+
+/// Two processes on one store directory: while a live child holds it, this process is refused
+/// with `Locked` naming the child's pid and the log is untouched; once the child is killed the
+/// directory opens and holds everything the child acknowledged.
+#[test]
+fn a_second_process_on_the_same_directory_gets_locked() {
+    let dir = TempDir::new("locked");
+    let mut child = Command::new(CHILD)
+        .arg(&dir.0)
+        .arg("step")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn keel-crash-child");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.starts_with("ACK "), "first line: {line}");
+    // The child now waits on stdin, holding the store with one acknowledged commit.
+    let log = dir.0.join(keel::kernel::commit::LOG_FILE_NAME);
+    let before = std::fs::read(&log).unwrap();
+    match FileCommitter::open(&dir.0) {
+        Err(keel::kernel::commit::OpenError::Locked { pid, .. }) => {
+            assert_eq!(pid, Some(child.id()), "the error names the holder");
+        }
+        Err(e) => panic!("expected Locked, got {e}"),
+        Ok(_) => panic!("a second process opened a store another process holds"),
+    }
+    assert_eq!(std::fs::read(&log).unwrap(), before, "the refused opener wrote nothing");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let store = FileCommitter::open(&dir.0).expect("the OS released the dead holder's lock");
+    assert_eq!(store.head(&durable_world::root_id()).unwrap().sequence, 1);
+}

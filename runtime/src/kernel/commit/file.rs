@@ -41,6 +41,13 @@
 //! A checksum-valid record that does not decode is `Corrupt`; one that decodes but breaks the
 //! commit rules on replay (say, a gap in sequences) is `Inconsistent`. Both refuse to open.
 //!
+//! # One writer per directory
+//!
+//! Opening takes an exclusive OS lock on `store.lock` in the directory before anything else and
+//! holds it for the committer's life (see [`lock`](self::lock)); a second opener, in this
+//! process or another, gets [`OpenError::Locked`] with the holder's pid. The OS drops the lock
+//! when its holder exits, SIGKILL included.
+//!
 //! # Failure while running
 //!
 //! If a write or `fsync` fails, the durable content of the log is unknown from then on (after
@@ -54,8 +61,6 @@
 //! * Compaction: the log grows by one record per commit forever (like the in-memory store's
 //!   facts, which it must keep to answer retries). Rewriting it to heads plus facts is a
 //!   possible later step; nothing here depends on its absence.
-//! * Locking: one `FileCommitter` per directory at a time, across processes. (Advisory file
-//!   locks are in `std` only from Rust 1.89, above the workspace MSRV.)
 //! * Async I/O: the returned futures do their blocking I/O when polled, like the in-memory
 //!   store does its work; a host on a multi-threaded runtime should expect a poll to take one
 //!   `fsync`.
@@ -66,6 +71,7 @@ use super::port::{
     EffectBoundaryKind, Head, TreeCut,
 };
 use super::CommitRecord;
+use lock::StoreLock;
 use crate::env::BoxFuture;
 use crate::json::{Digest, Json, ObjectBuilder, ObjectReader};
 use crate::kernel::ids::{EffectId, IncarnationId, ProcessId};
@@ -75,6 +81,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+mod lock;
+pub use lock::LOCK_FILE_NAME;
 
 /// The log's file name inside the store directory.
 pub const LOG_FILE_NAME: &str = "commits.log";
@@ -105,6 +114,14 @@ pub enum OpenError {
     /// A record that decodes but does not follow the commit rules on replay.
     #[error("commit log record at byte {offset} breaks the commit rules: {reason}")]
     Inconsistent { offset: u64, reason: String },
+    /// Another `FileCommitter`, in this process or another, holds the directory. Two writers
+    /// on one log would interleave their records and make every tree in it unreadable.
+    #[error(
+        "store {} is in use by {}; stop that writer or open another directory",
+        dir.display(),
+        pid.map_or_else(|| "another process".to_string(), |pid| format!("process {pid}"))
+    )]
+    Locked { dir: PathBuf, pid: Option<u32> },
     /// A complete record larger than this open's bound (open with a larger bound).
     #[error(
         "commit log record at byte {offset} has {bytes} payload bytes, above the maximum {max}"
@@ -129,6 +146,8 @@ pub struct FileCommitter {
     max_record_bytes: usize,
     recovery: Recovery,
     state: Mutex<State>,
+    /// Held for the committer's life; dropping the committer releases the directory.
+    _lock: StoreLock,
 }
 
 struct State {
@@ -179,6 +198,9 @@ impl FileCommitter {
     ) -> Result<FileCommitter, OpenError> {
         let dir = dir.as_ref();
         let path = dir.join(LOG_FILE_NAME);
+        ensure_dir(dir)?;
+        // Before the log is read: replay may truncate a tail that a live writer is appending.
+        let lock = StoreLock::acquire(dir)?;
         let created = ensure_log(dir, &path)?;
         let io_err = |operation| {
             let path = path.clone();
@@ -201,6 +223,7 @@ impl FileCommitter {
                 truncated_bytes: scan.truncated_bytes,
             },
             state: Mutex::new(State { index, log, failed: None }),
+            _lock: lock,
         })
     }
 
@@ -301,25 +324,32 @@ fn to_u64(n: usize) -> u64 {
 // ---------------------------------------------------------------------------------------------
 // Creating and syncing
 
-/// Creates the directory and an empty log if they are missing; returns whether it created the
-/// log. A new log is written and synced under a temporary name and then hard-linked into
-/// place, so the log name never shows a file without its header and an existing log is never
-/// replaced.
+fn io_err_at(operation: &'static str, at: &Path) -> impl FnOnce(io::Error) -> OpenError {
+    let path = at.to_path_buf();
+    move |source| OpenError::Io { operation, path, source }
+}
+
+/// Creates the store directory (and its parents) if it is missing, durably.
+fn ensure_dir(dir: &Path) -> Result<(), OpenError> {
+    if !dir.is_dir() {
+        fs::create_dir_all(dir).map_err(io_err_at("create directory", dir))?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent).map_err(io_err_at("sync directory", parent))?;
+        }
+    }
+    Ok(())
+}
+
+/// Creates an empty log in the (existing) directory if it is missing; returns whether it
+/// created the log. A new log is written and synced under a temporary name and then
+/// hard-linked into place, so the log name never shows a file without its header and an
+/// existing log is never replaced.
 fn ensure_log(dir: &Path, path: &Path) -> Result<bool, OpenError> {
-    let io_err = |operation, at: &Path| {
-        let path = at.to_path_buf();
-        move |source| OpenError::Io { operation, path, source }
-    };
+    let io_err = io_err_at;
     match fs::symlink_metadata(path) {
         Ok(_) => return Ok(false),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(io_err("inspect", path)(e)),
-    }
-    if !dir.is_dir() {
-        fs::create_dir_all(dir).map_err(io_err("create directory", dir))?;
-        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-            sync_dir(parent).map_err(io_err("sync directory", parent))?;
-        }
     }
     let new = dir.join(NEW_LOG_FILE_NAME);
     let mut file = OpenOptions::new()

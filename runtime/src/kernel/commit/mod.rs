@@ -19,7 +19,7 @@ pub mod memory;
 pub mod port;
 
 pub use faults::{CommitCall, CommitCallKind, Fault, FaultPlan, FaultyCommitter};
-pub use file::{FileCommitter, OpenError, Recovery};
+pub use file::{FileCommitter, OpenError, Recovery, LOCK_FILE_NAME, LOG_FILE_NAME};
 pub use index::{CommitIndex, Decision, Installation};
 pub use memory::{audit_history, CommitRecord, CommitRecordKind, MemoryCommitter};
 pub use port::{

@@ -482,3 +482,36 @@ fn an_empty_log_reopens_empty() {
     assert!(f.roots().is_empty());
     assert_eq!(block_on(f.load_tree(&root())).unwrap(), None);
 }
+
+#[test]
+fn a_second_opener_is_refused_with_the_holders_pid_until_the_first_is_dropped() {
+    let dir = TempDir::new();
+    let first = FileCommitter::open(&dir.0).unwrap();
+    send(&first, &script()[0]).unwrap();
+    let before = fs::read(dir.log()).unwrap();
+    match FileCommitter::open(&dir.0) {
+        Err(OpenError::Locked { dir: locked, pid }) => {
+            assert_eq!(locked, dir.0);
+            assert_eq!(pid, Some(std::process::id()));
+        }
+        Err(e) => panic!("expected Locked, got {e}"),
+        Ok(_) => panic!("a second committer opened a held directory"),
+    }
+    // The refused opener touched nothing, and the holder goes on committing.
+    assert_eq!(fs::read(dir.log()).unwrap(), before);
+    send(&first, &script()[1]).unwrap();
+    drop(first);
+    let reopened = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(reopened.recovery().records, 2);
+}
+
+#[test]
+fn the_locked_error_says_who_holds_the_store_and_what_to_do() {
+    let e = OpenError::Locked { dir: PathBuf::from("/data/agents"), pid: Some(4242) };
+    assert_eq!(
+        e.to_string(),
+        "store /data/agents is in use by process 4242; stop that writer or open another directory"
+    );
+    let e = OpenError::Locked { dir: PathBuf::from("/data/agents"), pid: None };
+    assert!(e.to_string().contains("in use by another process"), "{e}");
+}
