@@ -5,6 +5,7 @@ use crate::error::{bounded, ProviderError, MAX_ERROR_TEXT_BYTES};
 use crate::retry::{is_retryable_status, retry_after, Pacing};
 use futures::future::{select, Either};
 use futures::{Stream, StreamExt};
+use keel::env::Timestamp;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -38,13 +39,14 @@ impl Transport {
     }
 
     /// Sends `body` to `url` until a 2xx arrives, retrying only outcomes that prove the
-    /// request had no effect. Returns the response with only its head read.
+    /// request had no effect. Returns the response with only its head read, and when the
+    /// attempt that got it was sent.
     pub async fn send(
         &self,
         url: &str,
         headers: &[(&'static str, String)],
         body: Vec<u8>,
-    ) -> Result<reqwest::Response, ProviderError> {
+    ) -> Result<(reqwest::Response, Timestamp), ProviderError> {
         let clock = &self.pacing.clock;
         let policy = &self.pacing.retry;
         let started = clock.now();
@@ -56,6 +58,7 @@ impl Transport {
             for (name, value) in headers {
                 request = request.header(*name, value);
             }
+            let sent_at = clock.now();
             let (error, wait, response) = match self.within(self.pacing.timeouts.response, request.send()).await {
                 None => {
                     return Err(ProviderError::Timeout {
@@ -71,7 +74,7 @@ impl Transport {
                 Some(Err(e)) => {
                     return Err(ProviderError::ConnectionLost { provider: self.provider, detail: bounded(error_chain(&e)) })
                 }
-                Some(Ok(response)) if response.status().is_success() => return Ok(response),
+                Some(Ok(response)) if response.status().is_success() => return Ok((response, sent_at)),
                 Some(Ok(response)) => {
                     let status = response.status().as_u16();
                     if !is_retryable_status(status) {
@@ -99,9 +102,10 @@ impl Transport {
     }
 
     /// Reads the whole body of a 2xx response, bounded, within what is left of the response
-    /// timeout.
-    pub async fn read_body(&self, response: reqwest::Response) -> Result<Vec<u8>, ProviderError> {
+    /// timeout of the attempt sent at `sent_at`.
+    pub async fn read_body(&self, response: reqwest::Response, sent_at: Timestamp) -> Result<Vec<u8>, ProviderError> {
         let after = self.pacing.timeouts.response;
+        let left = after.saturating_sub(self.pacing.clock.now().saturating_duration_since(sent_at));
         let provider = self.provider;
         let read = async move {
             let mut body = Vec::new();
@@ -118,7 +122,7 @@ impl Transport {
             }
             Ok(body)
         };
-        match self.within(after, read).await {
+        match self.within(left, read).await {
             Some(result) => result,
             None => Err(ProviderError::Timeout { provider, stage: "complete response body", after }),
         }

@@ -67,8 +67,9 @@ impl RetryPolicy {
 /// Timeouts of one attempt, measured on the client's clock.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Timeouts {
-    /// From sending the request until the whole response (complete mode) or its status and
-    /// headers (streaming) arrived. Expiry leaves the call unknown.
+    /// From sending the request until the whole response (complete mode: status, headers and
+    /// body together) or its status and headers (streaming) arrived. Expiry leaves the call
+    /// unknown.
     pub response: Duration,
     /// Longest silence between two chunks of a streamed response. Expiry leaves the call
     /// unknown.

@@ -107,6 +107,18 @@ async fn a_response_timeout_leaves_the_model_call_unknown() {
 }
 
 #[tokio::test]
+async fn a_body_stalled_after_the_headers_leaves_the_model_call_unknown() {
+    let server = serve(&["openai/stall_mid_body.json"]).await;
+    let env = common::env();
+    let started = env.clock.now();
+    let text = run(complete(&server), user("Hi")).await.unknown();
+    assert!(text.contains("no complete response body within"), "{text}");
+    let waited = env.clock.now().saturating_duration_since(started);
+    assert!(waited >= Duration::from_millis(1500), "the response timeout ran out first ({waited:?})");
+    assert_eq!(server.received().len(), 1);
+}
+
+#[tokio::test]
 async fn a_stalled_stream_leaves_the_model_call_unknown() {
     let server = serve(&["openai/stream_stalled.json"]).await;
     let text = run(streaming(&server), user("Hi")).await.unknown();

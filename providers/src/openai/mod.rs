@@ -133,8 +133,8 @@ impl OpenAiClient {
     /// One complete call, with the crate's retry rules.
     pub async fn complete(&self, request: &Request) -> Result<Response, ProviderError> {
         let body = request::body(request, &self.config.model, self.config.legacy_max_tokens, None)?;
-        let response = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
-        let bytes = self.transport.read_body(response).await?;
+        let (response, sent_at) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
+        let bytes = self.transport.read_body(response, sent_at).await?;
         response::parse(&bytes)
     }
 
@@ -142,7 +142,7 @@ impl OpenAiClient {
     /// status and headers arrived).
     pub async fn open_stream(&self, request: &Request) -> Result<ModelDeltaStream<'static>, ProviderError> {
         let body = request::body(request, &self.config.model, self.config.legacy_max_tokens, Some(self.config.stream_usage))?;
-        let response = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
+        let (response, _) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
         Ok(crate::stream::deltas(self.transport.chunks(response), stream::OpenAiEvents::default()))
     }
 }
