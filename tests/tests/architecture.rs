@@ -358,3 +358,25 @@ fn lower_layers_must_not_name_higher_ones() {
     let top = "use crate::{chat, kernel, tool};\n";
     assert!(layer_hits("i.rs", Path::new("interaction/mod.rs"), top).is_empty());
 }
+
+/// Provider clients wait, back off and draw jitter only through the keel clock and rng they
+/// are configured with, so a seeded environment reproduces every retry. The fixture server
+/// (`providers/src/testing/`) is real-time test infrastructure and is exempt.
+#[test]
+fn providers_wait_only_on_the_keel_clock() {
+    let root = workspace_root();
+    let src = root.join("providers/src");
+    let testing = src.join("testing");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut hits = Vec::new();
+    let mut scanned = 0;
+    for path in files.iter().filter(|p| !p.starts_with(&testing)) {
+        let display = path.strip_prefix(&root).unwrap_or(path).display().to_string();
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{display}: {e}"));
+        scanned += 1;
+        hits.extend(determinism_hits(&display, &text, false));
+    }
+    assert!(scanned >= 5, "scanned only {scanned} files under {}", src.display());
+    assert!(hits.is_empty(), "{} violation(s):\n{}", hits.len(), hits.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"));
+}

@@ -8,6 +8,8 @@
 //!   exact rules); digests, dedup and conflict checks all compare canonical bytes.
 //! * [`Payload`] is a normalized JSON value bounded by [`crate::limits::MAX_PAYLOAD_BYTES`]
 //!   both before and after normalization.
+//! * [`Json::to_serde_value`] / [`Json::from_serde_value`] convert to and from
+//!   `serde_json::Value` with exact numbers ([`SerdeValueError`] on excessive depth).
 //! * [`codec`] holds the strict typed-decoding helpers (unknown members rejected).
 
 pub mod codec;
@@ -16,6 +18,7 @@ mod encode;
 mod error;
 mod parse;
 mod payload;
+mod serde_value;
 mod value;
 
 #[cfg(test)]
@@ -26,4 +29,6 @@ pub use digest::{Digest, DigestError};
 pub use error::{JsonError, SizeStage};
 pub use parse::{parse, parse_with, ParseLimits};
 pub use payload::Payload;
+pub use serde_value::SerdeValueError;
+pub(crate) use serde_value::to_serde_value_with;
 pub use value::{Json, Number, Object};

@@ -20,7 +20,6 @@
 //!   order (instance members and schema keywords are both visited in `BTreeMap` order, so the
 //!   order is deterministic) and are bounded by [`limits::MAX_DIAGNOSTIC_BYTES`].
 
-mod convert;
 mod diagnostic;
 mod error;
 
@@ -28,7 +27,7 @@ pub use error::{SchemaError, SchemaViolation};
 
 use crate::json::{DecodeError, Digest, FromJson, Json, ToJson};
 use crate::limits;
-use convert::ConvertError;
+use crate::json::{to_serde_value_with, SerdeValueError as ConvertError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, LazyLock, OnceLock};
 
@@ -56,7 +55,7 @@ impl Schema {
     /// Compiles `source`. Every failure (invalid schema, external `$ref`, unknown `$schema`,
     /// excessive nesting, a panic inside the schema crate) is a [`SchemaError`].
     pub fn compile(source: &Json) -> Result<Schema, SchemaError> {
-        let value = convert::to_value(source, limits::MAX_JSON_DEPTH).map_err(|e| match e {
+        let value = to_serde_value_with(source, limits::MAX_JSON_DEPTH).map_err(|e| match e {
             ConvertError::TooDeep { limit } => SchemaError::TooDeep { limit },
             ConvertError::Number { text } => SchemaError::Invalid {
                 diagnostic: bounded(&format!("invalid schema: `{text}` is not a JSON number")),
@@ -110,7 +109,7 @@ impl Schema {
     /// Validates `instance`; the violation lists the first errors with their instance paths.
     /// An instance nested deeper than [`limits::MAX_JSON_DEPTH`] is always rejected.
     pub fn validate(&self, instance: &Json) -> Result<(), SchemaViolation> {
-        let value = match convert::to_value(instance, limits::MAX_JSON_DEPTH) {
+        let value = match to_serde_value_with(instance, limits::MAX_JSON_DEPTH) {
             Ok(value) => value,
             Err(e) => return Err(unconvertible(&e)),
         };
@@ -134,7 +133,7 @@ impl Schema {
 
     /// Whether `instance` is valid (same verdict as [`Schema::validate`], without diagnostics).
     pub fn is_valid(&self, instance: &Json) -> bool {
-        let Ok(value) = convert::to_value(instance, limits::MAX_JSON_DEPTH) else {
+        let Ok(value) = to_serde_value_with(instance, limits::MAX_JSON_DEPTH) else {
             return false;
         };
         let validator = &self.inner.validator;

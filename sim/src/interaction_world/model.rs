@@ -71,11 +71,13 @@ impl SimModel {
         });
         // The answer is fixed by the sequence: that is the truth if the call is cut off.
         let truth = match scripted_answer(&self.spec, sequence) {
-            Ok(r) => ModelResult::response(r),
-            Err(ModelError::Provider(m)) => ModelResult::provider_error(&m),
-            Err(ModelError::Host(m)) => ModelResult::host_error(&m),
+            Ok(r) => Some(ModelResult::response(r)),
+            Err(ModelError::Provider(m)) => Some(ModelResult::provider_error(&m)),
+            Err(ModelError::Host(m)) => Some(ModelResult::host_error(&m)),
+            // An unknown outcome has no settlement to record as the truth.
+            Err(ModelError::Unknown(_)) => None,
         };
-        if let Ok(s) = truth.to_settlement() {
+        if let Some(Ok(s)) = truth.map(|t| t.to_settlement()) {
             self.cx.ledger.record_truth(invocation.effect_id(), s);
         }
         let (lo, hi) = self.spec.latency_ms;
@@ -88,6 +90,8 @@ impl SimModel {
         match &answer {
             Err(ModelError::Provider(_)) => self.cx.fired("model.provider_error"),
             Err(ModelError::Host(_)) => self.cx.fired("model.host_failure"),
+            // Scripts have no unknown-outcome turn (scripted_answer never returns one).
+            Err(ModelError::Unknown(_)) => {}
             Ok(r) => {
                 if let Some(f) = r.finish_reason {
                     if !r.tool_calls().is_empty() && !matches!(f, FinishReason::ToolCalls) {

@@ -69,36 +69,38 @@ impl ModelDispatcher {
         let effect = ModelCallEffect::from_payload(&request.payload).map_err(unknown)?;
         let prepared = prepare_request(&self.visible, &self.deferred, &effect).map_err(|e| unknown_text(&e))?;
         let call = ModelCallContext { invocation: ModelInvocation::from_effect(&request, &effect), cancel: cx.cancel };
-        let result = self.call(&call, prepared, &effect.request.messages, cx.deltas.as_ref()).await;
+        let result = self.call(&call, prepared, &effect.request.messages, cx.deltas.as_ref()).await?;
         self.settle(&call.invocation, result)
     }
 
-    /// Reduction (if configured), then the model call, as a model result.
+    /// Reduction (if configured), then the model call, as a model result; an outcome the
+    /// model reported as [`ModelError::Unknown`] is a dispatch error (Effect unknown).
     async fn call(
         &self,
         call: &ModelCallContext,
         prepared: Request,
         original: &[Message],
         deltas: Option<&DeltaSink>,
-    ) -> ModelResult {
+    ) -> Result<ModelResult, DispatchError> {
         let (request, replacement_messages) = match &self.reducer {
             None => (prepared, None),
             Some(reducer) => match reduce(reducer.as_ref(), call, prepared, original).await {
                 Ok(reduced) => reduced,
-                Err(text) => return ModelResult::host_error(&text),
+                Err(text) => return Ok(ModelResult::host_error(&text)),
             },
         };
         let response = match until_cancelled(&call.cancel, self.call_model(call, request, deltas)).await {
             // A call ended by cancellation is an ordinary provider failure, not unknown.
-            None => return ModelResult::provider_error("model call canceled"),
-            Some(Err(ModelError::Host(text))) => return ModelResult::host_error(&text),
-            Some(Err(ModelError::Provider(text))) => return ModelResult::provider_error(&text),
+            None => return Ok(ModelResult::provider_error("model call canceled")),
+            Some(Err(ModelError::Host(text))) => return Ok(ModelResult::host_error(&text)),
+            Some(Err(ModelError::Provider(text))) => return Ok(ModelResult::provider_error(&text)),
+            Some(Err(ModelError::Unknown(text))) => return Err(unknown_text(&format!("model outcome unknown: {text}"))),
             Some(Ok(response)) => response,
         };
         if let Err(e) = response.validate() {
-            return ModelResult::provider_error(&format!("model returned an invalid response: {e}"));
+            return Ok(ModelResult::provider_error(&format!("model returned an invalid response: {e}")));
         }
-        ModelResult::Response { response, replacement_messages }
+        Ok(ModelResult::Response { response, replacement_messages })
     }
 
     async fn call_model(

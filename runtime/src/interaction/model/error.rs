@@ -2,7 +2,8 @@
 //! settlements that end the Interaction with an External failure.
 
 /// A failure reported by a [`super::ModelClient`], a [`super::ModelStreamer`] or one of its
-/// stream items. Both become definite failed settlements; neither leaves the Effect unknown.
+/// stream items. `Provider` and `Host` become definite failed settlements; `Unknown` leaves
+/// the Effect unknown.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
     /// An ordinary model failure (refusal, rate limit, transport error, cancellation seen by
@@ -13,4 +14,10 @@ pub enum ModelError {
     /// `interaction.host.failed`.
     #[error("host failure: {0}")]
     Host(String),
+    /// The client cannot tell whether the model received and answered the request (a timeout
+    /// or a connection lost after the request was sent): the Dispatcher returns a dispatch
+    /// error, so the Effect stays unknown until the host resolves it. Never retried: the model
+    /// may already have answered (and charged) once.
+    #[error("model outcome unknown: {0}")]
+    Unknown(String),
 }

@@ -8,12 +8,13 @@
 //!   the call's [`ModelInvocation`] and cancellation into them;
 //! * [`ModelObserver`]: observational callback, its panics counted in
 //!   [`ModelObservationFailures`];
-//! * [`ModelError`]: provider failure vs host failure.
+//! * [`ModelError`]: provider failure vs host failure vs unknown outcome.
 //!
 //! | what happens | outcome |
 //! |---|---|
 //! | foreign operation, malformed payload, unknown advertised name, invalid prepared request | `Err(DispatchError)` (Effect unknown) |
 //! | reducer error or invalid reduced context | failed settlement, `host_error`; model not called |
+//! | [`ModelError::Unknown`] (timeout or connection lost after the request was sent) | `Err(DispatchError)` (Effect unknown) |
 //! | [`ModelError::Host`] | failed settlement, `host_error` |
 //! | [`ModelError::Provider`], invalid response, stream error, empty stream, cancellation | failed settlement, `error` |
 //! | valid response | observer, then succeeded settlement (`replacement_messages` only if reduced and changed) |

@@ -332,6 +332,21 @@ fn host_error_is_a_failed_host_error_settlement() {
 }
 
 #[test]
+fn an_unknown_outcome_is_a_dispatch_error_in_both_modes() {
+    let client = ScriptedClient::new(vec![Err(ModelError::Unknown("read timed out after the request was sent".into()))]);
+    let e = dispatch(&complete(&client), request_for(&effect()), quiet()).unwrap_err();
+    assert!(matches!(&e, DispatchError::Failed(text) if text.contains("read timed out")), "{e:?}");
+    let text = ResponseDelta::text("partial");
+    for script in [
+        StreamScript::OpenFails(ModelError::Unknown("connect timed out".into())),
+        StreamScript::Items(vec![Ok(text.clone()), Err(ModelError::Unknown("connection lost mid-stream".into()))]),
+    ] {
+        let e = dispatch(&streaming(ScriptedStreamer::new(vec![script])), request_for(&effect()), quiet()).unwrap_err();
+        assert!(matches!(e, DispatchError::Failed(_)), "{e:?}");
+    }
+}
+
+#[test]
 fn an_invalid_response_is_a_failed_error_settlement() {
     let tool_message = Response {
         message: Some(Message::tool_results(vec![ToolResult::ok("c", "search", ToolOutput::text("x"))])),

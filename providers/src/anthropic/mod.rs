@@ -1,0 +1,169 @@
+//! Anthropic Messages (`POST {base_url}/v1/messages`).
+//!
+//! | keel | Messages API |
+//! |---|---|
+//! | system messages (keel's prefix) | the top-level `system` string, joined with blank lines |
+//! | user message | `{"role": "user", "content": [text blocks]}` |
+//! | assistant message | `{"role": "assistant", "content": [text and tool_use blocks]}`; `tool_use.input` is the parsed arguments (`{}` when empty or not an object) |
+//! | tool message | a `user` message of `tool_result` blocks (`tool_use_id`, `content`, `is_error` when set) |
+//! | tools / tool_choice | `tools[]` of `{name, description, input_schema}`; `none` → `{"type": "none"}`, `required` → `{"type": "any"}`, a name → `{"type": "tool", "name"}` (`auto` is omitted; no tool_choice without tools) |
+//! | options | `model` (else the configured one), `max_tokens` (required by the API: the request's, else [`AnthropicConfig::max_tokens`]), `temperature`, `top_p`, `stop_sequences`; `extra` members are added at the top level |
+//! | stop reasons | `end_turn`, `stop_sequence` → stop; `max_tokens`, `model_context_window_exceeded` → length; `tool_use` → tool_calls; `refusal` → refusal; anything else → other |
+//! | usage | input = `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens`; output = `output_tokens` |
+//!
+//! Thinking and server-tool content blocks are not carried: keel's message has no part for
+//! them.
+
+mod request;
+mod response;
+mod stream;
+
+use crate::error::ProviderError;
+use crate::http::Transport;
+use crate::retry::Pacing;
+use crate::wire::{api_key, join_url};
+use keel::chat::{Request, Response};
+use keel::env::BoxFuture;
+use keel::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelStreamer};
+
+pub(crate) const PROVIDER: &str = "anthropic";
+
+/// The official endpoint.
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+/// The environment variable read when the configuration holds no key.
+pub const ANTHROPIC_API_KEY_VAR: &str = "ANTHROPIC_API_KEY";
+/// The `anthropic-version` header sent with every request.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// `max_tokens` of requests that set no `max_output_tokens`.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// How to reach the Messages API.
+#[derive(Clone)]
+pub struct AnthropicConfig {
+    /// The root `/v1/messages` is appended to: [`ANTHROPIC_BASE_URL`] or a proxy.
+    pub base_url: String,
+    /// The `x-api-key`. `None` reads [`ANTHROPIC_API_KEY_VAR`]; without either, the official
+    /// endpoint is refused and any other base URL is called without a key.
+    pub api_key: Option<String>,
+    /// The model of requests that name none in their options.
+    pub model: String,
+    /// `max_tokens` of requests whose options set none (the API requires one).
+    pub max_tokens: u32,
+    /// Retries, timeouts, and the clock and rng they run on.
+    pub pacing: Pacing,
+}
+
+impl AnthropicConfig {
+    /// The official API with `model`, the key from [`ANTHROPIC_API_KEY_VAR`].
+    pub fn new(model: impl Into<String>, pacing: Pacing) -> AnthropicConfig {
+        AnthropicConfig::at(ANTHROPIC_BASE_URL, model, pacing)
+    }
+
+    /// The Messages API at `base_url` (a proxy, or a test server).
+    pub fn at(base_url: impl Into<String>, model: impl Into<String>, pacing: Pacing) -> AnthropicConfig {
+        AnthropicConfig { base_url: base_url.into(), api_key: None, model: model.into(), max_tokens: DEFAULT_MAX_TOKENS, pacing }
+    }
+
+    /// The same configuration with an explicit key.
+    pub fn with_api_key(mut self, key: impl Into<String>) -> AnthropicConfig {
+        self.api_key = Some(key.into());
+        self
+    }
+}
+
+impl std::fmt::Debug for AnthropicConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("model", &self.model)
+            .field("max_tokens", &self.max_tokens)
+            .field("pacing", &self.pacing)
+            .finish()
+    }
+}
+
+/// A Messages API client: a [`ModelClient`] and a [`ModelStreamer`].
+pub struct AnthropicClient {
+    config: AnthropicConfig,
+    url: String,
+    key: Option<String>,
+    transport: Transport,
+}
+
+impl AnthropicClient {
+    /// Checks the configuration and resolves the key (see [`AnthropicConfig::api_key`]).
+    pub fn new(config: AnthropicConfig) -> Result<AnthropicClient, ProviderError> {
+        let base = config.base_url.trim();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ProviderError::Config {
+                provider: PROVIDER,
+                detail: format!("base URL `{base}` must start with http:// or https://"),
+            });
+        }
+        let key = api_key(config.api_key.as_deref(), ANTHROPIC_API_KEY_VAR);
+        if key.is_none() && base.trim_end_matches('/') == ANTHROPIC_BASE_URL {
+            return Err(ProviderError::Config {
+                provider: PROVIDER,
+                detail: format!("no API key: set {ANTHROPIC_API_KEY_VAR} or AnthropicConfig::api_key"),
+            });
+        }
+        if config.max_tokens == 0 {
+            return Err(ProviderError::Config { provider: PROVIDER, detail: "max_tokens must be at least 1".into() });
+        }
+        let url = join_url(base, "v1/messages");
+        let transport = Transport::new(PROVIDER, config.pacing.clone())?;
+        Ok(AnthropicClient { config, url, key, transport })
+    }
+
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut headers =
+            vec![("content-type", "application/json".to_owned()), ("anthropic-version", ANTHROPIC_VERSION.to_owned())];
+        if let Some(key) = &self.key {
+            headers.push(("x-api-key", key.clone()));
+        }
+        headers
+    }
+
+    /// One complete call, with the crate's retry rules.
+    pub async fn complete(&self, request: &Request) -> Result<Response, ProviderError> {
+        let body = request::body(request, &self.config.model, self.config.max_tokens, false)?;
+        let (response, sent_at) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
+        let bytes = self.transport.read_body(response, sent_at).await?;
+        response::parse(&bytes)
+    }
+
+    /// Opens one streamed call, with the crate's retry rules (retries end once the stream's
+    /// status and headers arrived).
+    pub async fn open_stream(&self, request: &Request) -> Result<ModelDeltaStream<'static>, ProviderError> {
+        let body = request::body(request, &self.config.model, self.config.max_tokens, true)?;
+        let (response, _) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
+        Ok(crate::stream::deltas(self.transport.chunks(response), stream::AnthropicEvents::default()))
+    }
+}
+
+impl ModelClient for AnthropicClient {
+    fn call<'a>(&'a self, _cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<Response, ModelError>> {
+        Box::pin(async move { Ok(self.complete(&request).await?) })
+    }
+}
+
+impl ModelStreamer for AnthropicClient {
+    fn stream<'a>(
+        &'a self,
+        _cx: &'a ModelCallContext,
+        request: Request,
+    ) -> BoxFuture<'a, Result<ModelDeltaStream<'a>, ModelError>> {
+        Box::pin(async move { Ok(self.open_stream(&request).await?) })
+    }
+}
+
+impl std::fmt::Debug for AnthropicClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicClient")
+            .field("url", &self.url)
+            .field("model", &self.config.model)
+            .field("api_key", &self.key.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}

@@ -1,0 +1,174 @@
+//! OpenAI Chat Completions (`POST {base_url}/chat/completions`), also the client for any
+//! OpenAI-compatible server: vLLM, llama.cpp's server, Ollama, LiteLLM proxies.
+//!
+//! | keel | Chat Completions |
+//! |---|---|
+//! | system / user message | `{"role": "system" \| "user", "content": text}` |
+//! | assistant message | `content` (text or `null`) + `tool_calls[]` of `{"id", "type": "function", "function": {"name", "arguments"}}` |
+//! | tool message with N results | N `{"role": "tool", "tool_call_id", "content"}` messages, in order |
+//! | tools / tool_choice | `tools[]` of functions; `none`, `required`, or `{"type": "function", ...}` (`auto` is omitted; no tool_choice without tools) |
+//! | options | `model` (else the configured one), `temperature`, `top_p`, `max_completion_tokens` (or `max_tokens`, see [`OpenAiConfig::legacy_max_tokens`]), `stop`; `extra` members are added at the top level |
+//! | response `content` / `refusal` | text parts; a refusal makes the finish reason `refusal` |
+//! | finish reasons | `stop`, `length`, `tool_calls` (and the old `function_call`), `content_filter`; anything else is `other` |
+//! | usage | `prompt_tokens` → input, `completion_tokens` → output |
+//!
+//! Streaming sends `stream: true` and `stream_options.include_usage` (turn it off with
+//! [`OpenAiConfig::stream_usage`] for servers that reject it).
+
+mod request;
+mod response;
+mod stream;
+
+use crate::error::ProviderError;
+use crate::http::Transport;
+use crate::retry::Pacing;
+use crate::wire::{api_key, join_url};
+use keel::chat::{Request, Response};
+use keel::env::BoxFuture;
+use keel::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelStreamer};
+
+pub(crate) const PROVIDER: &str = "openai";
+
+/// The official endpoint.
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// The environment variable read when the configuration holds no key.
+pub const OPENAI_API_KEY_VAR: &str = "OPENAI_API_KEY";
+
+/// How to reach an OpenAI (or compatible) endpoint.
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// The API root the `/chat/completions` path is appended to, e.g. [`OPENAI_BASE_URL`] or
+    /// `http://localhost:8000/v1` (vLLM), `http://localhost:11434/v1` (Ollama).
+    pub base_url: String,
+    /// The bearer key. `None` reads [`OPENAI_API_KEY_VAR`]; without either, the official
+    /// endpoint is refused and any other base URL is called without a key (local servers).
+    pub api_key: Option<String>,
+    /// The model of requests that name none in their options.
+    pub model: String,
+    /// Send `max_tokens` instead of `max_completion_tokens`, for servers that only know the
+    /// older name.
+    pub legacy_max_tokens: bool,
+    /// Ask streams for a final usage chunk (`stream_options.include_usage`).
+    pub stream_usage: bool,
+    /// Retries, timeouts, and the clock and rng they run on.
+    pub pacing: Pacing,
+}
+
+impl OpenAiConfig {
+    /// The official API with `model`, the key from [`OPENAI_API_KEY_VAR`].
+    pub fn new(model: impl Into<String>, pacing: Pacing) -> OpenAiConfig {
+        OpenAiConfig::compatible(OPENAI_BASE_URL, model, pacing)
+    }
+
+    /// An OpenAI-compatible server at `base_url` (the root that `/chat/completions` follows).
+    pub fn compatible(base_url: impl Into<String>, model: impl Into<String>, pacing: Pacing) -> OpenAiConfig {
+        OpenAiConfig {
+            base_url: base_url.into(),
+            api_key: None,
+            model: model.into(),
+            legacy_max_tokens: false,
+            stream_usage: true,
+            pacing,
+        }
+    }
+
+    /// The same configuration with an explicit key.
+    pub fn with_api_key(mut self, key: impl Into<String>) -> OpenAiConfig {
+        self.api_key = Some(key.into());
+        self
+    }
+}
+
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("model", &self.model)
+            .field("legacy_max_tokens", &self.legacy_max_tokens)
+            .field("stream_usage", &self.stream_usage)
+            .field("pacing", &self.pacing)
+            .finish()
+    }
+}
+
+/// A Chat Completions client: a [`ModelClient`] and a [`ModelStreamer`].
+pub struct OpenAiClient {
+    config: OpenAiConfig,
+    url: String,
+    key: Option<String>,
+    transport: Transport,
+}
+
+impl OpenAiClient {
+    /// Checks the configuration and resolves the key (see [`OpenAiConfig::api_key`]).
+    pub fn new(config: OpenAiConfig) -> Result<OpenAiClient, ProviderError> {
+        let base = config.base_url.trim();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ProviderError::Config {
+                provider: PROVIDER,
+                detail: format!("base URL `{base}` must start with http:// or https://"),
+            });
+        }
+        let key = api_key(config.api_key.as_deref(), OPENAI_API_KEY_VAR);
+        if key.is_none() && base.trim_end_matches('/') == OPENAI_BASE_URL {
+            return Err(ProviderError::Config {
+                provider: PROVIDER,
+                detail: format!("no API key: set {OPENAI_API_KEY_VAR} or OpenAiConfig::api_key"),
+            });
+        }
+        let url = join_url(base, "chat/completions");
+        let transport = Transport::new(PROVIDER, config.pacing.clone())?;
+        Ok(OpenAiClient { config, url, key, transport })
+    }
+
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut headers = vec![("content-type", "application/json".to_owned())];
+        if let Some(key) = &self.key {
+            headers.push(("authorization", format!("Bearer {key}")));
+        }
+        headers
+    }
+
+    /// One complete call, with the crate's retry rules.
+    pub async fn complete(&self, request: &Request) -> Result<Response, ProviderError> {
+        let body = request::body(request, &self.config.model, self.config.legacy_max_tokens, None)?;
+        let (response, sent_at) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
+        let bytes = self.transport.read_body(response, sent_at).await?;
+        response::parse(&bytes)
+    }
+
+    /// Opens one streamed call, with the crate's retry rules (retries end once the stream's
+    /// status and headers arrived).
+    pub async fn open_stream(&self, request: &Request) -> Result<ModelDeltaStream<'static>, ProviderError> {
+        let body = request::body(request, &self.config.model, self.config.legacy_max_tokens, Some(self.config.stream_usage))?;
+        let (response, _) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
+        Ok(crate::stream::deltas(self.transport.chunks(response), stream::OpenAiEvents::default()))
+    }
+}
+
+impl ModelClient for OpenAiClient {
+    fn call<'a>(&'a self, _cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<Response, ModelError>> {
+        Box::pin(async move { Ok(self.complete(&request).await?) })
+    }
+}
+
+impl ModelStreamer for OpenAiClient {
+    fn stream<'a>(
+        &'a self,
+        _cx: &'a ModelCallContext,
+        request: Request,
+    ) -> BoxFuture<'a, Result<ModelDeltaStream<'a>, ModelError>> {
+        Box::pin(async move { Ok(self.open_stream(&request).await?) })
+    }
+}
+
+impl std::fmt::Debug for OpenAiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiClient")
+            .field("url", &self.url)
+            .field("model", &self.config.model)
+            .field("api_key", &self.key.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}

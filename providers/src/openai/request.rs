@@ -1,0 +1,182 @@
+//! keel's [`Request`] as an OpenAI Chat Completions request body.
+
+use super::PROVIDER;
+use crate::error::ProviderError;
+use crate::wire::{merge_extra, to_value};
+use keel::chat::{Message, Part, Request, Role, ToolChoice};
+use keel::json::Json;
+use serde_json::{json, Map, Value};
+
+/// The request body. `model` is used when the request names none; `legacy_max_tokens` sends
+/// `max_tokens` instead of `max_completion_tokens` (for older compatible servers).
+pub(crate) fn body(request: &Request, model: &str, legacy_max_tokens: bool, stream: Option<bool>) -> Result<Value, ProviderError> {
+    let mut messages = Vec::with_capacity(request.messages.len());
+    for message in &request.messages {
+        push_message(&mut messages, message)?;
+    }
+    let options = &request.options;
+    let mut body = Map::new();
+    body.insert("model".into(), Value::String(options.model.clone().unwrap_or_else(|| model.to_owned())));
+    body.insert("messages".into(), Value::Array(messages));
+    if !request.tools.is_empty() {
+        let mut tools = Vec::with_capacity(request.tools.len());
+        for tool in &request.tools {
+            let parameters = to_value(PROVIDER, &tool.input_schema, &format!("tool `{}` input schema", tool.name))?;
+            tools.push(json!({
+                "type": "function",
+                "function": {"name": tool.name, "description": tool.description, "parameters": parameters},
+            }));
+        }
+        body.insert("tools".into(), Value::Array(tools));
+        // tool_choice is only accepted next to tools; `auto` is the default and is omitted.
+        let choice = match &request.tool_choice {
+            ToolChoice::Auto => None,
+            ToolChoice::None => Some(json!("none")),
+            ToolChoice::Required => Some(json!("required")),
+            ToolChoice::Tool(name) => Some(json!({"type": "function", "function": {"name": name}})),
+        };
+        if let Some(choice) = choice {
+            body.insert("tool_choice".into(), choice);
+        }
+    }
+    if let Some(t) = &options.temperature {
+        body.insert("temperature".into(), to_value(PROVIDER, &Json::Number(t.clone()), "options.temperature")?);
+    }
+    if let Some(p) = &options.top_p {
+        body.insert("top_p".into(), to_value(PROVIDER, &Json::Number(p.clone()), "options.top_p")?);
+    }
+    if let Some(max) = options.max_output_tokens {
+        let key = if legacy_max_tokens { "max_tokens" } else { "max_completion_tokens" };
+        body.insert(key.into(), json!(max));
+    }
+    if !options.stop.is_empty() {
+        body.insert("stop".into(), json!(options.stop));
+    }
+    if let Some(include_usage) = stream {
+        body.insert("stream".into(), Value::Bool(true));
+        if include_usage {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+    }
+    merge_extra(PROVIDER, &mut body, options.extra.as_ref())?;
+    Ok(Value::Object(body))
+}
+
+/// Appends `message`; a keel tool message carrying several results becomes one `tool`
+/// message per result, in order, as the API requires.
+fn push_message(out: &mut Vec<Value>, message: &Message) -> Result<(), ProviderError> {
+    match message.role {
+        Role::System => out.push(json!({"role": "system", "content": message.text()})),
+        Role::User => out.push(json!({"role": "user", "content": message.text()})),
+        Role::Assistant => {
+            let text = message.text();
+            let mut m = Map::new();
+            m.insert("role".into(), json!("assistant"));
+            m.insert("content".into(), if text.is_empty() { Value::Null } else { Value::String(text) });
+            let calls: Vec<Value> = message
+                .tool_calls()
+                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                .collect();
+            if !calls.is_empty() {
+                m.insert("tool_calls".into(), Value::Array(calls));
+            }
+            out.push(Value::Object(m));
+        }
+        Role::Tool => {
+            for part in &message.parts {
+                let Part::ToolResult(result) = part else {
+                    return Err(ProviderError::request(PROVIDER, "a tool message holds a part that is not a tool result"));
+                };
+                out.push(json!({"role": "tool", "tool_call_id": result.id, "content": result.output.content}));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel::chat::{Options, ToolCall, ToolDefinition, ToolOutput, ToolResult};
+    use keel::json::{Number, Object};
+
+    fn tool(name: &str) -> ToolDefinition {
+        ToolDefinition::new(name, "A tool.", keel::json::parse(br#"{"type":"object"}"#).unwrap())
+    }
+
+    fn request(choice: ToolChoice) -> Request {
+        let mut extra = Object::new();
+        extra.insert("seed".into(), Json::Number(Number::parse("12345678901234567890").unwrap()));
+        Request {
+            messages: vec![
+                Message::system("Be brief."),
+                Message::user("Weather?"),
+                Message::assistant_with_calls("", vec![ToolCall::new("a", "w", "{}"), ToolCall::new("b", "w", "{}")]),
+                Message::tool_results(vec![
+                    ToolResult::ok("a", "w", ToolOutput::text("sunny")),
+                    ToolResult::error("b", "w", "error: offline"),
+                ]),
+            ],
+            options: Options {
+                model: Some("m".into()),
+                temperature: Some(Number::parse("0.70").unwrap()),
+                top_p: None,
+                max_output_tokens: Some(64),
+                stop: vec!["END".into()],
+                extra: Some(extra),
+            },
+            tools: vec![tool("w")],
+            tool_choice: choice,
+        }
+    }
+
+    #[test]
+    fn maps_every_member_and_splits_tool_results() {
+        let body = body(&request(ToolChoice::Required), "default", false, Some(true)).unwrap();
+        let expected = json!({
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Weather?"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "a", "type": "function", "function": {"name": "w", "arguments": "{}"}},
+                    {"id": "b", "type": "function", "function": {"name": "w", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "a", "content": "sunny"},
+                {"role": "tool", "tool_call_id": "b", "content": "error: offline"},
+            ],
+            "tools": [{"type": "function", "function": {"name": "w", "description": "A tool.", "parameters": {"type": "object"}}}],
+            "tool_choice": "required",
+            "temperature": serde_json::from_str::<Value>("0.70").unwrap(),
+            "max_completion_tokens": 64,
+            "stop": ["END"],
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "seed": serde_json::from_str::<Value>("12345678901234567890").unwrap(),
+        });
+        assert_eq!(body, expected);
+        assert!(body.to_string().contains("\"temperature\":0.70"), "exact number text: {body}");
+    }
+
+    #[test]
+    fn tool_choice_and_legacy_max_tokens() {
+        let choice = |c| body(&request(c), "d", true, None).unwrap().get("tool_choice").cloned();
+        assert_eq!(choice(ToolChoice::Auto), None);
+        assert_eq!(choice(ToolChoice::None), Some(json!("none")));
+        assert_eq!(choice(ToolChoice::Tool("w".into())), Some(json!({"type": "function", "function": {"name": "w"}})));
+        let b = body(&request(ToolChoice::Auto), "d", true, None).unwrap();
+        assert_eq!(b.get("max_tokens"), Some(&json!(64)));
+        assert!(b.get("max_completion_tokens").is_none() && b.get("stream").is_none());
+        let mut no_tools = request(ToolChoice::None);
+        no_tools.tools.clear();
+        let b = body(&no_tools, "d", false, None).unwrap();
+        assert!(b.get("tools").is_none() && b.get("tool_choice").is_none(), "no tool_choice without tools");
+    }
+
+    #[test]
+    fn an_extra_member_may_not_override_a_typed_one() {
+        let mut r = request(ToolChoice::Auto);
+        r.options.extra.as_mut().unwrap().insert("stream".into(), Json::Bool(false));
+        let e = body(&r, "d", false, Some(true)).unwrap_err();
+        assert!(e.to_string().contains("options.extra.stream collides"), "{e}");
+    }
+}

@@ -1,0 +1,69 @@
+//! An OpenAI Chat Completions response as keel's [`Response`].
+
+use super::PROVIDER;
+use crate::error::ProviderError;
+use crate::wire::{checked, object, opt_array, opt_str, opt_u64, parse_body, req_str};
+use keel::chat::{FinishReason, Message, Part, Response, Role, ToolCall, Usage};
+use serde_json::{Map, Value};
+
+/// Parses and maps a complete (non-streamed) response body.
+pub(crate) fn parse(bytes: &[u8]) -> Result<Response, ProviderError> {
+    let value = parse_body(PROVIDER, bytes, "the response body")?;
+    let root = object(PROVIDER, &value, "the response")?;
+    let choices = opt_array(PROVIDER, root, "choices", "response")?;
+    let choice = choices.first().ok_or_else(|| ProviderError::malformed(PROVIDER, "response.choices is empty"))?;
+    let choice = object(PROVIDER, choice, "response.choices[0]")?;
+    let message = choice
+        .get("message")
+        .ok_or_else(|| ProviderError::malformed(PROVIDER, "response.choices[0].message is missing"))?;
+    let message = object(PROVIDER, message, "response.choices[0].message")?;
+    let what = "response.choices[0].message";
+
+    let mut parts = Vec::new();
+    if let Some(text) = opt_str(PROVIDER, message, "content", what)?.filter(|t| !t.is_empty()) {
+        parts.push(Part::Text(text.to_owned()));
+    }
+    let refusal = opt_str(PROVIDER, message, "refusal", what)?.filter(|t| !t.is_empty());
+    if let Some(text) = refusal {
+        parts.push(Part::Text(text.to_owned()));
+    }
+    for (i, call) in opt_array(PROVIDER, message, "tool_calls", what)?.iter().enumerate() {
+        let what = format!("{what}.tool_calls[{i}]");
+        let call = object(PROVIDER, call, &what)?;
+        let id = req_str(PROVIDER, call, "id", &what)?;
+        let function = call
+            .get("function")
+            .ok_or_else(|| ProviderError::malformed(PROVIDER, format!("{what}.function is missing")))?;
+        let function = object(PROVIDER, function, &format!("{what}.function"))?;
+        let name = req_str(PROVIDER, function, "name", &format!("{what}.function"))?;
+        let arguments = opt_str(PROVIDER, function, "arguments", &format!("{what}.function"))?.unwrap_or("");
+        parts.push(Part::ToolCall(ToolCall::new(id, name, arguments)));
+    }
+    let finish = opt_str(PROVIDER, choice, "finish_reason", "response.choices[0]")?;
+    let finish_reason = if refusal.is_some() { Some(FinishReason::Refusal) } else { finish.map(finish_reason) };
+    let usage = match root.get("usage") {
+        None | Some(Value::Null) => Usage::default(),
+        Some(usage) => self::usage(object(PROVIDER, usage, "response.usage")?)?,
+    };
+    let message = (!parts.is_empty()).then(|| Message::new(Role::Assistant, parts));
+    checked(PROVIDER, Response { message, finish_reason, usage })
+}
+
+/// An OpenAI `finish_reason` as keel's. `function_call` is the deprecated name of
+/// `tool_calls`; a value keel does not know is `other`.
+pub(crate) fn finish_reason(name: &str) -> FinishReason {
+    match name {
+        "stop" => FinishReason::Stop,
+        "length" => FinishReason::Length,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        _ => FinishReason::Other,
+    }
+}
+
+/// `usage.prompt_tokens` and `usage.completion_tokens` (absent members count as zero).
+pub(crate) fn usage(usage: &Map<String, Value>) -> Result<Usage, ProviderError> {
+    let input = opt_u64(PROVIDER, usage, "prompt_tokens", "usage")?.unwrap_or(0);
+    let output = opt_u64(PROVIDER, usage, "completion_tokens", "usage")?.unwrap_or(0);
+    Ok(Usage::new(input, output))
+}

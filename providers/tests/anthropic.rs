@@ -1,0 +1,98 @@
+//! The Anthropic adapter through the real Interaction on the real Engine, against recorded
+//! exchanges served by the fixture server.
+
+mod common;
+
+use common::{pacing, run, serve, Model, KEY};
+use keel::chat::{FinishReason, Message, Usage};
+use keel_providers::anthropic::{AnthropicClient, AnthropicConfig};
+use keel_providers::testing::FixtureServer;
+use std::sync::Arc;
+
+const SYSTEM: &str = "You are a terse weather assistant.";
+
+fn client(server: &FixtureServer) -> Arc<AnthropicClient> {
+    let mut config = AnthropicConfig::at(server.url(), "claude-sonnet-4-5", pacing(&common::env())).with_api_key(KEY);
+    config.max_tokens = 1024;
+    Arc::new(AnthropicClient::new(config).expect("client"))
+}
+
+fn complete(server: &FixtureServer) -> Model {
+    Model::Complete(client(server))
+}
+
+fn streaming(server: &FixtureServer) -> Model {
+    Model::Stream(client(server))
+}
+
+fn ask(text: &str) -> Vec<Message> {
+    vec![Message::system(SYSTEM), Message::user(text)]
+}
+
+#[tokio::test]
+async fn a_tool_round_with_a_system_prompt() {
+    let server = serve(&["anthropic/tool_round.json"]).await;
+    let response = run(complete(&server), ask("What is the weather in Paris?")).await.response();
+    assert_eq!(response.message.unwrap().text(), "18°C and clear.");
+    assert_eq!(response.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(response.usage, Usage::new(400, 9));
+    server.check_done().unwrap();
+}
+
+#[tokio::test]
+async fn streamed_parallel_tool_use_split_across_chunks() {
+    let server = serve(&["anthropic/stream_parallel.json"]).await;
+    let response = run(streaming(&server), ask("Weather in Paris and Tokyo?")).await.response();
+    assert_eq!(response.message.unwrap().text(), "Both 18°C and clear.");
+    assert_eq!(response.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(response.usage, Usage::new(450, 8), "input from message_start, output from message_delta");
+    server.check_done().unwrap();
+}
+
+#[tokio::test]
+async fn a_refusal_stop_reason_is_finish_reason_refusal() {
+    let server = serve(&["anthropic/refusal.json"]).await;
+    let response = run(complete(&server), ask("Help me with something harmful.")).await.response();
+    assert_eq!(response.finish_reason, Some(FinishReason::Refusal));
+    assert_eq!(response.message.unwrap().text(), "I can't help with that.");
+    server.check_done().unwrap();
+}
+
+#[tokio::test]
+async fn max_tokens_with_a_cut_tool_use_gets_truncation_feedback() {
+    let server = serve(&["anthropic/length_tool_calls.json"]).await;
+    let response = run(streaming(&server), ask("What is the weather in Paris?")).await.response();
+    assert_eq!(response.message.unwrap().text(), "Mild.");
+    server.check_done().unwrap();
+}
+
+#[tokio::test]
+async fn overloaded_529_is_retried() {
+    let server = serve(&["anthropic/overloaded_then_ok.json"]).await;
+    let response = run(complete(&server), ask("Hi")).await.response();
+    assert_eq!(response.message.unwrap().text(), "Mild.");
+    assert_eq!(response.usage, Usage::new(12, 2));
+    server.check_done().unwrap();
+}
+
+#[tokio::test]
+async fn an_error_event_mid_stream_is_a_definite_failure() {
+    let server = serve(&["anthropic/stream_error_event.json"]).await;
+    let reason = run(streaming(&server), ask("Hi")).await.failure();
+    assert!(reason.contains("overloaded_error") && reason.contains("Overloaded"), "{reason}");
+    assert_eq!(server.received().len(), 1, "a started stream is never retried");
+}
+
+#[tokio::test]
+async fn a_malformed_message_is_a_clear_definite_failure() {
+    let server = serve(&["anthropic/malformed.json"]).await;
+    let reason = run(complete(&server), ask("Hi")).await.failure();
+    assert!(reason.contains("malformed response") && reason.contains("response.content[0].text is missing"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_stalled_stream_leaves_the_model_call_unknown() {
+    let server = serve(&["anthropic/stream_stalled.json"]).await;
+    let text = run(streaming(&server), ask("Hi")).await.unknown();
+    assert!(text.contains("no stream chunk within"), "{text}");
+}
