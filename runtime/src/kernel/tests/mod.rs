@@ -2,6 +2,7 @@
 //! strategy): each invariant of spec §12 this layer keeps has a case that fails if it breaks.
 
 mod children;
+mod compaction;
 mod control;
 mod crash;
 mod lifecycle;
