@@ -27,15 +27,19 @@ pub enum Mutation {
     /// An applied steer stays pending and is applied a second time at the next model
     /// boundary (and suppresses completion once more).
     SteerAppliedTwice,
+    /// Compaction retires a finished child even when it ended with unresolved Unknown
+    /// Effects, so those Unknowns leave the cut without a resolution.
+    DropUnknownOnCompaction,
 }
 
 impl Mutation {
     /// Every mutation, in declaration order.
-    pub const ALL: [Mutation; 4] = [
+    pub const ALL: [Mutation; 5] = [
         Mutation::DispatchBeforePending,
         Mutation::FoldInCompletionOrder,
         Mutation::RedispatchUnknown,
         Mutation::SteerAppliedTwice,
+        Mutation::DropUnknownOnCompaction,
     ];
 
     /// The stable snake_case name (for CLIs and reports).
@@ -45,6 +49,7 @@ impl Mutation {
             Mutation::FoldInCompletionOrder => "fold_in_completion_order",
             Mutation::RedispatchUnknown => "redispatch_unknown",
             Mutation::SteerAppliedTwice => "steer_applied_twice",
+            Mutation::DropUnknownOnCompaction => "drop_unknown_on_compaction",
         }
     }
 
@@ -59,6 +64,7 @@ impl Mutation {
             Mutation::FoldInCompletionOrder => 2,
             Mutation::RedispatchUnknown => 3,
             Mutation::SteerAppliedTwice => 4,
+            Mutation::DropUnknownOnCompaction => 5,
         }
     }
 

@@ -91,6 +91,39 @@ fn every_file_survives_every_commit_fault_at_every_commit() {
     }
 }
 
+/// Compaction changes what a cut keeps, never what a host sees: every fault-free file ends
+/// with the same summary (status, output, failure, model calls) and the same number of
+/// commits with compaction switched off, and some file really retired a child (its final
+/// cut is smaller than the uncompacted one).
+#[test]
+fn every_file_ends_alike_without_compaction() {
+    use keel::kernel::snapshot::TreeSnapshot;
+    let specs: Vec<Spec> = specs().into_iter().filter(|s| s.faults == Default::default()).collect();
+    let pairs = parallel(specs.iter().collect(), |spec| {
+        let compacted = run_outcome_on_madsim(spec, &spec.name, 1, &RunOptions::default());
+        let mut off = spec.clone();
+        off.compaction = false;
+        let plain = run_outcome_on_madsim(&off, &spec.name, 1, &RunOptions::default());
+        (spec.name.clone(), compacted, plain)
+    });
+    let mut retired_somewhere = false;
+    for (name, compacted, plain) in &pairs {
+        assert!(compacted.report.passed() && plain.report.passed(), "{name}: {}
+{}", describe(&compacted.report), describe(&plain.report));
+        assert_eq!(compacted.summary, plain.summary, "{name}: compaction changed the outcome");
+        assert_eq!(compacted.commits, plain.commits, "{name}: compaction changed the commits");
+        let last = |o: &keel_sim::interaction_world::RunOutcome| o.acknowledged_cuts().last().and_then(|c| TreeSnapshot::decode(c).ok());
+        if let (Some(c), Some(p)) = (last(compacted), last(plain)) {
+            if c.processes().iter().any(|p| !p.retired.children.is_empty()) {
+                retired_somewhere = true;
+                assert!(c.bytes().len() < p.bytes().len(), "{name}: a compacted cut is smaller");
+            }
+            assert!(p.processes().iter().all(|p| p.retired.children.is_empty()), "{name}: compaction was off");
+        }
+    }
+    assert!(retired_somewhere, "no scenario file retired a child");
+}
+
 /// Issue 4's "Done when" list, one file per behavior (each is run above, fault-free and
 /// crashed after every commit).
 #[test]

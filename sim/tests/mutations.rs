@@ -50,6 +50,7 @@ fn every_mutation_has_a_test_below() {
         Mutation::FoldInCompletionOrder,
         Mutation::RedispatchUnknown,
         Mutation::SteerAppliedTwice,
+        Mutation::DropUnknownOnCompaction,
     ];
     assert_eq!(Mutation::ALL, tested, "a new mutation needs its own `caught_by` test");
 }
@@ -88,6 +89,14 @@ fn redispatch_unknown_is_caught() {
 #[test]
 fn steer_applied_twice_is_caught() {
     caught_by(Mutation::SteerAppliedTwice, &["steers_once_in_order"]);
+}
+
+#[test]
+fn drop_unknown_on_compaction_is_caught() {
+    // A child that ended with an Unknown is retired anyway: the Unknown leaves the cut
+    // without a resolved boundary (kernel invariant 4 across heads; the Interaction world's
+    // own stickiness check).
+    caught_by(Mutation::DropUnknownOnCompaction, &["kernel_4", "unknown_sticky", "c.unknown_sticky"]);
 }
 
 #[test]

@@ -361,7 +361,8 @@ fn budget_in_cut(p: &Process, kids: &[&Process], r: &mut Report) {
             r.push(14, format!("{pid}: the signals quota no longer holds the batch's {n} settlement signals"));
         }
     }
-    let mut sum = Allocation::ZERO;
+    // Retired children keep their debits in one aggregate (grants are permanent debits).
+    let mut sum = p.retired.debits;
     for c in kids {
         match debit_of(&p.budget, &c.budget) {
             Ok(d) => match sum.checked_add(&d) {
@@ -410,8 +411,14 @@ fn limits_in_cut(s: &TreeSnapshot, p: &Process, parent: Option<&Process>, kids: 
         }
         _ => {}
     }
-    if !limits.max_children().admits(0, kids.len() as u64) {
-        r.push(17, format!("{pid}: {} lifetime children exceed max_children", kids.len()));
+    let lifetime = (kids.len() as u64).saturating_add(p.retired.len());
+    if !limits.max_children().admits(0, lifetime) {
+        r.push(17, format!("{pid}: {lifetime} lifetime children exceed max_children"));
+    }
+    for retired in &p.retired.children {
+        if s.process(&retired.process_id).is_some() {
+            r.push(25, format!("{pid}: retired child {} is still in the tree", retired.process_id));
+        }
     }
     let active = kids.iter().filter(|c| !c.is_terminal()).count();
     if active > limits.max_active_children() as usize {
@@ -633,10 +640,11 @@ pub fn check_transition(before: &TreeSnapshot, after: &TreeSnapshot) -> Vec<Viol
     for b in before.processes() {
         let pid = &b.id;
         let Some(a) = after.process(pid) else {
-            r.push(if b.is_terminal() { 18 } else { 10 }, format!("{pid}: left the tree"));
+            left_the_tree(b, after, &mut r);
             continue;
         };
         process_transition(b, a, &mut r);
+        retired_transition(before, b, a, &mut r);
     }
     for a in after.processes() {
         if before.process(&a.id).is_some() {
@@ -649,6 +657,62 @@ pub fn check_transition(before: &TreeSnapshot, after: &TreeSnapshot) -> Vec<Viol
         }
     }
     r.0
+}
+
+/// A Process may leave the tree only by retirement (compaction): it was terminal, its parent
+/// now keeps its residue (same key, the digest of the Result it ended with), and it held no
+/// unresolved Unknown (4: an Unknown never leaves the store without a resolution).
+fn left_the_tree(b: &Process, after: &TreeSnapshot, r: &mut Report) {
+    let pid = &b.id;
+    let residue = b
+        .relation
+        .parent_id
+        .as_ref()
+        .and_then(|q| after.process(q))
+        .and_then(|parent| parent.retired.children.iter().find(|c| &c.process_id == pid));
+    let Some(residue) = residue else {
+        r.push(if b.is_terminal() { 18 } else { 10 }, format!("{pid}: left the tree"));
+        return;
+    };
+    let Some(result) = result_of(b) else {
+        r.push(10, format!("{pid}: retired while not terminal"));
+        return;
+    };
+    let unknowns: BTreeSet<EffectId> =
+        result.termination.unresolved_effect_ids.iter().cloned().chain(b.unknown_effect_ids()).collect();
+    if !unknowns.is_empty() {
+        r.push(4, format!("{pid}: retired with unresolved unknowns {unknowns:?}, which left the store"));
+    }
+    if Some(&residue.child_key) != b.relation.child_key.as_ref()
+        || residue.result_digest != super::retired::result_digest(&result)
+    {
+        r.push(25, format!("{pid}: retired residue disagrees with the child's key or Result"));
+    }
+}
+
+/// 15 and 25 across heads: the retired list only grows (same entries, in order) and its debit
+/// aggregate grows by exactly the debits of the children retired in between.
+fn retired_transition(before: &TreeSnapshot, b: &Process, a: &Process, r: &mut Report) {
+    let pid = &b.id;
+    let (rb, ra) = (&b.retired.children, &a.retired.children);
+    if ra.len() < rb.len() || ra[..rb.len()] != rb[..] {
+        r.push(25, format!("{pid}: retired children changed between heads"));
+        return;
+    }
+    let mut expected = b.retired.debits;
+    for c in &ra[rb.len()..] {
+        let Some(child) = before.process(&c.process_id) else {
+            r.push(25, format!("{pid}: retired {} which the previous head did not hold", c.process_id));
+            return;
+        };
+        match debit_of(&a.budget, &child.budget).ok().and_then(|d| expected.checked_add(&d)) {
+            Some(total) => expected = total,
+            None => r.push(15, format!("{pid}: retired child {} carries no legal debit", c.process_id)),
+        }
+    }
+    if expected != a.retired.debits {
+        r.push(15, format!("{pid}: retired debits {:?} differ from the retired children's debits {expected:?}", a.retired.debits));
+    }
 }
 
 fn process_transition(b: &Process, a: &Process, r: &mut Report) {

@@ -27,6 +27,7 @@ pub mod process;
 pub mod relation;
 pub mod resource;
 pub mod result;
+pub mod retired;
 pub mod signal;
 pub mod snapshot;
 pub mod status;

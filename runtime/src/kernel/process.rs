@@ -8,6 +8,7 @@ use super::mailbox::Mailbox;
 use super::prepared::PreparedStep;
 use super::relation::Relation;
 use super::resource::{Allocation, Budget, Usage};
+use super::retired::RetiredChildren;
 use super::status::{PendingControl, Status, Termination};
 use super::waist::ExecutionState;
 use crate::env::Timestamp;
@@ -45,6 +46,9 @@ pub struct Process {
     pub current_wait_id: Option<WaitId>,
     pub pending_control: PendingControl,
     pub finish: Option<Finish>,
+    /// The residue of finished children whose Results this Process consumed (compaction);
+    /// empty unless a child was retired.
+    pub retired: RetiredChildren,
 }
 
 impl Process {
@@ -121,6 +125,7 @@ impl ToJson for Process {
             .opt_field("current_wait_id", self.current_wait_id.as_ref())
             .field("pending_control", &self.pending_control)
             .opt_field("finish", self.finish.as_ref())
+            .opt_field("retired_children", (!self.retired.is_empty()).then_some(&self.retired))
             .build()
     }
 }
@@ -170,6 +175,7 @@ impl FromJson for Process {
             current_wait_id: r.optional("current_wait_id")?,
             pending_control: r.required("pending_control")?,
             finish: r.optional("finish")?,
+            retired: r.optional("retired_children")?.unwrap_or_default(),
         };
         r.finish()?;
         Ok(p)

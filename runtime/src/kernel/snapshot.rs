@@ -135,11 +135,21 @@ impl TreeSnapshot {
         let mut child_debits: BTreeMap<&ProcessId, Allocation> = BTreeMap::new();
         let mut child_keys: BTreeSet<(&ProcessId, &str)> = BTreeSet::new();
         let mut children_of: BTreeMap<&ProcessId, Vec<&Process>> = BTreeMap::new();
+        let mut retired_ids: BTreeSet<&ProcessId> = BTreeSet::new();
         for p in &self.processes {
             if p.relation.root_id != self.root_id {
                 return Err(perr(p, "belongs to another root"));
             }
             validate_process(p, &self.limits)?;
+            // A retired child keeps its key and identity for good and never comes back.
+            for r in &p.retired.children {
+                if by_id.contains_key(&r.process_id) || !retired_ids.insert(&r.process_id) {
+                    return Err(perr(p, format!("retired child {} is still in the tree or retired twice", r.process_id)));
+                }
+                if !child_keys.insert((&p.id, r.child_key.as_str())) {
+                    return Err(perr(p, "duplicate child key under one parent"));
+                }
+            }
             if let (Some(parent_id), Some(key)) = (&p.relation.parent_id, &p.relation.child_key) {
                 let parent = by_id.get(parent_id).ok_or_else(|| perr(p, "parent missing"))?;
                 if p.relation.depth != parent.relation.depth + 1 {
@@ -162,12 +172,14 @@ impl TreeSnapshot {
             }
         }
         for p in &self.processes {
+            // Grants are permanent debits: retired children keep theirs in the aggregate.
             let debits = child_debits.remove(&p.id).unwrap_or_default();
-            if debits != p.allocated {
+            if debits.checked_add(&p.retired.debits) != Some(p.allocated) {
                 return Err(perr(p, "allocated_resources differ from the sum of child debits"));
             }
             let children = children_of.get(&p.id).map(Vec::as_slice).unwrap_or(&[]);
-            if !self.limits.max_children().admits(0, children.len() as u64) {
+            let lifetime = (children.len() as u64).saturating_add(p.retired.len());
+            if !self.limits.max_children().admits(0, lifetime) {
                 return Err(perr(p, "lifetime children exceed max_children"));
             }
             let active = children.iter().filter(|c| !c.is_terminal()).count();

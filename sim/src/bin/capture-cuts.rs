@@ -37,9 +37,12 @@ enum Feature {
     Wide,
     /// Every Process terminal.
     Terminal,
+    /// A parent holding retired children (compaction removed finished children it consumed).
+    Compacted,
 }
 
-const FEATURES: [Feature; 5] = [Feature::Unknown, Feature::InputWait, Feature::Restored, Feature::Wide, Feature::Terminal];
+const FEATURES: [Feature; 6] =
+    [Feature::Unknown, Feature::InputWait, Feature::Restored, Feature::Wide, Feature::Terminal, Feature::Compacted];
 
 fn features(snap: &TreeSnapshot, first_incarnation: bool) -> Vec<Feature> {
     let mut out = Vec::new();
@@ -58,6 +61,9 @@ fn features(snap: &TreeSnapshot, first_incarnation: bool) -> Vec<Feature> {
     }
     if snap.processes().iter().all(|p| p.is_terminal()) {
         out.push(Feature::Terminal);
+    }
+    if snap.processes().iter().any(|p| !p.retired.children.is_empty()) {
+        out.push(Feature::Compacted);
     }
     out
 }

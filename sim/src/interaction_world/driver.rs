@@ -48,13 +48,15 @@ enum Tick {
 }
 
 fn engine(cx: &Context, d: &Deployments) -> Engine {
-    Engine::new(EngineConfig {
+    let engine = Engine::new(EngineConfig {
         env: cx.env.clone(),
         committer: cx.store.clone(),
         resolver: d.resolver.clone(),
         root: RootConfig { budget: Budget::unlimited(), capabilities: CapabilitySet::empty(), limits: TreeLimits::default() },
         listeners: vec![],
-    })
+    });
+    engine.set_compaction(cx.spec.compaction);
+    engine
 }
 
 fn millis(d: std::time::Duration) -> u64 {

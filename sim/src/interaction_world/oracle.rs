@@ -8,14 +8,15 @@
 //! * `no_double_dispatch`, `pending_before_dispatch`, `tool_concurrency` — checked by the
 //!   ledger while calls start;
 //! * `unknown_sticky` — an Unknown stays Unknown in every later acknowledged head (across
-//!   restores) until a resolved boundary settles it; `unknown_left_retained` — one the
+//!   restores and compaction: a child holding one is never retired) until a resolved
+//!   boundary settles it; `unknown_left_retained` — one the
 //!   host left is still Unknown at the end and was never dispatched again;
 //! * `steers_once_in_order` — steers reach the model at most once each, in acceptance order;
 //! * `model_call_limit` — no model call sequence twice, none beyond `max_model_calls`;
 //! * `signal_dedupe`, `signal_conflict_refused`, `stale_answer_refused`, `resolve_accepted`
 //!   — checked by the host as it acts;
 //! * `expect.*` — the scenario's own expectations; `same_output` — a crash run settled from
-//!   truth ends like the fault-free run.
+//!   truth, restored from compacted cuts, ends like the fault-free run without compaction.
 
 use super::context::Context;
 use super::driver::Ending;

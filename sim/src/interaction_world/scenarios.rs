@@ -106,13 +106,18 @@ pub const MATRIX_FILES: &[(&str, &str)] = &[
 /// The commit faults a crash point is tried with.
 pub const MATRIX_FAULTS: [CommitFaultKind; 2] = [CommitFaultKind::CrashAfter, CommitFaultKind::LoseAck];
 
-/// Runs `spec` once without faults and once with `fault` at commit `commit` (if the clean run
-/// has that commit), checking the faulted run ends like the clean one. Returns the faulted
-/// report (or the clean one when the commit does not exist).
+/// Runs `spec` once without faults and without compaction, and once (compacted) with `fault`
+/// at commit `commit` (if the clean run has that commit), checking the faulted run ends like
+/// the clean one: a crash and a restore from a compacted cut change nothing a host sees.
+/// Compaction changes cut contents, never the number of commits, so the clean run's commits
+/// index the faulted run's. Returns the faulted report (or the clean one when the commit does
+/// not exist).
 pub fn crash_at(spec: &Spec, scenario: &str, seed: u64, commit: u64, fault: CommitFaultKind, options: &RunOptions) -> RunReport {
     let mut clean_spec = spec.clone();
     clean_spec.faults = Default::default();
+    clean_spec.compaction = false;
     let clean = run_outcome_on_madsim(&clean_spec, scenario, seed, &RunOptions::default());
+    clean_spec.compaction = spec.compaction;
     crash_after_clean(&clean_spec, &clean, scenario, seed, commit, fault, options)
 }
 

@@ -328,6 +328,9 @@ pub struct Spec {
     pub unknown_policy: UnknownPolicy,
     pub faults: FaultSpec,
     pub expect: Expect,
+    /// Whether the Engine retires consumed finished children (on; not part of the file
+    /// format: only runs comparing a spec with its uncompacted twin turn it off).
+    pub compaction: bool,
 }
 
 impl Spec {
@@ -355,6 +358,7 @@ impl Spec {
             unknown_policy: UnknownPolicy::Truth,
             faults: FaultSpec::default(),
             expect: Expect { same_output_under_crash: true, ..Expect::default() },
+            compaction: true,
         }
     }
 

@@ -165,6 +165,18 @@ impl Oracle {
         for p in snap.processes() {
             self.check_process(snap, p, ledger);
         }
+        // `c` across compaction: a Process holding an Unknown never leaves the store (a
+        // retired child is gone from the head) unless the Unknown was resolved.
+        let gone: Vec<(EffectId, ProcessId)> = self
+            .ever_unknown
+            .iter()
+            .filter(|(_, pid)| snap.process(pid).is_none())
+            .map(|(e, pid)| (e.clone(), pid.clone()))
+            .collect();
+        for (e, pid) in gone {
+            let resolved = self.boundary_installed(&e, EffectBoundaryKind::Resolved);
+            self.check(resolved, "c.unknown_sticky", || format!("{e} was Unknown and left the store with {pid} without a resolved boundary"));
+        }
     }
 
     /// Facts that only move forward between heads: the mailbox (records and cursor), usage, and
@@ -206,7 +218,8 @@ impl Oracle {
             });
         }
         // allocation accounting: a parent's allocation is the sum of its children's grants.
-        let mut grants = Allocation::default();
+        // Retired children keep their grants in the parent's aggregate.
+        let mut grants = p.retired.debits;
         for c in snap.processes().iter().filter(|c| c.relation.parent_id.as_ref() == Some(&p.id)) {
             grants = grants.checked_add(&finite_part(&c.budget, &p.budget)).unwrap_or(grants);
         }

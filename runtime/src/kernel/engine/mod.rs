@@ -98,6 +98,8 @@ pub(crate) struct Shared {
     root: RootConfig,
     observers: EventFanout,
     index: Mutex<Index>,
+    /// Whether new activations retire consumed finished children (on by default).
+    compaction: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -123,8 +125,20 @@ impl Engine {
                 root: config.root,
                 observers: EventFanout::new(config.listeners),
                 index: Mutex::new(Index::default()),
+                compaction: std::sync::atomic::AtomicBool::new(true),
             }),
         }
+    }
+
+    /// Switches compaction for activations started after this call (on by default). Off
+    /// keeps every finished child in the cut; only simulations comparing a run with its
+    /// uncompacted twin turn it off.
+    pub fn set_compaction(&self, on: bool) {
+        self.shared.compaction.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn compaction(&self) -> bool {
+        self.shared.compaction.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Starts a new root tree. Returns once the `start` checkpoint is acknowledged and the
@@ -134,7 +148,7 @@ impl Engine {
         let root = ProcessId::root_from_hex(&random_hex(self.shared.env.rng.as_ref(), 16))?;
         let incarnation = self.mint_incarnation()?;
         let now = self.shared.env.clock.now();
-        let owner = Owner::start(
+        let mut owner = Owner::start(
             self.shared.resolver.clone(),
             deployment,
             input,
@@ -143,6 +157,7 @@ impl Engine {
             self.shared.root.clone(),
             now,
         )?;
+        owner.set_compaction(self.compaction());
         self.activate(owner, root, incarnation).await
     }
 
@@ -166,13 +181,14 @@ impl Engine {
         }
         let incarnation = self.mint_incarnation()?;
         let now = self.shared.env.clock.now();
-        let owner = Owner::restore(
+        let mut owner = Owner::restore(
             self.shared.resolver.clone(),
             root_deployment,
             &snapshot,
             incarnation.clone(),
             now,
         )?;
+        owner.set_compaction(self.compaction());
         self.activate(owner, root, incarnation).await
     }
 

@@ -17,6 +17,10 @@ impl Owner {
         // Work on a candidate copy: on any failure nothing is adopted.
         let mut candidate = p.clone();
         candidate.prepared = None;
+        let consumed = usize::try_from(prepared.intent.consumed()).unwrap_or(usize::MAX);
+        let delivered = super::compact::delivered_children(
+            candidate.mailbox.pending_records().get(..consumed).unwrap_or(&[]),
+        );
         if candidate.mailbox.consume(u64::from(prepared.intent.consumed())).is_err() {
             return self.finalize_failed(pid, crate::kernel::failure::codes::FINALIZE_INVALID, "consumption exceeds the pending window");
         }
@@ -106,6 +110,8 @@ impl Owner {
             live.execution = live.candidate.take();
         }
         self.stage_event(pid, crate::kernel::event::names::STEP_COMMITTED, Some(sequence), None);
+        // The children whose Results this Step consumed leave the cut (compaction).
+        self.retire_delivered(pid, delivered);
         // A freshly registered child wait may already be satisfied.
         self.evaluate_child_waits();
         if let Some(step_failure) = terminal_outcome {

@@ -16,6 +16,7 @@
 //! * a commit failure stops the owner with a RuntimeError; nothing after it is published.
 
 mod commands;
+mod compact;
 mod control;
 mod effects;
 mod finalize;
@@ -228,6 +229,8 @@ pub struct Owner {
     /// Round-robin cursor so one busy Process cannot starve its siblings.
     last_advanced: Option<ProcessId>,
     now: Timestamp,
+    /// Whether consumed finished children are retired, and those waiting for it (`compact.rs`).
+    compaction: compact::Compaction,
 }
 
 impl Owner {

@@ -61,6 +61,7 @@ impl Owner {
             stopped: None,
             last_advanced: None,
             now,
+            compaction: Default::default(),
         }
     }
 
@@ -102,6 +103,7 @@ impl Owner {
             current_wait_id: None,
             pending_control: PendingControl::default(),
             finish: None,
+            retired: Default::default(),
         };
         let mut owner = Owner::empty(resolver, root_id.clone(), incarnation, config.limits, now);
         owner.processes.insert(root_id.clone(), root);

@@ -195,6 +195,9 @@ impl Owner {
                     }
                     for c in &spec.children {
                         let direct = self.processes.get(c).is_some_and(|cp| cp.relation.parent_id.as_ref() == Some(pid));
+                        if !direct && p.retired.contains(c) {
+                            return Err(execution(crate::kernel::failure::codes::EFFECT_INVALID, "child wait names a retired child (its Result was already delivered and consumed)"));
+                        }
                         if !direct {
                             return Err(execution(crate::kernel::failure::codes::EFFECT_INVALID, "child wait names a process that is not a direct child"));
                         }

@@ -3,6 +3,7 @@
 //! it breaks.
 
 mod children;
+mod compaction;
 mod control;
 mod crash;
 mod lifecycle;

@@ -5,6 +5,7 @@
 mod active_delegates;
 mod codes;
 mod config;
+mod compaction;
 mod delegate_waits;
 mod delegates;
 mod direct;

@@ -131,7 +131,9 @@ fn a_child_waiting_for_input_keeps_its_concurrency_slot() {
     let answer_first = pending[0].response_signal(SignalId::parse("signal:a").unwrap(), &Json::str("red")).unwrap();
     r.command(Command::Deliver { process: pending[0].process_id().clone(), requests: vec![answer_first] }).unwrap();
     r.run_to_idle();
-    assert_eq!(h.head().processes().len(), 4, "the freed slot started s3");
+    // The answered child finished and was consumed, so it is retired: count lifetime children.
+    let head = h.head();
+    assert_eq!(head.processes().len() + head.root().retired.children.len(), 4, "the freed slot started s3");
     assert!(root_result(&r).is_none(), "the other sibling still waits");
     let rest = pending_tool_inputs(&h.head()).unwrap();
     assert_eq!(rest.len(), 1);
@@ -313,6 +315,8 @@ fn a_tool_sees_the_attribution_of_its_own_child() {
     assert_eq!(i.relation().child_key, Some(tool_child_key(2, "a1").unwrap()));
     assert_eq!(i.relation().parent_id.as_ref(), Some(r.owner.root_id()));
     assert_eq!(i.deployment_ref(), tool_set().deployment_ref());
-    let child = h.head().processes().iter().find(|p| p.relation.child_key == i.relation().child_key).unwrap().id.clone();
+    // The finished tool child was consumed by its parent: its residue keeps id and key.
+    let head = h.head();
+    let child = head.root().retired.children.iter().find(|c| Some(&c.child_key) == i.relation().child_key.as_ref()).unwrap().process_id.clone();
     assert_eq!(i.effect_id(), &crate::kernel::ids::EffectId::derive(&child, 1, 0), "the child's Effect");
 }
