@@ -15,3 +15,5 @@ pub mod mutation;
 pub mod schema;
 pub mod text;
 pub mod tool;
+pub mod agent;
+pub mod prelude;
