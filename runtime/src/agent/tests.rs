@@ -383,3 +383,10 @@ fn a_model_call_unknown_after_a_crash_follows_the_model_policy() {
         });
     }
 }
+
+#[test]
+fn the_readme_quickstart_is_the_quickstart_example_verbatim() {
+    let readme = include_str!("../../../README.md");
+    let example = include_str!("../../examples/quickstart.rs");
+    assert!(readme.contains(example), "README.md must hold runtime/examples/quickstart.rs as written");
+}
