@@ -39,7 +39,7 @@ impl std::fmt::Display for RunId {
 impl std::str::FromStr for RunId {
     type Err = RunError;
     fn from_str(s: &str) -> Result<RunId, RunError> {
-        ProcessId::parse(s.trim()).map(RunId).map_err(|e| RunError::NotFound(format!("`{s}` ({e})")))
+        ProcessId::parse(s.trim()).map(RunId).map_err(|e| RunError::InvalidRunId(format!("{s} ({e})")))
     }
 }
 

@@ -18,6 +18,9 @@ pub enum RunError {
     /// The stored run was started by a different agent configuration.
     #[error(transparent)]
     Refused(#[from] RestoreRefused),
+    /// The text is not a run id.
+    #[error("`{0}` is not a run id; use the text `Run::id` printed (it starts with `process:`)")]
+    InvalidRunId(String),
     /// No run with this id in the store.
     #[error("no run {0} in the store; check the run id (it is printed by `Run::id`)")]
     NotFound(String),

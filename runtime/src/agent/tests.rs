@@ -390,3 +390,10 @@ fn the_readme_quickstart_is_the_quickstart_example_verbatim() {
     let example = include_str!("../../examples/quickstart.rs");
     assert!(readme.contains(example), "README.md must hold runtime/examples/quickstart.rs as written");
 }
+
+#[test]
+fn a_malformed_run_id_says_what_a_run_id_looks_like() {
+    let error = "not a run id".parse::<RunId>().unwrap_err();
+    assert!(matches!(error, RunError::InvalidRunId(_)));
+    assert!(error.to_string().contains("process:"), "{error}");
+}
