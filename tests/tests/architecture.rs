@@ -64,11 +64,12 @@ struct Layer {
 }
 
 const LAYERS: &[Layer] = &[
-    Layer { modules: &["kernel"], must_not_name: &["chat", "tool", "interaction"] },
-    Layer { modules: &["chat", "tool"], must_not_name: &["kernel", "interaction"] },
+    Layer { modules: &["interaction"], must_not_name: &["agent", "prelude"] },
+    Layer { modules: &["kernel"], must_not_name: &["chat", "tool", "interaction", "agent", "prelude"] },
+    Layer { modules: &["chat", "tool"], must_not_name: &["kernel", "interaction", "agent", "prelude"] },
     Layer {
         modules: &["json", "env", "schema", "text", "limits"],
-        must_not_name: &["chat", "tool", "kernel", "interaction"],
+        must_not_name: &["chat", "tool", "kernel", "interaction", "agent", "prelude"],
     },
 ];
 

@@ -91,6 +91,12 @@ impl Event {
 /// publication order: they must be bounded and must not await their own tree.
 pub trait EventListener: Send + Sync {
     fn on_event(&self, event: &Event);
+
+    /// Called with every newly acknowledged head of a tree, in commit order, before the
+    /// events that commit made true are published. Hosts that project state from the head
+    /// (pending inputs, Unknown Effects, finished results) see each acknowledged cut exactly
+    /// once this way instead of polling. Same rules as `on_event`: bounded, never awaits.
+    fn on_head(&self, _head: &std::sync::Arc<super::snapshot::TreeSnapshot>) {}
 }
 
 /// Contained listener failures: counted with the latest bounded diagnostic.
@@ -131,6 +137,26 @@ impl EventFanout {
             // AssertUnwindSafe: the event is only borrowed, and a listener that panics is not
             // trusted with anything else of ours; its own state is its business.
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener.on_event(event)));
+            if let Err(panic) = outcome {
+                let text = crate::kernel::owner::panic_text(&panic);
+                let diagnostic = crate::text::normalize_diagnostic(
+                    text.as_bytes(),
+                    crate::limits::MAX_DIAGNOSTIC_BYTES,
+                    "event listener panicked",
+                );
+                self.failures
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .record_event_listener_panic(diagnostic);
+            }
+        }
+    }
+
+    /// Calls every listener's `on_head` once, in registration order, containing panics.
+    pub fn publish_head(&self, head: &std::sync::Arc<super::snapshot::TreeSnapshot>) {
+        for listener in &self.listeners {
+            // AssertUnwindSafe: as in `publish`, the head is only borrowed.
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener.on_head(head)));
             if let Err(panic) = outcome {
                 let text = crate::kernel::owner::panic_text(&panic);
                 let diagnostic = crate::text::normalize_diagnostic(

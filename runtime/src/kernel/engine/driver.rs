@@ -125,7 +125,10 @@ impl Driver {
         let head = self.owner.head().cloned();
         let moved = !matches!((&head, &self.tree.head()), (Some(a), Some(b)) if Arc::ptr_eq(a, b));
         if moved {
-            self.tree.update(|s| s.head = head);
+            self.tree.update(|s| s.head = head.clone());
+            if let Some(head) = &head {
+                self.shared.observers.publish_head(head);
+            }
         }
         while let Some(action) = self.owner.poll_action() {
             match action {

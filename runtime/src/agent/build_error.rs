@@ -1,0 +1,83 @@
+//! Why an agent could not be built, with what to change.
+
+/// A configuration mistake found by [`AgentBuilder::build`](super::AgentBuilder::build),
+/// before any model call. Each message says what to change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// The agent name is empty or not a qualified name.
+    #[error("agent name `{name}` is not usable: {detail}; use letters, digits, `_`, `-` and `.` (for example \"weather\")")]
+    Name {
+        /// The name given.
+        name: String,
+        /// Why it was refused.
+        detail: String,
+    },
+    /// No model was given.
+    #[error("agent `{agent}` has no model: call `.model(client)` or `.streaming_model(streamer)`")]
+    NoModel {
+        /// The agent.
+        agent: String,
+    },
+    /// No implementation version was declared.
+    #[error("agent `{agent}` declares no version: call `.version(\"1.0.0\")` and change it whenever the code of the model client or the tools changes (runs are restored only under the version they started with)")]
+    NoVersion {
+        /// The agent.
+        agent: String,
+    },
+    /// `max_model_calls` is zero.
+    #[error("agent `{agent}`: max_model_calls must be at least 1 (call `.max_model_calls(8)`)")]
+    NoModelCalls {
+        /// The agent.
+        agent: String,
+    },
+    /// Two tools (or a tool and a delegate) share a name.
+    #[error("agent `{agent}`: the name `{name}` is used by more than one tool or delegate; rename one of them")]
+    DuplicateName {
+        /// The agent.
+        agent: String,
+        /// The repeated name.
+        name: String,
+    },
+    /// A tool's definition is invalid (name, description or argument schema).
+    #[error("agent `{agent}`: tool `{tool}` is invalid: {detail}")]
+    Tool {
+        /// The agent.
+        agent: String,
+        /// The tool name (or its position when it has none).
+        tool: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// More than one concurrent tool call was allowed but no tool may run concurrently.
+    #[error("agent `{agent}`: max_concurrent_tool_calls is {limit} but no tool declares concurrency, so calls would run one at a time; declare it with `.tool_with(tool, ToolOptions::new().shared())` (or `.keyed_by(\"argument\")`), or set max_concurrent_tool_calls to 1")]
+    ConcurrencyUndeclared {
+        /// The agent.
+        agent: String,
+        /// The configured limit.
+        limit: u32,
+    },
+    /// Concurrent tool calls were allowed but the agent has no tools.
+    #[error("agent `{agent}`: max_concurrent_tool_calls is set but the agent has no tools; remove it or add a tool")]
+    ConcurrencyWithoutTools {
+        /// The agent.
+        agent: String,
+    },
+    /// A delegate is invalid.
+    #[error("agent `{agent}`: delegate `{delegate}` is invalid: {detail}")]
+    Delegate {
+        /// The agent.
+        agent: String,
+        /// The delegate name.
+        delegate: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The underlying Interaction refused the configuration.
+    #[error("agent `{agent}`: {detail}")]
+    Interaction {
+        /// The agent.
+        agent: String,
+        /// The refusal.
+        detail: String,
+    },
+}

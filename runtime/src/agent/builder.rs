@@ -1,0 +1,410 @@
+//! Building an [`Agent`]: model, tools, delegates, limits, checked before any call is made.
+
+use super::build_error::BuildError;
+use super::deltas::DeltaTap;
+use super::identity::{configuration_digest, implementation_digest, tagged};
+use super::policy::UnknownPolicy;
+use super::tool_fn::FnTool;
+use super::tool_options::{ToolConcurrency, ToolOptions};
+use super::tracker::Hub;
+use crate::chat::ToolOutput;
+use crate::env::BoxFuture;
+use crate::interaction::completion::CompletionValidator;
+use crate::interaction::config::DefinitionConfig;
+use crate::interaction::definition::Definition;
+use crate::interaction::delegate::{Delegate, DelegateConfig};
+use crate::interaction::model::{DispatcherConfig, ModelClient, ModelDispatcher, ModelStreamer};
+use crate::interaction::toolset::{ToolSet, ToolSetConfig};
+use crate::json::{Json, ObjectBuilder};
+use crate::kernel::binding::Deployment;
+use crate::kernel::capability::CapabilitySet;
+use crate::kernel::resource::Budget;
+use crate::text::QualifiedName;
+use crate::tool::{Concurrency, Invocation, Tool, ToolContext, ToolDefinitionInput, ToolError, ToolSpec};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// The model-call limit when none is set.
+pub const DEFAULT_MAX_MODEL_CALLS: u32 = 8;
+
+/// Who settles the Unknowns of one deployment.
+#[derive(Clone, Debug)]
+pub(crate) enum RefPolicy {
+    /// An agent's own deployment: its model calls.
+    Model(UnknownPolicy),
+    /// An agent's tool-child deployment: per tool name.
+    Tools(BTreeMap<String, UnknownPolicy>),
+}
+
+pub(crate) struct AgentInner {
+    pub(crate) name: String,
+    pub(crate) parent: Deployment,
+    /// Every deployment a run of this agent may create, the parent first.
+    pub(crate) deployments: Vec<Deployment>,
+    /// Deployment ref text → Unknown policies.
+    pub(crate) policies: BTreeMap<String, RefPolicy>,
+    pub(crate) hub: Arc<Hub>,
+}
+
+/// A validated agent: an Interaction deployment together with every deployment its runs can
+/// start (its tool child, its delegates), so none can be forgotten. Cheap to clone.
+///
+/// Build one with [`Agent::builder`]; run it with a [`Runtime`](super::Runtime).
+#[derive(Clone)]
+pub struct Agent {
+    pub(crate) inner: Arc<AgentInner>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("name", &self.inner.name)
+            .field("deployment", &self.inner.parent.reference().to_string())
+            .finish()
+    }
+}
+
+impl Agent {
+    /// Starts building an agent named `name` (letters, digits, `_`, `-`, `.`).
+    pub fn builder(name: impl Into<String>) -> AgentBuilder {
+        AgentBuilder::new(name.into())
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The exact deployment reference runs of this agent are stored under. It changes whenever
+    /// the declared version or anything in the configuration changes.
+    pub fn deployment_ref(&self) -> &crate::kernel::deployment::DeploymentRef {
+        self.inner.parent.reference()
+    }
+
+    /// The agent's Interaction deployment (for programs that drive the kernel themselves).
+    pub fn deployment(&self) -> &Deployment {
+        &self.inner.parent
+    }
+
+    /// Every deployment a run may create: register all of them when you build a resolver by
+    /// hand.
+    pub fn deployments(&self) -> &[Deployment] {
+        &self.inner.deployments
+    }
+}
+
+struct ToolEntry {
+    tool: Arc<dyn Tool>,
+    options: ToolOptions,
+    /// A problem found while the tool was added (for example a schema that is not JSON).
+    problem: Option<String>,
+}
+
+/// Collects an agent's parts; [`build`](AgentBuilder::build) checks them all.
+#[must_use = "call .build() to get the agent"]
+pub struct AgentBuilder {
+    name: String,
+    description: Option<String>,
+    version: Option<String>,
+    model: Option<DispatcherConfig>,
+    model_unknown: UnknownPolicy,
+    tools: Vec<ToolEntry>,
+    delegates: Vec<(String, String, Agent)>,
+    max_model_calls: u32,
+    max_concurrent_tool_calls: Option<u32>,
+    validator: Option<(String, CompletionValidator)>,
+}
+
+impl AgentBuilder {
+    fn new(name: String) -> AgentBuilder {
+        AgentBuilder {
+            name,
+            description: None,
+            version: None,
+            model: None,
+            model_unknown: UnknownPolicy::Hold,
+            tools: Vec::new(),
+            delegates: Vec::new(),
+            max_model_calls: DEFAULT_MAX_MODEL_CALLS,
+            max_concurrent_tool_calls: None,
+            validator: None,
+        }
+    }
+
+    /// What the agent is for (shown to a parent model when the agent is a delegate).
+    pub fn description(mut self, description: impl Into<String>) -> AgentBuilder {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// The version of your code (model client, tools). Required. Runs restore only under the
+    /// version they started with: change it whenever that code changes behavior.
+    pub fn version(mut self, version: impl Into<String>) -> AgentBuilder {
+        self.version = Some(version.into());
+        self
+    }
+
+    /// The model, answering each call with one complete response.
+    pub fn model(mut self, client: impl ModelClient) -> AgentBuilder {
+        self.model = Some(DispatcherConfig::complete(Arc::new(client)));
+        self
+    }
+
+    /// The model, answering each call with a stream of deltas (see
+    /// [`RunEvent::ModelDelta`](super::RunEvent::ModelDelta)).
+    pub fn streaming_model(mut self, streamer: impl ModelStreamer) -> AgentBuilder {
+        self.model = Some(DispatcherConfig::stream(Arc::new(streamer)));
+        self
+    }
+
+    /// A model dispatcher configuration built by hand (observer, reducer).
+    pub fn model_config(mut self, config: DispatcherConfig) -> AgentBuilder {
+        self.model = Some(config);
+        self
+    }
+
+    /// What the host does when a model call's outcome is Unknown (default: hold).
+    pub fn on_model_unknown(mut self, policy: UnknownPolicy) -> AgentBuilder {
+        self.model_unknown = policy;
+        self
+    }
+
+    /// Adds a tool: exclusive, Unknowns held for the host.
+    pub fn tool(self, tool: impl Tool) -> AgentBuilder {
+        self.tool_with(tool, ToolOptions::new())
+    }
+
+    /// Adds a tool with declared options (concurrency, Unknown policy).
+    pub fn tool_with(mut self, tool: impl Tool, options: ToolOptions) -> AgentBuilder {
+        let problem = (&tool as &dyn std::any::Any).downcast_ref::<FnTool>().and_then(|t| t.schema_error().map(str::to_owned));
+        self.tools.push(ToolEntry { tool: Arc::new(tool), options, problem });
+        self
+    }
+
+    /// Adds a tool already behind an `Arc`.
+    pub fn shared_tool(mut self, tool: Arc<dyn Tool>, options: ToolOptions) -> AgentBuilder {
+        self.tools.push(ToolEntry { tool, options, problem: None });
+        self
+    }
+
+    /// Adds a delegate: the model may hand a task to `agent` under the tool name `name`. The
+    /// delegate's deployments become part of this agent.
+    pub fn delegate(mut self, name: impl Into<String>, description: impl Into<String>, agent: Agent) -> AgentBuilder {
+        self.delegates.push((name.into(), description.into(), agent));
+        self
+    }
+
+    /// The most model calls one run may make (default 8).
+    pub fn max_model_calls(mut self, n: u32) -> AgentBuilder {
+        self.max_model_calls = n;
+        self
+    }
+
+    /// How many tool calls of one model turn may run at once (default 1). Above 1, at least
+    /// one tool must declare concurrency in its [`ToolOptions`].
+    pub fn max_concurrent_tool_calls(mut self, n: u32) -> AgentBuilder {
+        self.max_concurrent_tool_calls = Some(n);
+        self
+    }
+
+    /// A completion validator under a declared `identity` (part of the configuration digest:
+    /// change it whenever the validator's rules change).
+    pub fn completion_validator(mut self, identity: impl Into<String>, validator: CompletionValidator) -> AgentBuilder {
+        self.validator = Some((identity.into(), validator));
+        self
+    }
+
+    /// Checks everything and builds the agent. Every error says what to change.
+    pub fn build(self) -> Result<Agent, BuildError> {
+        let agent = self.name.clone();
+        QualifiedName::parse(&agent).map_err(|e| BuildError::Name { name: agent.clone(), detail: e.to_string() })?;
+        let version = self.version.clone().ok_or_else(|| BuildError::NoVersion { agent: agent.clone() })?;
+        let model = self.model.clone().ok_or_else(|| BuildError::NoModel { agent: agent.clone() })?;
+        if self.max_model_calls == 0 {
+            return Err(BuildError::NoModelCalls { agent });
+        }
+        let description = self.description.clone().unwrap_or_else(|| format!("The {agent} agent."));
+        let implementation = implementation_digest(&version);
+
+        // Tools: each definition checked on its own, names unique across tools and delegates.
+        let mut names = BTreeSet::new();
+        let mut tool_json = Vec::new();
+        let mut tool_policies = BTreeMap::new();
+        let mut wrapped: Vec<Arc<dyn Tool>> = Vec::new();
+        for (index, entry) in self.tools.iter().enumerate() {
+            let input = entry.tool.spec();
+            let label = if input.name.is_empty() { format!("#{index}") } else { input.name.clone() };
+            let tool_error = |detail: String| BuildError::Tool { agent: agent.clone(), tool: label.clone(), detail };
+            if let Some(problem) = &entry.problem {
+                return Err(tool_error(problem.clone()));
+            }
+            ToolSpec::from_input(&input).map_err(|e| tool_error(e.to_string()))?;
+            if !names.insert(input.name.clone()) {
+                return Err(BuildError::DuplicateName { agent, name: input.name });
+            }
+            let direct = entry.tool.returns_direct_result();
+            tool_json.push(
+                ObjectBuilder::new()
+                    .field("name", &input.name)
+                    .field("description", &input.description)
+                    .value("input_schema", input.input_schema.clone())
+                    .value("concurrency", concurrency_json(&entry.options.concurrency))
+                    .field("direct", &direct)
+                    .field("on_unknown", entry.options.unknown.as_str())
+                    .build(),
+            );
+            tool_policies.insert(input.name.clone(), entry.options.unknown);
+            wrapped.push(Arc::new(Declared { inner: entry.tool.clone(), concurrency: entry.options.concurrency.clone() }));
+        }
+        for (name, _, _) in &self.delegates {
+            if !names.insert(name.clone()) {
+                return Err(BuildError::DuplicateName { agent, name: name.clone() });
+            }
+        }
+        let limit = self.max_concurrent_tool_calls.unwrap_or(1);
+        if self.tools.is_empty() && self.max_concurrent_tool_calls.is_some_and(|n| n > 1) {
+            return Err(BuildError::ConcurrencyWithoutTools { agent });
+        }
+        if limit > 1 && self.tools.iter().all(|t| t.options.concurrency == ToolConcurrency::Exclusive) {
+            return Err(BuildError::ConcurrencyUndeclared { agent, limit });
+        }
+
+        let hub = Arc::new(Hub::default());
+        let mut deployments = Vec::new();
+        let mut policies = BTreeMap::new();
+        let tools = if wrapped.is_empty() {
+            None
+        } else {
+            let tools_config = tagged("tools", Json::Array(tool_json.clone()));
+            let set = ToolSet::new(ToolSetConfig {
+                name: format!("{agent}.tools"),
+                description: format!("Runs one tool call of the {agent} agent."),
+                tools: wrapped,
+                deferred_tools: Vec::new(),
+                observer: None,
+                implementation_digest: implementation,
+                configuration_digest: configuration_digest(&tools_config),
+            })
+            .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
+            policies.insert(set.deployment_ref().to_string(), RefPolicy::Tools(tool_policies));
+            deployments.push(set.deployment().clone());
+            Some(set)
+        };
+
+        let mut delegates = Vec::new();
+        let mut delegate_json = Vec::new();
+        for (name, text, sub) in &self.delegates {
+            let delegate = Delegate::new(DelegateConfig {
+                name: name.clone(),
+                description: text.clone(),
+                deployment: sub.inner.parent.clone(),
+                budget: Budget::unlimited(),
+                capabilities: CapabilitySet::empty(),
+            })
+            .map_err(|e| BuildError::Delegate { agent: agent.clone(), delegate: name.clone(), detail: e.to_string() })?;
+            delegate_json.push(
+                ObjectBuilder::new()
+                    .field("name", name)
+                    .field("description", text)
+                    .field("deployment", &sub.inner.parent.reference().to_string())
+                    .build(),
+            );
+            for d in &sub.inner.deployments {
+                deployments.push(d.clone());
+            }
+            for (k, v) in &sub.inner.policies {
+                policies.insert(k.clone(), v.clone());
+            }
+            delegates.push(delegate);
+        }
+
+        let has_tools = tools.is_some();
+        let config_json = tagged(
+            "agent",
+            ObjectBuilder::new()
+                .field("name", &agent)
+                .field("description", &description)
+                .field("max_model_calls", &self.max_model_calls)
+                .field("max_concurrent_tool_calls", &if has_tools { limit } else { 0 })
+                .value(
+                    "model",
+                    ObjectBuilder::new()
+                        .field("mode", model.mode.name())
+                        .field("reducer", &model.reducer.is_some())
+                        .field("on_unknown", self.model_unknown.as_str())
+                        .build(),
+                )
+                .value("tools", Json::Array(tool_json))
+                .value("delegates", Json::Array(delegate_json))
+                .opt_field("validator", self.validator.as_ref().map(|(id, _)| id))
+                .build(),
+        );
+        let definition = Definition::new(DefinitionConfig {
+            name: agent.clone(),
+            description,
+            max_model_calls: self.max_model_calls,
+            tools,
+            tool_budget: has_tools.then(Budget::unlimited),
+            tool_capabilities: CapabilitySet::empty(),
+            max_concurrent_tool_calls: if has_tools { limit } else { 0 },
+            delegates,
+            completion_validator: self.validator.map(|(_, v)| v),
+        })
+        .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
+        let dispatcher = ModelDispatcher::new(definition.model_manifest(), model)
+            .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
+        let tap = DeltaTap { inner: Arc::new(dispatcher), hub: hub.clone() };
+        let parent = Deployment::new(Arc::new(definition), Some(Arc::new(tap)), implementation, configuration_digest(&config_json));
+        parent
+            .check_binding()
+            .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
+        policies.insert(parent.reference().to_string(), RefPolicy::Model(self.model_unknown));
+        deployments.insert(0, parent.clone());
+        Ok(Agent { inner: Arc::new(AgentInner { name: agent, parent, deployments, policies, hub }) })
+    }
+}
+
+fn concurrency_json(c: &ToolConcurrency) -> Json {
+    match c {
+        ToolConcurrency::Exclusive => Json::str("exclusive"),
+        ToolConcurrency::Shared => Json::str("shared"),
+        ToolConcurrency::KeyedBy(arg) => ObjectBuilder::new().field("keyed_by", arg).build(),
+    }
+}
+
+/// A user's tool with its declared concurrency: the declaration decides, so what the
+/// configuration digest records is what runs.
+struct Declared {
+    inner: Arc<dyn Tool>,
+    concurrency: ToolConcurrency,
+}
+
+impl Tool for Declared {
+    fn spec(&self) -> ToolDefinitionInput {
+        self.inner.spec()
+    }
+
+    fn call<'a>(&'a self, invocation: &'a Invocation, cx: ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        self.inner.call(invocation, cx)
+    }
+
+    fn concurrency(&self, invocation: &Invocation) -> Option<Concurrency> {
+        match &self.concurrency {
+            ToolConcurrency::Exclusive => None,
+            ToolConcurrency::Shared => Some(Concurrency::shared()),
+            ToolConcurrency::KeyedBy(arg) => {
+                let value = invocation.arguments_json().get(arg);
+                let key = match value {
+                    Some(Json::String(s)) => s.clone(),
+                    Some(other) => other.to_canonical_string(),
+                    None => String::new(),
+                };
+                Some(Concurrency::keyed(key))
+            }
+        }
+    }
+
+    fn returns_direct_result(&self) -> bool {
+        self.inner.returns_direct_result()
+    }
+}

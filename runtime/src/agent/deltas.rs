@@ -1,0 +1,48 @@
+//! Model stream deltas to the host: the model dispatcher wrapped with a delta sink.
+//!
+//! The kernel hands a dispatcher a delta sink only when one is configured; the agent's model
+//! dispatcher is wrapped so every streamed delta of a run reaches that run's bounded queue
+//! (see `tracker::MAX_RUN_DELTAS`). Deltas are attempt facts: a crash may lose or repeat them,
+//! and the committed response is complete whatever happened to them.
+
+use super::events::RunEvent;
+use super::tracker::Hub;
+use crate::env::BoxFuture;
+use crate::interaction::protocol::ModelResponseDelta;
+use crate::interaction::wire::Wire;
+use crate::json::Payload;
+use crate::kernel::dispatcher::{DeltaSink, DispatchContext, DispatchError, DispatchPolicy, Dispatcher, EffectRequest};
+use crate::kernel::effect::Settlement;
+use std::sync::Arc;
+
+/// A dispatcher that routes its deltas to the run of the request's root.
+pub(crate) struct DeltaTap {
+    pub(crate) inner: Arc<dyn Dispatcher>,
+    pub(crate) hub: Arc<Hub>,
+}
+
+impl Dispatcher for DeltaTap {
+    fn policy(&self, effect: &Payload) -> DispatchPolicy {
+        self.inner.policy(effect)
+    }
+
+    fn dispatch<'a>(&'a self, request: EffectRequest, mut cx: DispatchContext) -> BoxFuture<'a, Result<Settlement, DispatchError>> {
+        if let Some(run) = self.hub.get(&request.relation.root_id) {
+            let process = request.process_id.clone();
+            let outer = cx.deltas.take();
+            let sink: DeltaSink = Arc::new(move |payload: Payload| {
+                if let Some(outer) = &outer {
+                    outer(payload.clone());
+                }
+                let text = ModelResponseDelta::from_payload(&payload)
+                    .ok()
+                    .and_then(|d| d.response_delta.text)
+                    .unwrap_or_default();
+                run.push_delta(RunEvent::ModelDelta { process: process.clone(), text });
+                true
+            });
+            cx.deltas = Some(sink);
+        }
+        self.inner.dispatch(request, cx)
+    }
+}

@@ -1,0 +1,130 @@
+//! What a run reports: semantic events and the stream that delivers them.
+
+use super::input::InputRequest;
+use super::recovery::UnknownEffect;
+use super::result::RunResult;
+use super::tracker::RunShared;
+use crate::kernel::ids::{ProcessId, SignalId};
+use futures::Stream;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// Which kind of call an Unknown Effect was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UnknownKind {
+    /// A model call.
+    Model,
+    /// A call of the named tool.
+    Tool(String),
+    /// Something else (a delegate's own effect the agent does not know).
+    Other,
+}
+
+/// One thing that happened in a run.
+///
+/// Every event except [`ModelDelta`](RunEvent::ModelDelta) and
+/// [`DeltasDropped`](RunEvent::DeltasDropped) is delivered only after the store acknowledged
+/// the state that contains it, so an event never describes something a crash could undo.
+/// Deltas describe a model call in progress: a crash may repeat or drop them.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum RunEvent {
+    /// A piece of a streamed model response (not durable).
+    ModelDelta {
+        /// The Process whose model call streamed it.
+        process: ProcessId,
+        /// The text piece (empty for deltas carrying only tool-call or finish data).
+        text: String,
+    },
+    /// The per-run delta queue overflowed: `dropped` oldest deltas were discarded since the
+    /// last such event. The committed response is complete regardless.
+    DeltasDropped {
+        /// How many deltas were discarded.
+        dropped: u64,
+    },
+    /// A model call settled with a response.
+    ModelResponse {
+        /// The calling Process (the run's root, or a delegate).
+        process: ProcessId,
+        /// The response text.
+        text: String,
+        /// The tools the model asked to call, in order.
+        tool_calls: Vec<String>,
+    },
+    /// A model call settled with an error.
+    ModelFailed {
+        /// The calling Process.
+        process: ProcessId,
+        /// The error text.
+        error: String,
+    },
+    /// A tool call was dispatched.
+    ToolStarted {
+        /// The tool-child Process running the call.
+        process: ProcessId,
+        /// The tool name.
+        tool: String,
+        /// The model's call id.
+        call_id: String,
+    },
+    /// A tool call settled.
+    ToolSettled {
+        /// The tool-child Process.
+        process: ProcessId,
+        /// The tool name.
+        tool: String,
+        /// The model's call id.
+        call_id: String,
+        /// Whether the tool reported an error.
+        is_error: bool,
+        /// The result text the model sees.
+        text: String,
+    },
+    /// A tool is waiting for an answer from the host ([`Run::answer`](super::Run::answer)).
+    InputRequested(InputRequest),
+    /// A call's outcome cannot be proven; see [`UnknownPolicy`](super::UnknownPolicy).
+    Unknown(UnknownEffect),
+    /// Steering messages were applied to a model call.
+    SteerApplied {
+        /// The steer signals applied, in order.
+        signals: Vec<SignalId>,
+    },
+    /// The run ended.
+    Finished(RunResult),
+    /// The run's writer stopped (a store failure); resume the run from the store.
+    Stopped {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The events of one run, as an async stream (`futures::StreamExt::next`). Ends after
+/// [`RunEvent::Finished`] or [`RunEvent::Stopped`]. Several streams of one run each see every
+/// durable event; model deltas go to whichever stream polls first.
+pub struct Events {
+    pub(crate) shared: Arc<RunShared>,
+    pub(crate) cursor: u64,
+    pub(crate) done: bool,
+}
+
+impl Stream for Events {
+    type Item = RunEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<RunEvent>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let cursor = self.cursor;
+        match self.shared.next_event(cursor, cx.waker()) {
+            Some((next, event)) => {
+                self.cursor = next;
+                if matches!(event, RunEvent::Finished(_) | RunEvent::Stopped { .. }) {
+                    self.done = true;
+                }
+                Poll::Ready(Some(event))
+            }
+            None => Poll::Pending,
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! The front door: build an agent, run it durably, stream what it does, answer its questions
+//! and recover it after a crash, without wiring the kernel by hand.
+//!
+//! An [`Agent`] is built from a model client, tools, delegates and limits. A [`Runtime`] runs
+//! it over a store (in memory or on disk). Each [`Run`] is one durable conversation: its
+//! [`events`](Run::events) are a stream of [`RunEvent`]s, delivered only once the store has
+//! acknowledged the state that makes them true (model deltas excepted: they describe an attempt
+//! in progress); [`pending_inputs`](Run::pending_inputs) and [`answer`](Run::answer) serve tools
+//! that ask a human; [`result`](Run::result) waits for the final [`RunResult`].
+//!
+//! ```
+//! use keel::prelude::*;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+//! rt.block_on(async {
+//!     // An offline model that calls the weather tool once, then answers.
+//!     let model = ScriptedModel::new()
+//!         .call_tool("get_weather", r#"{"city":"Paris"}"#)
+//!         .then_text("It is sunny in Paris.");
+//!     let weather = tool_fn(
+//!         "get_weather",
+//!         "The current weather of a city.",
+//!         r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#,
+//!         |args| async move {
+//!             let city = args.get("city").and_then(|c| c.as_str()).unwrap_or("?").to_owned();
+//!             Ok(format!("sunny, 21 °C in {city}"))
+//!         },
+//!     );
+//!     let agent = Agent::builder("weather")
+//!         .version("1.0.0")
+//!         .model(model)
+//!         .tool(weather)
+//!         .max_model_calls(4)
+//!         .build()?;
+//!     let runtime = Runtime::in_memory(agent)?;
+//!     let run = runtime.start("What is the weather in Paris?").await?;
+//!     let result = run.result().await?;
+//!     assert_eq!(result.text(), "It is sunny in Paris.");
+//!     Ok::<(), Box<dyn std::error::Error>>(())
+//! })
+//! # }
+//! ```
+//!
+//! The kernel (`keel::kernel`) and the Interaction strategy (`keel::interaction`) stay public
+//! for programs that need what this module hides.
+#![warn(missing_docs)]
+
+mod build_error;
+mod builder;
+mod deltas;
+mod events;
+mod human;
+mod identity;
+mod input;
+mod policy;
+mod recovery;
+mod result;
+mod run;
+mod run_error;
+mod runtime;
+mod scripted;
+mod tool_fn;
+mod tool_options;
+mod tracker;
+#[cfg(test)]
+mod tests;
+
+pub use build_error::BuildError;
+pub use builder::{Agent, AgentBuilder};
+pub use events::{Events, RunEvent, UnknownKind};
+pub use human::AskHuman;
+pub use input::InputRequest;
+pub use policy::UnknownPolicy;
+pub use recovery::{Resolution, UnknownEffect};
+pub use result::RunResult;
+pub use run::{Idle, Run, RunId};
+pub use run_error::{AnswerError, RestoreRefused, RunError};
+pub use runtime::Runtime;
+pub use scripted::ScriptedModel;
+pub use tool_fn::{tool_fn, FnTool};
+pub use tool_options::{ToolConcurrency, ToolOptions};

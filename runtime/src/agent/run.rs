@@ -1,0 +1,280 @@
+//! The handle of one run: events, inputs, steering, termination, Unknowns, the result.
+
+use super::events::Events;
+use super::input::{answer_signal_id, InputRequest};
+use super::recovery::{Resolution, UnknownEffect};
+use super::result::RunResult;
+use super::run_error::{AnswerError, RunError};
+use super::runtime::{engine_error, Runtime};
+use super::tracker::{RunShared, RunState};
+use crate::chat::Message;
+use crate::env::random_hex;
+use crate::interaction::pending_inputs::pending_tool_inputs;
+use crate::interaction::signals::{steer_signal, tool_input_response_signal};
+use crate::interaction::state::ParentState;
+use crate::json::Json;
+use crate::kernel::engine::ProcessHandle;
+use crate::kernel::ids::{ProcessId, SignalId};
+use std::sync::Arc;
+use std::task::Poll;
+
+/// The durable identity of a run: print it, store it, and pass it to
+/// [`Runtime::resume`] in a later process.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunId(ProcessId);
+
+impl RunId {
+    /// The root Process of the run.
+    pub fn process_id(&self) -> &ProcessId {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.as_str())
+    }
+}
+
+impl std::str::FromStr for RunId {
+    type Err = RunError;
+    fn from_str(s: &str) -> Result<RunId, RunError> {
+        ProcessId::parse(s.trim()).map(RunId).map_err(|e| RunError::InvalidRunId(format!("{s} ({e})")))
+    }
+}
+
+/// Why a run needs nothing more from the host right now, or what it needs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Idle {
+    /// The run ended.
+    Finished(RunResult),
+    /// Tools wait for answers ([`Run::answer`]).
+    NeedsInput(Vec<InputRequest>),
+    /// Calls with Unknown outcomes wait for [`Run::resolve`].
+    NeedsResolution(Vec<UnknownEffect>),
+}
+
+/// One durable run of an agent. Dropping the handle does not stop the run.
+pub struct Run {
+    runtime: Runtime,
+    handle: ProcessHandle,
+    shared: Arc<RunShared>,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run").field("id", &self.shared.root.as_str()).finish_non_exhaustive()
+    }
+}
+
+/// Waits until `done` holds for the run's state, woken by every change (never polls).
+pub(crate) async fn wait_until(shared: &RunShared, mut done: impl FnMut(&RunState) -> bool) {
+    futures::future::poll_fn(|cx| {
+        let mut state = shared.lock();
+        if done(&state) {
+            Poll::Ready(())
+        } else {
+            state.register_waker(cx.waker());
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+impl Run {
+    pub(crate) fn new(runtime: Runtime, handle: ProcessHandle, shared: Arc<RunShared>) -> Run {
+        Run { runtime, handle, shared }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn shared_for_tests(&self) -> Arc<RunShared> {
+        self.shared.clone()
+    }
+
+    /// The run's durable id.
+    pub fn id(&self) -> RunId {
+        RunId(self.shared.root.clone())
+    }
+
+    /// The run's events from the beginning of this handle's view (see [`RunEvent`](super::RunEvent)).
+    pub fn events(&self) -> Events {
+        Events { shared: self.shared.clone(), cursor: 0, done: false }
+    }
+
+    /// The tool input requests open in the latest acknowledged state.
+    pub fn pending_inputs(&self) -> Vec<InputRequest> {
+        self.shared.lock().inputs.clone()
+    }
+
+    /// The Unknown calls held for the host ([`Run::resolve`]).
+    pub fn unknowns(&self) -> Vec<UnknownEffect> {
+        self.shared.lock().unknowns.values().cloned().collect()
+    }
+
+    /// Model deltas dropped so far because the delta queue was full.
+    pub fn dropped_deltas(&self) -> u64 {
+        self.shared.lock().dropped_total
+    }
+
+    /// Answers an input request with a JSON value, validated here against the request's
+    /// response schema. Returns `true` when the answer was newly accepted and `false` when it
+    /// repeats an answer already delivered (the signal id is derived from the wait and the
+    /// answer, so a retry is never applied twice). An answer to a wait the run is not on is
+    /// refused with [`AnswerError::WrongWait`].
+    pub async fn answer(&self, request: &InputRequest, answer: Json) -> Result<bool, AnswerError> {
+        let wait = request.wait.as_str().to_owned();
+        let canonical = answer.to_canonical_string();
+        let not_delivered = |detail: String| AnswerError::NotDelivered { wait: wait.clone(), detail };
+        let id = answer_signal_id(&request.wait, &answer).map_err(|e| not_delivered(e.to_string()))?;
+        let (signal, retry) = {
+            let state = self.shared.lock();
+            match state.answered.get(&request.wait) {
+                Some(previous) if previous == &canonical => {
+                    (tool_input_response_signal(id, request.wait.clone(), &answer).map_err(|e| not_delivered(e.to_string()))?, true)
+                }
+                Some(_) => return Err(AnswerError::WrongWait { wait, current: state.inputs.len() }),
+                None => {
+                    let pending = state
+                        .head
+                        .as_ref()
+                        .and_then(|h| pending_tool_inputs(h).ok())
+                        .and_then(|all| all.into_iter().find(|p| p.wait_id() == &request.wait && p.process_id() == &request.process));
+                    let Some(pending) = pending else {
+                        return Err(AnswerError::WrongWait { wait, current: state.inputs.len() });
+                    };
+                    let signal = pending.response_signal(id, &answer).map_err(|e| AnswerError::Invalid {
+                        wait: wait.clone(),
+                        schema: pending.response_schema().canonical().to_owned(),
+                        detail: e.to_string(),
+                    })?;
+                    (signal, false)
+                }
+            }
+        };
+        let delivered = match self.runtime.inner.engine.lookup(&request.process) {
+            Some(target) => target.deliver_signals(vec![signal]).await.map_err(|e| e.to_string()),
+            None => Err(format!("process {} is not live in this runtime", request.process)),
+        };
+        match delivered {
+            Ok(accepted) => {
+                self.shared.lock().answered.insert(request.wait.clone(), canonical);
+                Ok(accepted && !retry)
+            }
+            // The same answer was accepted before and its tool has moved on: a duplicate.
+            Err(_) if retry => Ok(false),
+            Err(detail) => Err(not_delivered(detail)),
+        }
+    }
+
+    /// Answers an input request with a text (a JSON string).
+    pub async fn answer_text(&self, request: &InputRequest, text: impl Into<String>) -> Result<bool, AnswerError> {
+        self.answer(request, Json::str(text)).await
+    }
+
+    /// Adds a user message to the conversation; it is applied at the next model call.
+    pub async fn steer(&self, text: impl Into<String>) -> Result<(), RunError> {
+        let hex = random_hex(self.runtime.inner.env.rng.as_ref(), 16);
+        let id = SignalId::external(&format!("steer:{hex}")).map_err(|e| RunError::Input(e.to_string()))?;
+        let signal = steer_signal(id, vec![Message::user(text)]).map_err(|e| RunError::Input(e.to_string()))?;
+        self.handle.deliver_signals(vec![signal]).await.map_err(engine_error)?;
+        Ok(())
+    }
+
+    /// Asks the run to stop; it ends `cancelled` once in-flight calls return.
+    pub async fn cancel(&self, reason: impl Into<String>) -> Result<(), RunError> {
+        self.handle.request_cancellation(reason).await.map_err(engine_error)
+    }
+
+    /// Ends the run now (`killed`).
+    pub async fn kill(&self, reason: impl Into<String>) -> Result<(), RunError> {
+        self.handle.kill(reason).await.map_err(engine_error)
+    }
+
+    /// Settles a held Unknown call.
+    pub async fn resolve(&self, unknown: &UnknownEffect, resolution: Resolution) -> Result<(), RunError> {
+        let fail = |detail: String| RunError::Resolve { effect: unknown.effect.to_string(), detail };
+        let settlement = match resolution {
+            Resolution::Succeeded(text) => unknown.settlement(true, &text),
+            Resolution::Failed(text) => unknown.settlement(false, &text),
+            Resolution::Retry => {
+                let deployment = self
+                    .runtime
+                    .agent()
+                    .deployments()
+                    .iter()
+                    .find(|d| d.reference() == &unknown.deployment_ref)
+                    .ok_or_else(|| fail("no deployment of this agent runs it".into()))?;
+                unknown.retry(deployment).await
+            }
+        }
+        .map_err(fail)?;
+        let target = self
+            .runtime
+            .inner
+            .engine
+            .lookup(&unknown.process)
+            .ok_or_else(|| fail(format!("process {} is not live in this runtime", unknown.process)))?;
+        target.resolve_unknown_effect(unknown.effect.clone(), settlement).await.map_err(|e| fail(e.to_string()))?;
+        self.shared.lock().unknowns.remove(&unknown.effect);
+        Ok(())
+    }
+
+    /// Waits for the run to end.
+    pub async fn result(&self) -> Result<RunResult, RunError> {
+        wait_until(&self.shared, |s| s.result.is_some() || s.stopped.is_some()).await;
+        let state = self.shared.lock();
+        match (&state.result, &state.stopped) {
+            (Some(r), _) => Ok(RunResult::new(r.clone())),
+            (None, Some(reason)) => Err(RunError::Stopped(reason.clone())),
+            (None, None) => Err(RunError::Stopped("the run stopped".into())),
+        }
+    }
+
+    /// Waits until the run ended or needs the host (an input to answer, an Unknown to resolve).
+    pub async fn idle(&self) -> Result<Idle, RunError> {
+        wait_until(&self.shared, |s| {
+            s.result.is_some() || s.stopped.is_some() || (s.resolving.is_empty() && (!s.inputs.is_empty() || !s.unknowns.is_empty()))
+        })
+        .await;
+        let state = self.shared.lock();
+        if let Some(r) = &state.result {
+            return Ok(Idle::Finished(RunResult::new(r.clone())));
+        }
+        if let Some(reason) = &state.stopped {
+            return Err(RunError::Stopped(reason.clone()));
+        }
+        if !state.inputs.is_empty() {
+            return Ok(Idle::NeedsInput(state.inputs.clone()));
+        }
+        Ok(Idle::NeedsResolution(state.unknowns.values().cloned().collect()))
+    }
+
+    /// Continues a completed conversation with a new user message: a new run whose input is
+    /// the whole conversation so far plus `message`.
+    pub async fn continue_with(&self, message: impl Into<String>) -> Result<Run, RunError> {
+        let result = self.result().await?;
+        if !result.is_completed() {
+            return Err(RunError::NotCompleted {
+                run: self.id().to_string(),
+                status: result.status().as_str().to_owned(),
+                reason: result.reason().to_owned(),
+            });
+        }
+        let mut messages = self.conversation()?;
+        messages.push(Message::user(message));
+        self.runtime.start_messages(messages).await
+    }
+
+    /// The conversation of a completed run: its working context plus the final answer.
+    fn conversation(&self) -> Result<Vec<Message>, RunError> {
+        let head = self.shared.lock().head.clone().ok_or_else(|| RunError::NotFinished(self.id().to_string()))?;
+        let state = ParentState::from_execution_state(&head.root().committed_state).map_err(|e| RunError::Engine(e.to_string()))?;
+        let mut messages = state.working_context.messages;
+        if let Some(final_message) = state.final_output.as_ref().and_then(|o| o.response()).and_then(|r| r.message.clone()) {
+            if messages.last() != Some(&final_message) {
+                messages.push(final_message);
+            }
+        }
+        Ok(messages)
+    }
+}

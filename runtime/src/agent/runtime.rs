@@ -1,0 +1,228 @@
+//! The runtime: one agent over one store, starting and resuming runs.
+
+use super::builder::Agent;
+use super::recovery::UnknownEffect;
+use super::run::{Run, RunId};
+use super::run_error::{RestoreRefused, RunError};
+use super::tracker::RunShared;
+use crate::chat::Message;
+use crate::env::Env;
+use crate::interaction::protocol::InteractionInput;
+use crate::interaction::wire::Wire;
+use crate::kernel::binding::DeploymentSet;
+use crate::kernel::capability::CapabilitySet;
+use crate::kernel::commit::{Committer, MemoryCommitter};
+use crate::kernel::effect::EffectPhase;
+use crate::kernel::engine::{Engine, EngineConfig};
+use crate::kernel::event::{names, Event, EventListener};
+use crate::kernel::ids::EffectId;
+use crate::kernel::owner::RootConfig;
+use crate::kernel::resource::Budget;
+use crate::kernel::snapshot::TreeSnapshot;
+use crate::kernel::tree_limits::TreeLimits;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Runs one [`Agent`] over one store. Cheap to clone.
+///
+/// Every run is durable in the store: [`resume`](Runtime::resume) continues it in a new
+/// process after an exit or a crash, under the same agent configuration and version.
+#[derive(Clone)]
+pub struct Runtime {
+    pub(crate) inner: Arc<RuntimeInner>,
+}
+
+pub(crate) struct RuntimeInner {
+    pub(crate) agent: Agent,
+    pub(crate) engine: Engine,
+    pub(crate) committer: Arc<dyn Committer>,
+    pub(crate) env: Env,
+    listener: Arc<Listener>,
+}
+
+impl Drop for RuntimeInner {
+    fn drop(&mut self) {
+        // The listener lives inside the engine; dropping its engine handle breaks the cycle.
+        *self.listener.engine.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("agent", &self.inner.agent).finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Runs `agent` over an in-memory store on the current tokio runtime (runs do not
+    /// survive the process).
+    #[cfg(feature = "tokio")]
+    pub fn in_memory(agent: Agent) -> Result<Runtime, RunError> {
+        let env = crate::env::TokioEnv::current().map_err(|e| RunError::Engine(e.to_string()))?.env();
+        Ok(Runtime::with_store(agent, Arc::new(MemoryCommitter::new()), env))
+    }
+
+    /// Runs `agent` over an on-disk store in `dir` (created if missing) on the current tokio
+    /// runtime. One process at a time may open a directory.
+    #[cfg(feature = "tokio")]
+    pub fn on_disk(agent: Agent, dir: impl AsRef<std::path::Path>) -> Result<Runtime, RunError> {
+        let env = crate::env::TokioEnv::current().map_err(|e| RunError::Engine(e.to_string()))?.env();
+        let store = crate::kernel::commit::FileCommitter::open(dir.as_ref()).map_err(|e| RunError::Store(e.to_string()))?;
+        Ok(Runtime::with_store(agent, Arc::new(store), env))
+    }
+
+    /// Runs `agent` over any store and environment (a simulated one, for example).
+    pub fn with_store(agent: Agent, committer: Arc<dyn Committer>, env: Env) -> Runtime {
+        let listener = Arc::new(Listener { agent: agent.clone(), env: env.clone(), engine: Mutex::new(None) });
+        let mut resolver = DeploymentSet::new();
+        for d in agent.deployments() {
+            resolver.insert(d.clone());
+        }
+        let engine = Engine::new(EngineConfig {
+            env: env.clone(),
+            committer: committer.clone(),
+            resolver: Arc::new(resolver),
+            root: RootConfig { budget: Budget::unlimited(), capabilities: CapabilitySet::empty(), limits: TreeLimits::default() },
+            listeners: vec![listener.clone()],
+        });
+        *listener.engine.lock().unwrap_or_else(PoisonError::into_inner) = Some(engine.clone());
+        Runtime { inner: Arc::new(RuntimeInner { agent, engine, committer, env, listener }) }
+    }
+
+    /// The agent this runtime runs.
+    pub fn agent(&self) -> &Agent {
+        &self.inner.agent
+    }
+
+    /// The underlying engine (for programs that need the kernel API).
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Starts a run with one user message. Returns once the run is durable in the store.
+    pub async fn start(&self, user_message: impl Into<String>) -> Result<Run, RunError> {
+        self.start_messages(vec![Message::user(user_message)]).await
+    }
+
+    /// Starts a run with a whole conversation (the last message usually from the user).
+    pub async fn start_messages(&self, messages: Vec<Message>) -> Result<Run, RunError> {
+        let input = InteractionInput::new(messages).to_payload().map_err(|e| RunError::Input(e.to_string()))?;
+        let handle = self.inner.engine.start(self.inner.agent.deployment().clone(), input).await.map_err(engine_error)?;
+        let shared = self.inner.agent.inner.hub.get_or_create(handle.id());
+        Ok(Run::new(self.clone(), handle, shared))
+    }
+
+    /// Continues a stored run under a new writer (after an exit or a crash).
+    ///
+    /// Returns once every call that was in flight when the previous writer stopped is visible
+    /// to the host: settled by its policy ([`UnknownPolicy`](super::UnknownPolicy)), or held
+    /// and listed by [`Run::unknowns`] with a [`RunEvent::Unknown`](super::RunEvent::Unknown) event. A run stored by a
+    /// different agent configuration or version is refused with [`RestoreRefused`], naming
+    /// both deployments.
+    pub async fn resume(&self, id: &RunId) -> Result<Run, RunError> {
+        let root = id.process_id();
+        let head = self
+            .inner
+            .committer
+            .load_tree(root)
+            .await
+            .map_err(|e| RunError::Store(e.to_string()))?
+            .ok_or_else(|| RunError::NotFound(id.to_string()))?;
+        let snapshot = TreeSnapshot::decode(&head.cut.bytes).map_err(|e| RunError::Store(format!("stored run does not decode: {e}")))?;
+        if snapshot.digest() != head.cut.digest || snapshot.root_id != *root {
+            return Err(RunError::Store("the stored head does not match its digest or run id".into()));
+        }
+        let stored = snapshot.root().deployment_ref.clone();
+        let current = self.inner.agent.deployment_ref().clone();
+        if stored != current {
+            return Err(RestoreRefused::new(id.to_string(), stored, current).into());
+        }
+        let in_flight: BTreeSet<EffectId> = snapshot
+            .processes()
+            .iter()
+            .filter_map(|p| p.prepared.as_ref())
+            .flat_map(|s| s.effects.iter())
+            .filter(|e| e.phase == EffectPhase::Pending)
+            .map(|e| e.id.clone())
+            .collect();
+        let shared = self.inner.agent.inner.hub.reset(root);
+        let handle = self.inner.engine.restore(self.inner.agent.deployment().clone(), snapshot).await.map_err(engine_error)?;
+        let run = Run::new(self.clone(), handle, shared.clone());
+        recovered(&shared, &in_flight).await;
+        Ok(run)
+    }
+}
+
+/// Waits (no polling: woken by each acknowledged head) until no call that was in flight at
+/// the restore is still pending and no Unknown policy is being applied.
+async fn recovered(shared: &RunShared, in_flight: &BTreeSet<EffectId>) {
+    super::run::wait_until(shared, |s| {
+        s.result.is_some()
+            || s.stopped.is_some()
+            || (s.head.is_some() && s.resolving.is_empty() && in_flight.iter().all(|e| !s.pending.contains(e)))
+    })
+    .await;
+}
+
+pub(crate) fn engine_error(e: crate::kernel::engine::EngineError) -> RunError {
+    use crate::kernel::engine::EngineError as E;
+    match e {
+        E::Commit(c) => RunError::Store(c.to_string()),
+        E::Stopped(s) => RunError::Stopped(s.to_string()),
+        other => RunError::Engine(other.to_string()),
+    }
+}
+
+/// Projects every acknowledged head into its run and applies Unknown policies.
+struct Listener {
+    agent: Agent,
+    env: Env,
+    engine: Mutex<Option<Engine>>,
+}
+
+impl EventListener for Listener {
+    fn on_event(&self, event: &Event) {
+        if self.engine.lock().unwrap_or_else(PoisonError::into_inner).is_none() {
+            return; // this runtime was dropped: a newer one owns its runs
+        }
+        if event.name == names::RUNTIME_STOPPED && event.relation.is_root() {
+            if let Some(run) = self.agent.inner.hub.get(&event.process_id) {
+                let cause = event.payload.get("cause").and_then(|c| c.as_str()).unwrap_or("runtime stopped");
+                run.stop(cause.to_owned());
+            }
+        }
+    }
+
+    fn on_head(&self, head: &Arc<TreeSnapshot>) {
+        let Some(engine) = self.engine.lock().unwrap_or_else(PoisonError::into_inner).clone() else {
+            return; // this runtime was dropped: a newer one owns its runs
+        };
+        let run = self.agent.inner.hub.get_or_create(&head.root_id);
+        let act = run.project(head, &self.agent.inner.policies);
+        for unknown in act {
+            let task = apply_policy(engine.clone(), self.agent.clone(), run.clone(), unknown);
+            drop(self.env.executor.spawn(Box::pin(task)));
+        }
+    }
+}
+
+/// Applies a non-Hold policy; an Unknown that cannot be settled that way is held.
+async fn apply_policy(engine: Engine, agent: Agent, run: Arc<RunShared>, unknown: UnknownEffect) {
+    use super::policy::UnknownPolicy;
+    let settlement = match unknown.policy {
+        UnknownPolicy::ReportToModel => unknown.report_settlement(),
+        UnknownPolicy::Retry => match agent.deployments().iter().find(|d| d.reference() == &unknown.deployment_ref) {
+            Some(d) => unknown.retry(d).await,
+            None => Err("no deployment of this agent runs it".into()),
+        },
+        UnknownPolicy::Hold => Err("held".into()),
+    };
+    let settled = match (settlement, engine.lookup(&unknown.process)) {
+        (Ok(s), Some(handle)) => handle.resolve_unknown_effect(unknown.effect.clone(), s).await.is_ok(),
+        _ => false,
+    };
+    if !settled {
+        run.lock().unknowns.insert(unknown.effect.clone(), unknown.clone());
+    }
+    run.done_resolving(&unknown.effect);
+}

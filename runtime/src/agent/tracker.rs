@@ -1,0 +1,353 @@
+//! The host's view of each run, projected from acknowledged heads.
+//!
+//! The Engine hands every acknowledged head to the runtime's listener (on the tree's owner
+//! task, in commit order). The projection turns what is new in it into [`RunEvent`]s; because
+//! only acknowledged heads are projected, an event never describes state a crash could undo.
+//! Model deltas arrive beside it from the model dispatcher (attempt facts, not durable) into a
+//! bounded queue that drops oldest-first.
+
+use super::builder::RefPolicy;
+use super::events::RunEvent;
+use super::input::InputRequest;
+use super::policy::UnknownPolicy;
+use super::recovery::{kind_of, UnknownEffect};
+use super::result::RunResult;
+use super::events::UnknownKind;
+use crate::interaction::pending_inputs::pending_tool_inputs;
+use crate::interaction::protocol::{ModelCallEffect, ModelResult, ToolCallSettlement};
+use crate::interaction::wire::Wire;
+use crate::kernel::effect::{Effect, EffectPhase};
+use crate::kernel::ids::{EffectId, ProcessId, WaitId};
+use crate::kernel::result::ProcessResult;
+use crate::kernel::snapshot::TreeSnapshot;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Waker;
+
+/// Durable events kept per run for streams that lag; older ones are dropped.
+pub const MAX_RUN_EVENTS: usize = 4096;
+/// Model deltas queued per run; beyond it the oldest is dropped and counted.
+pub const MAX_RUN_DELTAS: usize = 1024;
+/// Runs tracked per agent; beyond it finished runs are forgotten, oldest first.
+pub const MAX_TRACKED_RUNS: usize = 1024;
+/// Wakers kept per run (one per waiting stream or call); beyond it the oldest is woken and
+/// dropped, which only costs that waiter a spurious poll.
+const MAX_WAKERS: usize = 64;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Every run of one agent the host knows about, by root Process.
+#[derive(Default)]
+pub(crate) struct Hub {
+    runs: Mutex<BTreeMap<ProcessId, Arc<RunShared>>>,
+}
+
+impl Hub {
+    pub(crate) fn get_or_create(&self, root: &ProcessId) -> Arc<RunShared> {
+        let mut runs = lock(&self.runs);
+        if let Some(r) = runs.get(root) {
+            return r.clone();
+        }
+        if runs.len() >= MAX_TRACKED_RUNS {
+            let finished: Vec<ProcessId> = runs.iter().filter(|(_, r)| r.is_over()).map(|(k, _)| k.clone()).collect();
+            for k in finished.into_iter().take(runs.len() + 1 - MAX_TRACKED_RUNS) {
+                runs.remove(&k);
+            }
+        }
+        let shared = Arc::new(RunShared::new(root.clone()));
+        runs.insert(root.clone(), shared.clone());
+        shared
+    }
+
+    pub(crate) fn get(&self, root: &ProcessId) -> Option<Arc<RunShared>> {
+        lock(&self.runs).get(root).cloned()
+    }
+
+    /// Forgets what the host saw of `root` (before it is restored by a new writer).
+    pub(crate) fn reset(&self, root: &ProcessId) -> Arc<RunShared> {
+        let shared = Arc::new(RunShared::new(root.clone()));
+        if let Some(old) = lock(&self.runs).insert(root.clone(), shared.clone()) {
+            old.wake_all();
+        }
+        shared
+    }
+}
+
+/// One run's projected state and its queues.
+pub(crate) struct RunShared {
+    pub(crate) root: ProcessId,
+    state: Mutex<RunState>,
+}
+
+#[derive(Default)]
+pub(crate) struct RunState {
+    seen: BTreeSet<String>,
+    events: VecDeque<(u64, RunEvent)>,
+    deltas: VecDeque<(u64, RunEvent)>,
+    next_seq: u64,
+    dropped_unreported: u64,
+    pub(crate) dropped_total: u64,
+    pub(crate) head: Option<Arc<TreeSnapshot>>,
+    pub(crate) result: Option<ProcessResult>,
+    pub(crate) stopped: Option<String>,
+    /// Unknowns in the head, not yet settled.
+    pub(crate) unknowns: BTreeMap<EffectId, UnknownEffect>,
+    /// Unknowns whose policy the host is applying now.
+    pub(crate) resolving: BTreeSet<EffectId>,
+    /// Dispatcher Effects pending in the head.
+    pub(crate) pending: BTreeSet<EffectId>,
+    pub(crate) inputs: Vec<InputRequest>,
+    /// Answers delivered by this host: wait → answer canonical text.
+    pub(crate) answered: BTreeMap<WaitId, String>,
+    wakers: Vec<Waker>,
+}
+
+impl RunShared {
+    fn new(root: ProcessId) -> RunShared {
+        RunShared { root, state: Mutex::new(RunState::default()) }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, RunState> {
+        lock(&self.state)
+    }
+
+    pub(crate) fn is_over(&self) -> bool {
+        let s = self.lock();
+        s.result.is_some() || s.stopped.is_some()
+    }
+
+    pub(crate) fn wake_all(&self) {
+        let wakers = std::mem::take(&mut self.lock().wakers);
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Queues a model delta (not durable): the oldest is dropped when the queue is full.
+    pub(crate) fn push_delta(&self, event: RunEvent) {
+        {
+            let mut s = self.lock();
+            if s.deltas.len() >= MAX_RUN_DELTAS {
+                s.deltas.pop_front();
+                s.dropped_unreported = s.dropped_unreported.saturating_add(1);
+                s.dropped_total = s.dropped_total.saturating_add(1);
+            }
+            let seq = s.bump();
+            s.deltas.push_back((seq, event));
+        }
+        self.wake_all();
+    }
+
+    /// The next event after `cursor` for one stream, earliest first; `None` registers the
+    /// waker.
+    pub(crate) fn next_event(&self, cursor: u64, waker: &Waker) -> Option<(u64, RunEvent)> {
+        let mut s = self.lock();
+        let durable = s.events.iter().find(|(seq, _)| *seq >= cursor).map(|(seq, e)| (*seq, e.clone()));
+        let delta_seq = s.deltas.front().map(|(seq, _)| *seq);
+        let take_delta = match (&durable, delta_seq) {
+            (Some((d, _)), Some(q)) => q < *d,
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        if take_delta {
+            if s.dropped_unreported > 0 {
+                let dropped = std::mem::take(&mut s.dropped_unreported);
+                return Some((cursor, RunEvent::DeltasDropped { dropped }));
+            }
+            let (_, event) = s.deltas.pop_front()?;
+            return Some((cursor, event));
+        }
+        if let Some((seq, event)) = durable {
+            return Some((seq + 1, event));
+        }
+        s.register_waker(waker);
+        None
+    }
+
+    /// Projects one acknowledged head; returns the Unknowns the host must act on now.
+    pub(crate) fn project(&self, head: &Arc<TreeSnapshot>, policies: &BTreeMap<String, RefPolicy>) -> Vec<UnknownEffect> {
+        let act = {
+            let mut s = self.lock();
+            let act = s.project(head, policies);
+            s.head = Some(head.clone());
+            act
+        };
+        self.wake_all();
+        act
+    }
+
+    pub(crate) fn stop(&self, reason: String) {
+        {
+            let mut s = self.lock();
+            if s.stopped.is_some() || s.result.is_some() {
+                return;
+            }
+            s.stopped = Some(reason.clone());
+            s.push(RunEvent::Stopped { reason });
+        }
+        self.wake_all();
+    }
+
+    /// The host finished applying a policy to `effect` (settled or, on `held`, kept).
+    pub(crate) fn done_resolving(&self, effect: &EffectId) {
+        self.lock().resolving.remove(effect);
+        self.wake_all();
+    }
+}
+
+impl RunState {
+    fn bump(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.saturating_add(1);
+        seq
+    }
+
+    /// Registers `waker` to be woken on the next change.
+    pub(crate) fn register_waker(&mut self, waker: &Waker) {
+        if self.wakers.iter().any(|w| w.will_wake(waker)) {
+            return;
+        }
+        if self.wakers.len() >= MAX_WAKERS {
+            self.wakers.remove(0).wake();
+        }
+        self.wakers.push(waker.clone());
+    }
+
+    pub(crate) fn push(&mut self, event: RunEvent) {
+        let seq = self.bump();
+        if self.events.len() >= MAX_RUN_EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back((seq, event));
+    }
+
+    fn first(&mut self, key: String) -> bool {
+        self.seen.insert(key)
+    }
+
+    fn project(&mut self, head: &TreeSnapshot, policies: &BTreeMap<String, RefPolicy>) -> Vec<UnknownEffect> {
+        let mut act = Vec::new();
+        let mut unknown_now = BTreeSet::new();
+        self.pending.clear();
+        for p in head.processes() {
+            let Some(prepared) = &p.prepared else { continue };
+            for (index, e) in prepared.effects.iter().enumerate() {
+                let Effect::Dispatcher(payload) = &e.effect else { continue };
+                let (kind, tool) = kind_of(payload);
+                match &e.phase {
+                    EffectPhase::Planned => {}
+                    EffectPhase::Pending => {
+                        self.pending.insert(e.id.clone());
+                        if !self.first(format!("started:{}", e.id)) {
+                            continue;
+                        }
+                        if let Ok(call) = ModelCallEffect::from_payload(payload) {
+                            if !call.applied_steer_signal_ids.is_empty() {
+                                self.push(RunEvent::SteerApplied { signals: call.applied_steer_signal_ids });
+                            }
+                        }
+                        if let Some((tool, call_id)) = tool {
+                            self.push(RunEvent::ToolStarted { process: p.id.clone(), tool, call_id });
+                        }
+                    }
+                    EffectPhase::Settled(settlement) => {
+                        if !self.first(format!("settled:{}", e.id)) {
+                            continue;
+                        }
+                        if kind == UnknownKind::Model {
+                            match ModelResult::from_payload(&settlement.payload) {
+                                Ok(ModelResult::Response { response, .. }) => {
+                                    let text = response.message.as_ref().map(|m| m.text()).unwrap_or_default();
+                                    let tool_calls = response.tool_calls().iter().map(|c| c.name.clone()).collect();
+                                    self.push(RunEvent::ModelResponse { process: p.id.clone(), text, tool_calls });
+                                }
+                                Ok(ModelResult::Error(error) | ModelResult::HostError(error)) => {
+                                    self.push(RunEvent::ModelFailed { process: p.id.clone(), error });
+                                }
+                                Err(_) => {}
+                            }
+                        } else if let Some((tool, call_id)) = tool {
+                            if let Ok(ToolCallSettlement::Result(settled)) = ToolCallSettlement::from_payload(&settlement.payload) {
+                                self.push(RunEvent::ToolSettled {
+                                    process: p.id.clone(),
+                                    tool,
+                                    call_id,
+                                    is_error: settled.result.is_error,
+                                    text: settled.result.output.content,
+                                });
+                            }
+                        }
+                    }
+                    EffectPhase::Unknown => {
+                        unknown_now.insert(e.id.clone());
+                        if self.unknowns.contains_key(&e.id) || self.resolving.contains(&e.id) {
+                            continue;
+                        }
+                        let policy = policy_of(policies, &p.deployment_ref.to_string(), &kind);
+                        let unknown = UnknownEffect {
+                            process: p.id.clone(),
+                            effect: e.id.clone(),
+                            kind,
+                            policy,
+                            deployment_ref: p.deployment_ref.clone(),
+                            relation: p.relation.clone(),
+                            step_sequence: prepared.sequence,
+                            batch_index: u32::try_from(index).unwrap_or(u32::MAX),
+                            payload: payload.clone(),
+                            incarnation: head.incarnation.clone(),
+                        };
+                        if self.first(format!("unknown:{}", e.id)) {
+                            self.push(RunEvent::Unknown(unknown.clone()));
+                        }
+                        if policy == UnknownPolicy::Hold {
+                            self.unknowns.insert(e.id.clone(), unknown);
+                        } else {
+                            self.resolving.insert(e.id.clone());
+                            act.push(unknown);
+                        }
+                    }
+                }
+            }
+        }
+        self.unknowns.retain(|id, _| unknown_now.contains(id));
+        self.inputs = pending_tool_inputs(head)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| InputRequest {
+                process: i.process_id().clone(),
+                wait: i.wait_id().clone(),
+                prompt: i.prompt().value().clone(),
+                response_schema: i.response_schema().value().clone(),
+            })
+            .collect();
+        for input in self.inputs.clone() {
+            if self.first(format!("input:{}", input.wait.as_str())) {
+                self.push(RunEvent::InputRequested(input));
+            }
+        }
+        let root = head.root();
+        if let Some(finish) = &root.finish {
+            if self.result.is_none() {
+                let result = ProcessResult {
+                    process_id: root.id.clone(),
+                    deployment_ref: root.deployment_ref.clone(),
+                    termination: finish.termination.clone(),
+                    output: finish.output.clone(),
+                };
+                self.result = Some(result.clone());
+                self.push(RunEvent::Finished(RunResult::new(result)));
+            }
+        }
+        act
+    }
+}
+
+fn policy_of(policies: &BTreeMap<String, RefPolicy>, reference: &str, kind: &UnknownKind) -> UnknownPolicy {
+    match (policies.get(reference), kind) {
+        (Some(RefPolicy::Model(p)), UnknownKind::Model) => *p,
+        (Some(RefPolicy::Tools(tools)), UnknownKind::Tool(name)) => tools.get(name).copied().unwrap_or_default(),
+        _ => UnknownPolicy::Hold,
+    }
+}

@@ -1,0 +1,12 @@
+//! Everything a program that runs agents usually needs: `use keel::prelude::*;`.
+
+pub use crate::agent::{
+    tool_fn, Agent, AgentBuilder, AnswerError, AskHuman, BuildError, Events, FnTool, Idle, InputRequest, Resolution,
+    RestoreRefused, Run, RunError, RunEvent, RunId, RunResult, Runtime, ScriptedModel, ToolConcurrency, ToolOptions,
+    UnknownEffect, UnknownKind, UnknownPolicy,
+};
+pub use crate::chat::Message;
+pub use crate::interaction::model::{ModelCallContext, ModelClient, ModelError, ModelStreamer};
+pub use crate::json::Json;
+pub use crate::tool::{Tool, ToolContext, ToolError};
+pub use futures::StreamExt;
