@@ -4,6 +4,7 @@
 mod children;
 mod control;
 mod crash;
+mod cut_cache;
 mod lifecycle;
 mod oracle;
 mod reservations;
