@@ -111,7 +111,7 @@ fn deployments(rounds: u64) -> (Deployment, Arc<DeploymentSet>) {
         configuration_digest: Digest::of(b"bench.tools.config"),
     })
     .expect("tool set");
-    let tools = toolset.deployment();
+    let tools = toolset.deployment().clone();
     let config = DefinitionConfig {
         name: "bench.tool_round".into(),
         description: "The tool loop under benchmark.".into(),
