@@ -13,7 +13,10 @@
 //! * no Dispatch action for an Effect before its `pending` boundary is acknowledged;
 //! * every published fact (Result, committed event, accepted signal, child) is in an
 //!   acknowledged head;
-//! * a commit failure stops the owner with a RuntimeError; nothing after it is published.
+//! * a commit failure stops the owner with a RuntimeError; nothing after it is published;
+//! * one cut build per commit: records keep cached canonical encodings (`table`), a commit
+//!   re-encodes only changed records, and an owner with nothing changed builds no cut to
+//!   compare with its head.
 
 mod commands;
 mod control;
