@@ -25,9 +25,10 @@ impl Json {
     pub fn to_canonical_bytes(&self) -> Vec<u8> {
         self.to_canonical_string().into_bytes()
     }
-    /// The canonical encoding as a string.
+    /// The canonical encoding as a string (one pass: no length pre-pass to size the buffer,
+    /// which would walk the whole value a second time).
     pub fn to_canonical_string(&self) -> String {
-        let mut out = String::with_capacity(self.canonical_len());
+        let mut out = String::new();
         self.write_canonical(&mut out);
         out
     }
