@@ -1,5 +1,10 @@
 //! The cost of one committed Interaction step against one plain serde_json encode+decode of
-//! the same parent state, at working contexts of 10 and 1,000 messages.
+//! the same parent state, at working contexts of 10, 1,000 and 10,000 messages of ~200 bytes.
+//!
+//! Prints `step_ratio_1000_over_10 = X`, `step_ratio_10000_over_10 = X` (median step time at
+//! N over the same at 10) and `step_over_serde_10 = X` (step over serde round trip at 10). A
+//! context the runtime refuses (a working context is one payload, capped at 1 MiB) prints
+//! `refused` instead of a ratio.
 //!
 //! Run: `cargo bench -p keel --bench interaction_step` (release profile; no bench crate).
 //!
@@ -41,7 +46,7 @@ use std::time::{Duration, Instant};
 const STEP_REPEATS: usize = 31;
 /// serde_json round trips per N.
 const SERDE_REPEATS: usize = 201;
-const CONTEXTS: [usize; 2] = [10, 1_000];
+const CONTEXTS: [usize; 3] = [10, 1_000, 10_000];
 
 /// Always answers with the same final text.
 struct FinalAnswer;
@@ -78,15 +83,16 @@ fn setup() -> Setup {
     Setup { parent, resolver }
 }
 
-/// N alternating user/assistant text messages of ~100 bytes, ending with a user message.
-fn input(n: usize) -> Payload {
+/// N alternating user/assistant text messages of ~200 bytes, ending with a user message;
+/// `Err` when the runtime refuses a context that large.
+fn input(n: usize) -> Result<Payload, String> {
     let messages = (0..n)
         .map(|i| {
-            let text = format!("message {i:05}: {}", "lorem ipsum dolor sit amet ".repeat(4));
+            let text = format!("message {i:05}: {}", "lorem ipsum dolor sit amet ".repeat(6));
             if (n - i) % 2 == 1 { Message::user(text) } else { Message::assistant(text) }
         })
         .collect();
-    InteractionInput::new(messages).to_payload().expect("input payload")
+    InteractionInput::new(messages).to_payload().map_err(|e| e.to_string())
 }
 
 fn now() -> Timestamp {
@@ -156,8 +162,17 @@ fn main() {
     let (step_repeats, serde_repeats) = if quick { (1, 1) } else { (STEP_REPEATS, SERDE_REPEATS) };
     let setup = setup();
     println!("{:>6} {:>12} {:>10} {:>12} {:>12}", "N", "state bytes", "step µs", "serde µs", "step/serde");
+    let mut steps_at: Vec<Option<f64>> = Vec::new();
+    let mut serde_at_10 = f64::NAN;
     for n in CONTEXTS {
-        let input = input(n);
+        let input = match input(n) {
+            Ok(i) => i,
+            Err(e) => {
+                println!("{n:>6} refused: {e}");
+                steps_at.push(None);
+                continue;
+            }
+        };
         let mut steps = Vec::with_capacity(step_repeats);
         let mut state = String::new();
         for _ in 0..step_repeats {
@@ -169,5 +184,19 @@ fn main() {
         let serde: Vec<Duration> = (0..serde_repeats).map(|_| serde_round_trip(&value)).collect();
         let (step, serde) = (micros(median(steps)), micros(median(serde)));
         println!("{n:>6} {:>12} {step:>10.1} {serde:>12.1} {:>12.1}", state.len(), step / serde);
+        if n == CONTEXTS[0] {
+            serde_at_10 = serde;
+        }
+        steps_at.push(Some(step));
+    }
+    let ratio = |i: usize| match (steps_at[i], steps_at[0]) {
+        (Some(a), Some(b)) => format!("{:.2}", a / b),
+        _ => "refused".to_owned(),
+    };
+    println!("step_ratio_1000_over_10 = {}", ratio(1));
+    println!("step_ratio_10000_over_10 = {}", ratio(2));
+    match steps_at[0] {
+        Some(step) => println!("step_over_serde_10 = {:.2}", step / serde_at_10),
+        None => println!("step_over_serde_10 = refused"),
     }
 }

@@ -246,6 +246,10 @@ impl ObjectBuilder {
     pub fn build(self) -> Json {
         Json::Object(self.object)
     }
+    /// The members built so far (for writers that splice further canonical members).
+    pub fn into_object(self) -> Object {
+        self.object
+    }
 }
 
 impl ToJson for Json {

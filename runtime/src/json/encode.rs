@@ -25,9 +25,10 @@ impl Json {
     pub fn to_canonical_bytes(&self) -> Vec<u8> {
         self.to_canonical_string().into_bytes()
     }
-    /// The canonical encoding as a string.
+    /// The canonical encoding as a string (one pass: no length pre-pass to size the buffer,
+    /// which would walk the whole value a second time).
     pub fn to_canonical_string(&self) -> String {
-        let mut out = String::with_capacity(self.canonical_len());
+        let mut out = String::new();
         self.write_canonical(&mut out);
         out
     }
@@ -52,7 +53,8 @@ impl Json {
         }
     }
 
-    fn write_canonical(&self, out: &mut String) {
+    /// Appends the canonical encoding to `out`.
+    pub fn write_canonical(&self, out: &mut String) {
         match self {
             Json::Null => out.push_str("null"),
             Json::Bool(true) => out.push_str("true"),
@@ -83,6 +85,55 @@ impl Json {
             }
         }
     }
+}
+
+/// One member of an object written by [`write_object`].
+pub enum Member<'a> {
+    /// A value, encoded here.
+    Value(&'a Json),
+    /// Text that is already the canonical encoding of a value, copied verbatim (never parsed,
+    /// cloned or re-encoded: this is how stored payloads reach a cut at the cost of a copy).
+    Canonical(&'a str),
+    /// An array whose items are already canonical text.
+    CanonicalArray(&'a [&'a str]),
+}
+
+/// Writes an object canonically from members given in any order: members are sorted by key
+/// bytes, exactly as a [`Json::Object`] would be. The caller guarantees that keys are distinct
+/// and that `Canonical` text is canonical; the result is then byte-identical to encoding the
+/// equivalent `Json` tree.
+pub fn write_object(out: &mut String, mut members: Vec<(&str, Member<'_>)>) {
+    members.sort_by(|a, b| a.0.cmp(b.0));
+    out.push('{');
+    for (i, (key, member)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(key, out);
+        out.push(':');
+        match member {
+            Member::Value(v) => v.write_canonical(out),
+            Member::Canonical(text) => out.push_str(text),
+            Member::CanonicalArray(items) => {
+                out.push('[');
+                for (j, item) in items.iter().enumerate() {
+                    if j > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(item);
+                }
+                out.push(']');
+            }
+        }
+    }
+    out.push('}');
+}
+
+/// Writes the members of `object` plus spliced canonical members (keys absent from `object`).
+pub fn write_object_with(out: &mut String, object: &super::Object, spliced: Vec<(&str, Member<'_>)>) {
+    let mut members: Vec<(&str, Member<'_>)> = object.iter().map(|(k, v)| (k.as_str(), Member::Value(v))).collect();
+    members.extend(spliced);
+    write_object(out, members);
 }
 
 /// Escape text of a byte, or `None` when it is emitted raw.
@@ -215,6 +266,26 @@ mod tests {
         for v in [Json::Object(o), Json::Null, Json::str(""), Json::Array(vec![Json::object()])] {
             assert_eq!(v.canonical_len(), v.to_canonical_bytes().len(), "{v}");
         }
+    }
+
+    #[test]
+    fn spliced_members_match_the_tree_encoding() {
+        use super::{write_object, write_object_with, Member};
+        let tree = parse(br#"{"z":[1,{"b":"\n"}],"a":{"y":null},"m":"x","e2":[]}"#).unwrap();
+        let Json::Object(all) = &tree else { panic!("object") };
+        let mut rest = all.clone();
+        let a = rest.remove("a").unwrap().to_canonical_string();
+        let z_items: Vec<String> = match rest.remove("z").unwrap() {
+            Json::Array(items) => items.iter().map(Json::to_canonical_string).collect(),
+            _ => panic!("array"),
+        };
+        let z: Vec<&str> = z_items.iter().map(String::as_str).collect();
+        let mut out = String::new();
+        write_object_with(&mut out, &rest, vec![("z", Member::CanonicalArray(&z)), ("a", Member::Canonical(&a))]);
+        assert_eq!(out, tree.to_canonical_string());
+        let mut empty = String::new();
+        write_object(&mut empty, vec![("k", Member::CanonicalArray(&[]))]);
+        assert_eq!(empty, r#"{"k":[]}"#);
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod tests;
 
 pub use codec::{DecodeError, FromJson, ObjectBuilder, ObjectReader, ToJson};
 pub use digest::{Digest, DigestError};
+pub use encode::{write_object, write_object_with, Member};
 pub use error::{JsonError, SizeStage};
 pub use parse::{parse, parse_with, ParseLimits};
 pub use payload::Payload;

@@ -42,12 +42,14 @@ impl Payload {
         Payload::seal(value, limit)
     }
     fn seal(value: Json, limit: usize) -> Result<Payload, JsonError> {
-        let len = value.canonical_len();
-        if len > limit {
-            return Err(JsonError::TooLarge { stage: SizeStage::Canonical, actual: len, limit });
+        // Encode once and measure the encoding (a separate length pass would walk the value
+        // twice). The value is already in memory, so its encoding is bounded by a small
+        // multiple of its size whatever the limit.
+        let canonical = value.to_canonical_string();
+        if canonical.len() > limit {
+            return Err(JsonError::TooLarge { stage: SizeStage::Canonical, actual: canonical.len(), limit });
         }
-        let canonical = Arc::from(value.to_canonical_string());
-        Ok(Payload { value: Arc::new(value), canonical })
+        Ok(Payload { value: Arc::new(value), canonical: Arc::from(canonical) })
     }
     /// The `null` payload.
     pub fn null() -> Payload {

@@ -77,6 +77,13 @@ impl DirectRunner {
         while let Some(action) = self.owner.poll_action() {
             match action {
                 Action::Commit(request) => {
+                    // The kernel's own tests check every commit against a full re-encoding:
+                    // the owner's cached record encodings must never go stale.
+                    #[cfg(test)]
+                    {
+                        let fresh = self.owner.fresh_cut().map(|c| c.bytes().clone());
+                        assert_eq!(fresh.as_ref().ok(), Some(&request.cut().bytes), "committed cut differs from a fresh build");
+                    }
                     let result = futures::executor::block_on(commit(self.committer.as_ref(), &request));
                     self.commits.push((request, result.is_ok()));
                     self.owner.handle(Input::CommitDone(result), self.now);

@@ -83,8 +83,9 @@ fn phase_json(e: &PreparedEffect) -> Json {
     b.opt_field("diagnostic", e.diagnostic.as_ref()).build()
 }
 
-impl ToJson for PreparedStep {
-    fn to_json(&self) -> Json {
+impl PreparedStep {
+    /// Every member except `candidate_state` (which [`PreparedStep::write_canonical`] splices).
+    fn members_without_state(&self) -> ObjectBuilder {
         let effects: Vec<Json> = self
             .effects
             .iter()
@@ -92,10 +93,22 @@ impl ToJson for PreparedStep {
             .collect();
         ObjectBuilder::new()
             .field("sequence", &self.sequence)
-            .field("candidate_state", &self.candidate_state)
             .field("intent", &self.intent)
             .value("effects", Json::Array(effects))
-            .build()
+    }
+    /// Appends the canonical encoding with the candidate state's payload copied verbatim
+    /// (byte-identical to encoding `to_json()`).
+    pub fn write_canonical(&self, out: &mut String) {
+        let mut state = String::with_capacity(self.candidate_state.payload.len() + 64);
+        self.candidate_state.write_canonical(&mut state);
+        let members = self.members_without_state().into_object();
+        crate::json::write_object_with(out, &members, vec![("candidate_state", crate::json::Member::Canonical(&state))]);
+    }
+}
+
+impl ToJson for PreparedStep {
+    fn to_json(&self) -> Json {
+        self.members_without_state().field("candidate_state", &self.candidate_state).build()
     }
 }
 

@@ -99,8 +99,37 @@ impl FromJson for Finish {
     }
 }
 
+impl Process {
+    /// Appends the canonical encoding of this record. The committed and candidate states (the
+    /// largest members: a strategy's whole working state) are copied from their payloads'
+    /// stored canonical text instead of being cloned and re-encoded; the bytes are identical
+    /// to encoding `to_json()` (a unit test and every snapshot decode check this).
+    pub fn write_canonical(&self, out: &mut String) {
+        let mut state = String::with_capacity(self.committed_state.payload.len() + 64);
+        self.committed_state.write_canonical(&mut state);
+        let mut prepared = String::new();
+        let mut spliced = vec![("committed_execution_state", crate::json::Member::Canonical(&state))];
+        if let Some(p) = &self.prepared {
+            p.write_canonical(&mut prepared);
+            spliced.push(("prepared", crate::json::Member::Canonical(&prepared)));
+        }
+        let members = self.members_without_states().into_object();
+        crate::json::write_object_with(out, &members, spliced);
+    }
+}
+
 impl ToJson for Process {
     fn to_json(&self) -> Json {
+        self.members_without_states()
+            .field("committed_execution_state", &self.committed_state)
+            .opt_field("prepared", self.prepared.as_ref())
+            .build()
+    }
+}
+
+impl Process {
+    /// Every member except the committed execution state and the prepared step.
+    fn members_without_states(&self) -> ObjectBuilder {
         ObjectBuilder::new()
             .field("process_id", &self.id)
             .field("relation", &self.relation)
@@ -119,14 +148,11 @@ impl ToJson for Process {
                     .field("dropped_deltas", &self.dropped_deltas)
                     .build(),
             )
-            .field("committed_execution_state", &self.committed_state)
             .field("mailbox", &self.mailbox)
-            .opt_field("prepared", self.prepared.as_ref())
             .opt_field("current_wait_id", self.current_wait_id.as_ref())
             .field("pending_control", &self.pending_control)
             .opt_field("finish", self.finish.as_ref())
             .opt_field("retired_children", (!self.retired.is_empty()).then_some(&self.retired))
-            .build()
     }
 }
 

@@ -33,6 +33,46 @@ fn perr(p: &Process, reason: impl Into<String>) -> SnapshotError {
     SnapshotError::Process { process: p.id.to_string(), reason: reason.into() }
 }
 
+/// One Process record's canonical bytes, encoded once and shared by every cut that holds the
+/// unchanged record (the owner caches one per Process and re-encodes only changed ones). The
+/// digest is computed on first use: cuts are digested whole, per-record digests are for
+/// stores that keep records apart.
+#[derive(Debug)]
+pub struct EncodedProcess {
+    text: String,
+    digest: std::sync::OnceLock<Digest>,
+}
+
+impl EncodedProcess {
+    /// Encodes `p` canonically (its states' payload text copied verbatim).
+    pub fn encode(p: &Process) -> EncodedProcess {
+        let mut text = String::with_capacity(p.committed_state.payload.len() + 1024);
+        p.write_canonical(&mut text);
+        EncodedProcess { text, digest: std::sync::OnceLock::new() }
+    }
+    /// The canonical bytes of the record.
+    pub fn bytes(&self) -> &[u8] {
+        self.text.as_bytes()
+    }
+    pub fn len(&self) -> usize {
+        self.text.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+    /// SHA-256 of the record's canonical bytes.
+    pub fn digest(&self) -> Digest {
+        *self.digest.get_or_init(|| Digest::of(self.text.as_bytes()))
+    }
+}
+
+impl PartialEq for EncodedProcess {
+    fn eq(&self, other: &EncodedProcess) -> bool {
+        self.text == other.text
+    }
+}
+impl Eq for EncodedProcess {}
+
 /// A validated, canonical tree cut.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TreeSnapshot {
@@ -41,26 +81,53 @@ pub struct TreeSnapshot {
     pub limits: TreeLimits,
     /// Sorted by (depth, ProcessId).
     processes: Vec<Process>,
+    /// The canonical bytes of each record of `processes`, in the same order.
+    encoded: Vec<Arc<EncodedProcess>>,
     bytes: Arc<[u8]>,
     digest: Digest,
 }
 
 impl TreeSnapshot {
-    /// Builds and validates a snapshot from in-memory state (the owner's pre-commit check).
+    /// Builds and validates a snapshot from in-memory state, encoding every record.
     pub fn build(
         root_id: ProcessId,
         incarnation: IncarnationId,
         limits: TreeLimits,
         processes: impl IntoIterator<Item = Process>,
     ) -> Result<TreeSnapshot, SnapshotError> {
-        let mut processes: Vec<Process> = processes.into_iter().collect();
-        processes.sort_by(|a, b| (a.relation.depth, &a.id).cmp(&(b.relation.depth, &b.id)));
-        let json = encode(&root_id, &incarnation, &limits, &processes);
-        let bytes: Arc<[u8]> = json.to_canonical_bytes().into();
-        let digest = Digest::of(&bytes);
-        let snap = TreeSnapshot { root_id, incarnation, limits, processes, bytes, digest };
+        let members = processes.into_iter().map(|p| {
+            let encoded = Arc::new(EncodedProcess::encode(&p));
+            (p, encoded)
+        });
+        TreeSnapshot::assemble(root_id, incarnation, limits, members.collect())
+    }
+
+    /// Assembles and validates a snapshot from records whose canonical bytes are already
+    /// encoded (the owner's pre-commit path: only changed records were re-encoded). Each
+    /// `EncodedProcess` must be the encoding of the Process beside it; the owner keeps that
+    /// true by dropping a record's encoding whenever it hands out the record mutably.
+    pub fn assemble(
+        root_id: ProcessId,
+        incarnation: IncarnationId,
+        limits: TreeLimits,
+        members: Vec<(Process, Arc<EncodedProcess>)>,
+    ) -> Result<TreeSnapshot, SnapshotError> {
+        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members);
         snap.validate()?;
         Ok(snap)
+    }
+
+    fn assemble_unchecked(
+        root_id: ProcessId,
+        incarnation: IncarnationId,
+        limits: TreeLimits,
+        mut members: Vec<(Process, Arc<EncodedProcess>)>,
+    ) -> TreeSnapshot {
+        members.sort_by(|a, b| (a.0.relation.depth, &a.0.id).cmp(&(b.0.relation.depth, &b.0.id)));
+        let (processes, encoded): (Vec<Process>, Vec<Arc<EncodedProcess>>) = members.into_iter().unzip();
+        let bytes: Arc<[u8]> = write_cut(&root_id, &incarnation, &limits, &encoded).into_bytes().into();
+        let digest = Digest::of(&bytes);
+        TreeSnapshot { root_id, incarnation, limits, processes, encoded, bytes, digest }
     }
 
     /// Strictly decodes and fully validates canonical snapshot bytes.
@@ -90,6 +157,10 @@ impl TreeSnapshot {
     pub fn processes(&self) -> &[Process] {
         &self.processes
     }
+    /// The canonical bytes of each record, in the order of [`TreeSnapshot::processes`].
+    pub fn encoded(&self) -> &[Arc<EncodedProcess>] {
+        &self.encoded
+    }
     pub fn process(&self, id: &ProcessId) -> Option<&Process> {
         self.processes.iter().find(|p| &p.id == id)
     }
@@ -99,7 +170,8 @@ impl TreeSnapshot {
     }
     /// Re-stamps the cut with a new writer (activation).
     pub fn with_incarnation(&self, incarnation: IncarnationId) -> Result<TreeSnapshot, SnapshotError> {
-        TreeSnapshot::build(self.root_id.clone(), incarnation, self.limits, self.processes.clone())
+        let members = self.processes.iter().cloned().zip(self.encoded.iter().cloned()).collect();
+        TreeSnapshot::assemble(self.root_id.clone(), incarnation, self.limits, members)
     }
 
     fn validate(&self) -> Result<(), SnapshotError> {
@@ -114,8 +186,8 @@ impl TreeSnapshot {
             }
         }
         if let Some(limit) = self.limits.max_process_snapshot_bytes().maximum() {
-            for p in &self.processes {
-                let bytes = p.to_json().canonical_len() as u64;
+            for (p, encoded) in self.processes.iter().zip(&self.encoded) {
+                let bytes = encoded.len() as u64;
                 if bytes > limit {
                     return Err(SnapshotError::TooLarge { what: format!("process {}", p.id), bytes, limit });
                 }
@@ -231,17 +303,45 @@ impl TreeSnapshot {
         limits: TreeLimits,
         processes: Vec<Process>,
     ) -> TreeSnapshot {
-        let mut processes = processes;
-        processes.sort_by(|a, b| (a.relation.depth, &a.id).cmp(&(b.relation.depth, &b.id)));
-        let bytes: Arc<[u8]> = encode(&root_id, &incarnation, &limits, &processes).to_canonical_bytes().into();
-        let digest = Digest::of(&bytes);
-        TreeSnapshot { root_id, incarnation, limits, processes, bytes, digest }
+        let members = processes.into_iter().map(|p| {
+            let encoded = Arc::new(EncodedProcess::encode(&p));
+            (p, encoded)
+        });
+        TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members.collect())
     }
     /// Replaces the digest WITHOUT checking it against the bytes.
     pub(crate) fn with_digest_unchecked_for_tests(mut self, digest: Digest) -> TreeSnapshot {
         self.digest = digest;
         self
     }
+}
+
+/// The cut's canonical bytes from its records' canonical bytes: byte-identical to encoding
+/// [`TreeSnapshot::to_json`], with every record copied rather than re-encoded.
+fn write_cut(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, encoded: &[Arc<EncodedProcess>]) -> String {
+    use crate::json::Member;
+    let records: Vec<&str> = encoded.iter().map(|e| e.text.as_str()).collect();
+    let (root, inc, limits) = (root.to_json(), inc.to_json(), limits.to_json());
+    let size = records.iter().map(|r| r.len() + 1).sum::<usize>() + 1024;
+    let mut out = String::with_capacity(size);
+    crate::json::write_object(
+        &mut out,
+        vec![
+            ("root_id", Member::Value(&root)),
+            ("incarnation_id", Member::Value(&inc)),
+            ("tree_limits", Member::Value(&limits)),
+            ("process_snapshots", Member::CanonicalArray(&records)),
+        ],
+    );
+    out
+}
+
+/// The byte length of the cut whose records have canonical lengths `records` (in cut order),
+/// without writing it.
+pub fn cut_len(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, records: &[u64]) -> u64 {
+    let envelope = write_cut(root, inc, limits, &[]).len() as u64;
+    let commas = records.len().saturating_sub(1) as u64;
+    records.iter().fold(envelope.saturating_add(commas), |sum, r| sum.saturating_add(*r))
 }
 
 fn encode(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, processes: &[Process]) -> Json {

@@ -28,6 +28,18 @@ impl ToJson for ExecutionState {
     }
 }
 
+impl ExecutionState {
+    /// Appends the canonical encoding, copying the payload's stored canonical text verbatim
+    /// (byte-identical to encoding `to_json()`, without cloning the payload's value).
+    pub fn write_canonical(&self, out: &mut String) {
+        let kind = self.kind.to_json();
+        crate::json::write_object(
+            out,
+            vec![("kind", crate::json::Member::Value(&kind)), ("payload", crate::json::Member::Canonical(self.payload.canonical()))],
+        );
+    }
+}
+
 impl FromJson for ExecutionState {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;

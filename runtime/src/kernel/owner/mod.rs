@@ -13,7 +13,10 @@
 //! * no Dispatch action for an Effect before its `pending` boundary is acknowledged;
 //! * every published fact (Result, committed event, accepted signal, child) is in an
 //!   acknowledged head;
-//! * a commit failure stops the owner with a RuntimeError; nothing after it is published.
+//! * a commit failure stops the owner with a RuntimeError; nothing after it is published;
+//! * one cut build per commit: records keep cached canonical encodings (`table`), a commit
+//!   re-encodes only changed records, and an owner with nothing changed builds no cut to
+//!   compare with its head.
 
 mod commands;
 mod compact;
@@ -22,6 +25,7 @@ mod effects;
 mod finalize;
 mod open;
 mod step;
+mod table;
 
 use super::binding::{Deployment, DeploymentResolver};
 use super::commit::{Activation, Checkpoint, CheckpointKind, EffectBoundary, EffectBoundaryKind, TreeCut};
@@ -213,7 +217,7 @@ pub struct Owner {
     root_id: ProcessId,
     incarnation: IncarnationId,
     limits: TreeLimits,
-    processes: BTreeMap<ProcessId, Process>,
+    processes: table::ProcessTable,
     live: BTreeMap<ProcessId, Live>,
     resolver: Arc<dyn DeploymentResolver>,
     /// Last acknowledged cut and its sequence.
@@ -312,40 +316,59 @@ impl Owner {
                 self.advance(&pid);
                 continue;
             }
-            // Build the cut once: it is both compared with the head and, if it differs, committed.
-            let cut = self.snapshot();
-            let cut_differs = match (&self.head, &cut) {
-                (Some((head, _)), Ok(c)) => head.digest() != c.digest(),
-                _ => true,
-            };
-            if cut_differs && (self.jobs.is_empty() || !self.staged.is_empty()) {
-                let kind = self.cut_class();
-                match cut {
-                    Ok(c) => self.commit_checkpoint_cut(kind, AfterCommit::Nothing, Arc::new(c)),
-                    Err(e) => self.stop(format!("prospective cut rejected: {e}"), None),
-                }
-                continue;
+            // Idle: commit the cut if it differs from the head. Nothing is built unless a
+            // record changed since the last assembled cut (the table tracks that), and the
+            // cut built to compare is the one committed.
+            if !self.jobs.is_empty() && self.staged.is_empty() {
+                return;
             }
-            return;
+            let head_digest = self.head.as_ref().map(|(h, _)| h.digest());
+            if !self.processes.may_differ_from(head_digest) {
+                return;
+            }
+            match self.snapshot() {
+                Ok(c) if Some(c.digest()) == head_digest => return,
+                Ok(c) => {
+                    let kind = self.cut_class();
+                    self.commit_checkpoint_cut(kind, AfterCommit::Nothing, Arc::new(c));
+                }
+                Err(e) => self.stop(format!("prospective cut rejected: {e}"), None),
+            }
         }
         self.stop("owner exceeded its turn bound (a kernel bug)".into(), None);
     }
 
-    /// The in-memory cut as a validated snapshot.
-    fn snapshot(&self) -> Result<TreeSnapshot, SnapshotError> {
-        TreeSnapshot::build(
-            self.root_id.clone(),
-            self.incarnation.clone(),
-            self.limits,
-            self.processes.values().cloned(),
-        )
+    /// The in-memory cut as a validated snapshot, assembled from the records' cached
+    /// encodings (only records changed since the last cut are encoded).
+    fn snapshot(&mut self) -> Result<TreeSnapshot, SnapshotError> {
+        self.processes.cut(&self.root_id, &self.incarnation, self.limits)
     }
 
-    fn cut_differs_from_head(&self) -> bool {
-        match (&self.head, self.snapshot()) {
-            (Some((head, _)), Ok(cut)) => head.digest() != cut.digest(),
-            _ => true,
+    fn cut_differs_from_head(&mut self) -> bool {
+        let head_digest = self.head.as_ref().map(|(h, _)| h.digest());
+        if !self.processes.may_differ_from(head_digest) {
+            return false;
         }
+        match self.snapshot() {
+            Ok(cut) => Some(cut.digest()) != head_digest,
+            Err(_) => true,
+        }
+    }
+
+    /// Cuts assembled by this owner so far. Observation for tests and benchmarks: an owner
+    /// with nothing to do assembles none.
+    #[doc(hidden)]
+    pub fn cut_builds(&self) -> u64 {
+        self.processes.builds()
+    }
+
+    /// A fresh full build of the in-memory records, every record encoded anew (no cache).
+    /// While a commit is in flight the records are exactly what it carries, so a driver can
+    /// check that the cut it is asked to commit equals this (a stale cached encoding would
+    /// make them differ).
+    #[doc(hidden)]
+    pub fn fresh_cut(&self) -> Result<TreeSnapshot, SnapshotError> {
+        TreeSnapshot::build(self.root_id.clone(), self.incarnation.clone(), self.limits, self.processes.values().cloned())
     }
 
     /// Checkpoint class of the current cut.

@@ -49,7 +49,7 @@ impl Owner {
             root_id,
             incarnation,
             limits,
-            processes: BTreeMap::new(),
+            processes: super::table::ProcessTable::default(),
             live: BTreeMap::new(),
             resolver,
             head: None,
@@ -150,11 +150,14 @@ impl Owner {
                 };
                 owner.live.insert(p.id.clone(), Live { deployment, execution: Some(execution), candidate });
             }
-            owner.processes.insert(p.id.clone(), p.clone());
+        }
+        // The records arrive with their canonical bytes: nothing is re-encoded.
+        for (p, encoded) in snapshot.processes().iter().zip(snapshot.encoded()) {
+            owner.processes.insert_encoded(p.clone(), encoded.clone());
         }
         let previous_incarnation = snapshot.incarnation.clone();
         let previous_digest = snapshot.digest();
-        let cut = Arc::new(snapshot.with_incarnation(incarnation.clone())?);
+        let cut = Arc::new(owner.snapshot()?);
         for p in snapshot.processes().iter().filter(|p| !p.is_terminal()) {
             owner.stage_event(&p.id, crate::kernel::event::names::PROCESS_RESTORED, None, None);
         }

@@ -103,7 +103,10 @@ impl Owner {
         p.prepared_effects = p.prepared_effects.saturating_add(prepared.effects.len() as u64);
         p.prepared = Some(prepared);
         // 8. Snapshot byte admission: the cut holding the candidate must fit the tree limits.
-        if let Err(crate::kernel::snapshot::SnapshotError::TooLarge { what, bytes, limit }) = self.snapshot() {
+        // A size count over the cached record encodings (nothing when the limits are
+        // unlimited); the changed record's encoding is reused by the commit that follows.
+        let sizes = self.processes.check_byte_limits(&self.root_id, &self.incarnation, self.limits);
+        if let Err(crate::kernel::snapshot::SnapshotError::TooLarge { what, bytes, limit }) = sizes {
             if let Some(p) = self.processes.get_mut(pid) {
                 p.prepared = None;
                 p.prepared_effects = before;

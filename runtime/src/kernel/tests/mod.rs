@@ -6,6 +6,7 @@ mod children;
 mod compaction;
 mod control;
 mod crash;
+mod cut_cache;
 mod lifecycle;
 mod oracle;
 mod reservations;

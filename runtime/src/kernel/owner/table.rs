@@ -1,0 +1,151 @@
+//! The owner's Process records with their cached canonical encodings.
+//!
+//! Invariants:
+//! * a cached encoding is always the canonical encoding of the record beside it: every way to
+//!   reach a record mutably (`get_mut`, `insert`, `remove`) drops that record's encoding first,
+//!   and reads go through `Deref` to the map, which cannot mutate;
+//! * `changed` is set by every mutable access and cleared only when a cut is assembled, so a
+//!   table that is not `changed` holds exactly the records of the last assembled cut, whose
+//!   digest is `last_cut`.
+//!
+//! So a cut costs one encoding per *changed* record plus a copy of the others' bytes, and an
+//! idle owner can tell that nothing differs from its head without building anything.
+
+use crate::json::Digest;
+use crate::kernel::ids::{IncarnationId, ProcessId};
+use crate::kernel::process::Process;
+use crate::kernel::snapshot::{EncodedProcess, SnapshotError, TreeSnapshot};
+use crate::kernel::tree_limits::TreeLimits;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+#[derive(Default)]
+pub(super) struct ProcessTable {
+    map: BTreeMap<ProcessId, Process>,
+    encoded: BTreeMap<ProcessId, Arc<EncodedProcess>>,
+    changed: bool,
+    /// Digest of the last assembled cut (valid while `changed` is false).
+    last_cut: Option<Digest>,
+    /// Cuts assembled so far (observation for tests: an idle owner assembles none).
+    builds: u64,
+}
+
+impl std::ops::Deref for ProcessTable {
+    type Target = BTreeMap<ProcessId, Process>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl ProcessTable {
+    /// Mutable access to one record; its cached encoding is dropped.
+    pub(super) fn get_mut(&mut self, id: &ProcessId) -> Option<&mut Process> {
+        self.encoded.remove(id);
+        self.changed = true;
+        self.map.get_mut(id)
+    }
+
+    pub(super) fn insert(&mut self, id: ProcessId, p: Process) -> Option<Process> {
+        self.encoded.remove(&id);
+        self.changed = true;
+        self.map.insert(id, p)
+    }
+
+    /// Inserts a record together with its known canonical encoding (restore: the records come
+    /// from a validated snapshot that already holds their bytes).
+    pub(super) fn insert_encoded(&mut self, p: Process, encoded: Arc<EncodedProcess>) {
+        self.changed = true;
+        self.encoded.insert(p.id.clone(), encoded);
+        self.map.insert(p.id.clone(), p);
+    }
+
+    #[allow(dead_code)] // compaction removes finished records
+    pub(super) fn remove(&mut self, id: &ProcessId) -> Option<Process> {
+        self.encoded.remove(id);
+        self.changed = true;
+        self.map.remove(id)
+    }
+
+    /// Whether the records may differ from the cut whose digest is `head`. `false` is exact
+    /// (nothing was touched since a cut with that digest was assembled); `true` may be a
+    /// false alarm (a record was touched but ended up equal), settled by building the cut.
+    pub(super) fn may_differ_from(&self, head: Option<Digest>) -> bool {
+        self.changed || head.is_none() || self.last_cut != head
+    }
+
+    /// The encoding of one record, encoding and caching it if it changed.
+    fn encoded_of(&mut self, id: &ProcessId) -> Option<Arc<EncodedProcess>> {
+        if let Some(e) = self.encoded.get(id) {
+            return Some(e.clone());
+        }
+        let e = Arc::new(EncodedProcess::encode(self.map.get(id)?));
+        self.encoded.insert(id.clone(), e.clone());
+        Some(e)
+    }
+
+    /// Checks the byte limits of the cut these records would make, without assembling it:
+    /// changed records are encoded (and cached, so the commit that follows reuses them) and
+    /// the sizes are summed. Returns the same `TooLarge` error cut validation would.
+    pub(super) fn check_byte_limits(
+        &mut self,
+        root_id: &ProcessId,
+        incarnation: &IncarnationId,
+        limits: TreeLimits,
+    ) -> Result<(), SnapshotError> {
+        let tree_limit = limits.max_snapshot_bytes().maximum();
+        let record_limit = limits.max_process_snapshot_bytes().maximum();
+        if tree_limit.is_none() && record_limit.is_none() {
+            return Ok(());
+        }
+        let ids: Vec<ProcessId> = self.map.keys().cloned().collect();
+        let mut records: Vec<(u32, ProcessId, u64)> = Vec::with_capacity(ids.len());
+        for id in ids {
+            let (Some(e), Some(p)) = (self.encoded_of(&id), self.map.get(&id)) else { continue };
+            records.push((p.relation.depth, id, e.len() as u64));
+        }
+        records.sort();
+        let lens: Vec<u64> = records.iter().map(|r| r.2).collect();
+        let total = crate::kernel::snapshot::cut_len(root_id, incarnation, &limits, &lens);
+        if let Some(limit) = tree_limit {
+            if total > limit {
+                return Err(SnapshotError::TooLarge { what: "tree snapshot".into(), bytes: total, limit });
+            }
+        }
+        if let Some(limit) = record_limit {
+            if let Some((_, id, bytes)) = records.iter().find(|r| r.2 > limit) {
+                return Err(SnapshotError::TooLarge { what: format!("process {id}"), bytes: *bytes, limit });
+            }
+        }
+        Ok(())
+    }
+
+    /// Assembles and validates the cut of every record, encoding only changed records.
+    pub(super) fn cut(
+        &mut self,
+        root_id: &ProcessId,
+        incarnation: &IncarnationId,
+        limits: TreeLimits,
+    ) -> Result<TreeSnapshot, SnapshotError> {
+        let ids: Vec<ProcessId> = self.map.keys().cloned().collect();
+        let mut members = Vec::with_capacity(ids.len());
+        for id in &ids {
+            let (Some(encoded), Some(p)) = (self.encoded_of(id), self.map.get(id)) else { continue };
+            members.push((p.clone(), encoded));
+        }
+        self.builds += 1;
+        let cut = TreeSnapshot::assemble(root_id.clone(), incarnation.clone(), limits, members);
+        match &cut {
+            Ok(c) => {
+                self.changed = false;
+                self.last_cut = Some(c.digest());
+            }
+            Err(_) => self.last_cut = None,
+        }
+        cut
+    }
+
+    pub(super) fn builds(&self) -> u64 {
+        self.builds
+    }
+
+}
