@@ -33,6 +33,10 @@ pub(crate) const PROVIDER: &str = "openai";
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// The environment variable read when the configuration holds no key.
 pub const OPENAI_API_KEY_VAR: &str = "OPENAI_API_KEY";
+/// The environment variable [`OpenAiConfig::from_env`] reads for the API root.
+pub const OPENAI_BASE_URL_VAR: &str = "OPENAI_BASE_URL";
+/// The environment variable [`OpenAiConfig::from_env`] reads for the model.
+pub const OPENAI_MODEL_VAR: &str = "OPENAI_MODEL";
 
 /// How to reach an OpenAI (or compatible) endpoint.
 #[derive(Clone)]
@@ -70,6 +74,17 @@ impl OpenAiConfig {
             stream_usage: true,
             pacing,
         }
+    }
+
+    /// The endpoint and model a deployment chose through the environment: the API root from
+    /// [`OPENAI_BASE_URL_VAR`] (default: the official API), the model from [`OPENAI_MODEL_VAR`]
+    /// (default: `default_model`), and the key, as always, from [`OPENAI_API_KEY_VAR`]. One
+    /// program then runs against the real API or a local OpenAI-compatible server unchanged.
+    pub fn from_env(default_model: impl Into<String>, pacing: Pacing) -> OpenAiConfig {
+        let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let base_url = set(OPENAI_BASE_URL_VAR).unwrap_or_else(|| OPENAI_BASE_URL.to_owned());
+        let model = set(OPENAI_MODEL_VAR).unwrap_or_else(|| default_model.into());
+        OpenAiConfig::compatible(base_url, model, pacing)
     }
 
     /// The same configuration with an explicit key.
