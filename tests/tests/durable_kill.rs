@@ -29,6 +29,29 @@ use std::time::Instant;
 
 const CHILD: &str = env!("CARGO_BIN_EXE_keel-crash-child");
 
+/// Kill points run on parallel threads, and a child being spawned on one thread holds copies
+/// of this process's open files until its exec has closed them (they are close-on-exec; Linux
+/// resumes the spawning thread before that close). A store dropped and reopened on another
+/// thread in that instant finds its lock still held, by a copy of its own file: the error then
+/// names this process. Only that case is retried, briefly; a lock held for real still fails.
+fn open_store(dir: &Path) -> Result<FileCommitter, keel::kernel::commit::OpenError> {
+    use keel::kernel::commit::OpenError;
+    const TRIES: u32 = 400;
+    for _ in 1..TRIES {
+        match FileCommitter::open(dir) {
+            Err(OpenError::Locked { pid: Some(pid), .. }) if pid == std::process::id() => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+    FileCommitter::open(dir)
+}
+
+fn spawn_child(command: &mut Command) -> std::process::Child {
+    command.spawn().expect("spawn keel-crash-child")
+}
+
 /// A fresh directory under the system temp dir, removed on drop.
 struct TempDir(PathBuf);
 
@@ -67,14 +90,14 @@ fn run_child(dir: &Path, mode: Mode, kill_at: Option<usize>) -> ChildRun {
         Mode::Step => "step",
         Mode::Free => "free",
     };
-    let mut child = Command::new(CHILD)
-        .arg(dir)
-        .arg(mode_arg)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn keel-crash-child");
+    let mut child = spawn_child(
+        Command::new(CHILD)
+            .arg(dir)
+            .arg(mode_arg)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit()),
+    );
     let stdout = BufReader::new(child.stdout.take().unwrap());
     let mut stdin = child.stdin.take().unwrap();
     let mut run = ChildRun { acks: Vec::new(), done: None };
@@ -121,7 +144,7 @@ fn assert_at_most_one_dispatch(world: &World, context: &str) {
 /// Reopens a killed child's directory, checks that nothing acknowledged was lost, restores the
 /// head and runs it to completion.
 fn recover(dir: &Path, run: &ChildRun, mode: Mode, context: &str) {
-    let store = FileCommitter::open(dir).unwrap_or_else(|e| panic!("{context}: reopen: {e}"));
+    let store = open_store(dir).unwrap_or_else(|e| panic!("{context}: reopen: {e}"));
     let root = durable_world::root_id();
     let head = store.head(&root).unwrap_or_else(|| panic!("{context}: no head"));
     let history = store.history(&root);
@@ -160,7 +183,7 @@ fn recover(dir: &Path, run: &ChildRun, mode: Mode, context: &str) {
     drop(runner);
 
     // The recovered run is durable too: a third open sees a terminal, restorable head.
-    let store = FileCommitter::open(dir).unwrap();
+    let store = open_store(dir).unwrap();
     audit_history(&store.history(&root)).unwrap();
     let head = store.head(&root).unwrap();
     let snapshot = TreeSnapshot::decode(&head.cut.bytes).unwrap();
@@ -181,7 +204,7 @@ fn the_uncrashed_child_reaches_every_commit_kind_once_per_effect() {
     assert_eq!(run.done.as_deref(), Some("completed"));
     let sequences: Vec<u64> = run.acks.iter().map(|(s, _)| *s).collect();
     assert_eq!(sequences, (1..=sequences.len() as u64).collect::<Vec<_>>());
-    let store = FileCommitter::open(&dir.0).unwrap();
+    let store = open_store(&dir.0).unwrap();
     let history = store.history(&durable_world::root_id());
     audit_history(&history).unwrap();
     assert_eq!(history.len(), run.acks.len(), "one record per acknowledged commit");
@@ -257,7 +280,7 @@ fn sigkill_of_a_running_child_loses_nothing() {
 #[test]
 fn commit_cost_per_fsync() {
     let dir = TempDir::new("cost");
-    let file = FileCommitter::open(&dir.0).unwrap();
+    let file = open_store(&dir.0).unwrap();
     let memory = MemoryCommitter::new();
     for (label, size) in [("4 KiB", 4 << 10), ("1 MiB", 1 << 20)] {
         let root = keel::kernel::ids::ProcessId::parse(&format!("process:cost-{size}")).unwrap();
@@ -321,14 +344,14 @@ fn commit_cost_per_fsync() {
 #[test]
 fn a_second_process_on_the_same_directory_gets_locked() {
     let dir = TempDir::new("locked");
-    let mut child = Command::new(CHILD)
-        .arg(&dir.0)
-        .arg("step")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn keel-crash-child");
+    let mut child = spawn_child(
+        Command::new(CHILD)
+            .arg(&dir.0)
+            .arg("step")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit()),
+    );
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
@@ -336,7 +359,7 @@ fn a_second_process_on_the_same_directory_gets_locked() {
     // The child now waits on stdin, holding the store with one acknowledged commit.
     let log = dir.0.join(keel::kernel::commit::LOG_FILE_NAME);
     let before = std::fs::read(&log).unwrap();
-    match FileCommitter::open(&dir.0) {
+    match open_store(&dir.0) {
         Err(keel::kernel::commit::OpenError::Locked { pid, .. }) => {
             assert_eq!(pid, Some(child.id()), "the error names the holder");
         }
@@ -346,6 +369,6 @@ fn a_second_process_on_the_same_directory_gets_locked() {
     assert_eq!(std::fs::read(&log).unwrap(), before, "the refused opener wrote nothing");
     child.kill().unwrap();
     child.wait().unwrap();
-    let store = FileCommitter::open(&dir.0).expect("the OS released the dead holder's lock");
+    let store = open_store(&dir.0).expect("the OS released the dead holder's lock");
     assert_eq!(store.head(&durable_world::root_id()).unwrap().sequence, 1);
 }

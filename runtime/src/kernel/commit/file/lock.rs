@@ -8,6 +8,11 @@
 //! until it is dropped. The OS releases the lock when the holder exits, however it exits
 //! (SIGKILL included), so a crashed writer never leaves the store locked.
 //!
+//! The lock belongs to the open lock file, which is close-on-exec: a child process being
+//! spawned shares it until its exec closes it (Linux lets the spawning thread go on just before
+//! that close, so a store dropped and reopened on another thread in that instant can find it
+//! briefly held), and a child that never execs keeps the store locked for as long as it lives.
+//!
 //! The holder writes its process id into the file so a refused opener can say who holds it.
 //! The pid is a hint for people: the lock, not the file's content, decides.
 
