@@ -1,7 +1,7 @@
 //! The README's provider quickstart: a durable weather agent on OpenAI (or any OpenAI-compatible
 //! server), in under 30 lines of `main`.
 //!
-//! * The real API: `OPENAI_API_KEY=sk-... cargo run -p keel-providers --example quickstart`.
+//! * The real API: `OPENAI_API_KEY=sk-... cargo run -p keel-providers --example provider_quickstart`.
 //! * A local server: `OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_MODEL=llama3.2 cargo run ...`.
 //! * Offline, against a recorded exchange on 127.0.0.1 (what CI runs): add `-- --fixture`.
 
