@@ -10,11 +10,12 @@ use super::tracker::{RunShared, RunState};
 use crate::chat::Message;
 use crate::env::random_hex;
 use crate::interaction::pending_inputs::pending_tool_inputs;
-use crate::interaction::signals::{steer_signal, tool_input_response_signal};
+use crate::interaction::signals::steer_signal;
 use crate::interaction::state::ParentState;
 use crate::json::Json;
 use crate::kernel::engine::ProcessHandle;
 use crate::kernel::ids::{ProcessId, SignalId};
+use crate::kernel::snapshot::TreeSnapshot;
 use std::sync::Arc;
 use std::task::Poll;
 
@@ -81,6 +82,32 @@ pub(crate) async fn wait_until(shared: &RunShared, mut done: impl FnMut(&RunStat
     .await
 }
 
+/// What the durable head says about an answer's signal.
+enum Admitted {
+    /// The tool child admitted this exact answer (same wait, same canonical answer).
+    This,
+    /// The tool child admitted a different answer to this wait.
+    Other,
+    /// The tool child admitted no answer to this wait.
+    Nothing,
+    /// The tool child is no longer in the head (its call finished and was compacted).
+    ChildGone,
+}
+
+fn admitted_answer(head: &TreeSnapshot, request: &InputRequest, id: &SignalId) -> Admitted {
+    let Some(child) = head.process(&request.process) else { return Admitted::ChildGone };
+    let this = child.mailbox.arrival_of(id).and_then(|a| child.mailbox.record(a));
+    if this.is_some_and(|r| r.wait_id() == Some(&request.wait)) {
+        return Admitted::This;
+    }
+    let answered = child.mailbox.records().iter().any(|r| r.is_answer() && r.wait_id() == Some(&request.wait));
+    if answered {
+        Admitted::Other
+    } else {
+        Admitted::Nothing
+    }
+}
+
 impl Run {
     pub(crate) fn new(runtime: Runtime, handle: ProcessHandle, shared: Arc<RunShared>) -> Run {
         Run { runtime, handle, shared }
@@ -118,52 +145,61 @@ impl Run {
 
     /// Answers an input request with a JSON value, validated here against the request's
     /// response schema. Returns `true` when the answer was newly accepted and `false` when it
-    /// repeats an answer already delivered (the signal id is derived from the wait and the
-    /// answer, so a retry is never applied twice). An answer to a wait the run is not on is
-    /// refused with [`AnswerError::WrongWait`].
+    /// repeats an answer already admitted (the signal id is derived from the wait and the
+    /// answer, so a retry is never applied twice). An answer to a wait the run is not on, or a
+    /// different answer to a wait already answered, is refused with [`AnswerError::WrongWait`].
+    ///
+    /// Whether the answer was admitted is read from the run's durable head, so a retry sent by
+    /// a new process after [`Runtime::resume`] is recognized like one sent by this process:
+    /// the tool child's mailbox keeps every admitted signal's id, consumed or not. Once the
+    /// tool's call has finished and its child has been compacted away, no durable record of the
+    /// answer remains; then only an answer this runtime itself delivered is reported as a
+    /// duplicate, and any other is refused.
     pub async fn answer(&self, request: &InputRequest, answer: Json) -> Result<bool, AnswerError> {
         let wait = request.wait.as_str().to_owned();
         let canonical = answer.to_canonical_string();
         let not_delivered = |detail: String| AnswerError::NotDelivered { wait: wait.clone(), detail };
+        let wrong_wait = || AnswerError::WrongWait { wait: wait.clone(), current: self.shared.lock().inputs.len() };
         let id = answer_signal_id(&request.wait, &answer).map_err(|e| not_delivered(e.to_string()))?;
-        let (signal, retry) = {
-            let state = self.shared.lock();
-            match state.answered.get(&request.wait) {
-                Some(previous) if previous == &canonical => {
-                    (tool_input_response_signal(id, request.wait.clone(), &answer).map_err(|e| not_delivered(e.to_string()))?, true)
-                }
-                Some(_) => return Err(AnswerError::WrongWait { wait, current: state.inputs.len() }),
-                None => {
-                    let pending = state
-                        .head
-                        .as_ref()
-                        .and_then(|h| pending_tool_inputs(h).ok())
-                        .and_then(|all| all.into_iter().find(|p| p.wait_id() == &request.wait && p.process_id() == &request.process));
-                    let Some(pending) = pending else {
-                        return Err(AnswerError::WrongWait { wait, current: state.inputs.len() });
-                    };
-                    let signal = pending.response_signal(id, &answer).map_err(|e| AnswerError::Invalid {
-                        wait: wait.clone(),
-                        schema: pending.response_schema().canonical().to_owned(),
-                        detail: e.to_string(),
-                    })?;
-                    (signal, false)
-                }
+        let head = self.durable_head().await.map_err(not_delivered)?;
+        let signal = match admitted_answer(&head, request, &id) {
+            Admitted::This => return Ok(false),
+            Admitted::Other => return Err(wrong_wait()),
+            Admitted::ChildGone => {
+                // No durable record is left; only this runtime's own delivery can be recognized.
+                let repeats = self.shared.lock().answered.get(&request.wait) == Some(&canonical);
+                return if repeats { Ok(false) } else { Err(wrong_wait()) };
+            }
+            Admitted::Nothing => {
+                let pending = pending_tool_inputs(&head)
+                    .ok()
+                    .and_then(|all| all.into_iter().find(|p| p.wait_id() == &request.wait && p.process_id() == &request.process));
+                let Some(pending) = pending else { return Err(wrong_wait()) };
+                pending.response_signal(id, &answer).map_err(|e| AnswerError::Invalid {
+                    wait: wait.clone(),
+                    schema: pending.response_schema().canonical().to_owned(),
+                    detail: e.to_string(),
+                })?
             }
         };
-        let delivered = match self.runtime.inner.engine.lookup(&request.process) {
-            Some(target) => target.deliver_signals(vec![signal]).await.map_err(|e| e.to_string()),
-            None => Err(format!("process {} is not live in this runtime", request.process)),
-        };
-        match delivered {
-            Ok(accepted) => {
-                self.shared.lock().answered.insert(request.wait.clone(), canonical);
-                Ok(accepted && !retry)
-            }
-            // The same answer was accepted before and its tool has moved on: a duplicate.
-            Err(_) if retry => Ok(false),
-            Err(detail) => Err(not_delivered(detail)),
-        }
+        let target = self
+            .runtime
+            .inner
+            .engine
+            .lookup(&request.process)
+            .ok_or_else(|| not_delivered(format!("process {} is not live in this runtime", request.process)))?;
+        let accepted = target.deliver_signals(vec![signal]).await.map_err(|e| not_delivered(e.to_string()))?;
+        self.shared.lock().answered.insert(request.wait.clone(), canonical);
+        // `false`: a concurrent identical answer was admitted first; the kernel deduplicated it.
+        Ok(accepted)
+    }
+
+    /// The run's latest acknowledged head, read from the store.
+    async fn durable_head(&self) -> Result<TreeSnapshot, String> {
+        let root = &self.shared.root;
+        let head = self.runtime.inner.committer.load_tree(root).await.map_err(|e| e.to_string())?;
+        let head = head.ok_or_else(|| format!("run {root} is not in the store"))?;
+        TreeSnapshot::decode(&head.cut.bytes).map_err(|e| format!("the stored run does not decode: {e}"))
     }
 
     /// Answers an input request with a text (a JSON string).

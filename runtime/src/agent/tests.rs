@@ -1,5 +1,6 @@
 //! The facade through the real Engine on tokio: events, inputs, deltas, build checks,
-//! restore refusal and every Unknown policy after a crash at the dispatch boundary.
+//! restore refusal, answers deduplicated across a resume, and every Unknown policy after a
+//! crash at each dispatch boundary (before the pending commit, in flight, after the settled one).
 
 use super::recovery::UNKNOWN_TOOL_TEXT;
 use super::tracker::MAX_RUN_DELTAS;
@@ -396,4 +397,184 @@ fn a_malformed_run_id_says_what_a_run_id_looks_like() {
     let error = "not a run id".parse::<RunId>().unwrap_err();
     assert!(matches!(error, RunError::InvalidRunId(_)));
     assert!(error.to_string().contains("process:"), "{error}");
+}
+
+/// A tool that asks twice: after the first answer it parks on a second wait, so its child (and
+/// the consumed first answer in its mailbox) stays in the head.
+struct AskTwice;
+
+impl crate::tool::Tool for AskTwice {
+    fn spec(&self) -> crate::tool::ToolDefinitionInput {
+        crate::tool::ToolDefinitionInput {
+            name: "ask_twice".into(),
+            description: "Asks two questions.".into(),
+            input_schema: crate::json::parse(br#"{"type":"object"}"#).unwrap(),
+        }
+    }
+
+    fn call<'a>(
+        &'a self,
+        _invocation: &'a crate::tool::Invocation,
+        cx: crate::tool::ToolContext,
+    ) -> crate::env::BoxFuture<'a, Result<crate::chat::ToolOutput, crate::tool::ToolError>> {
+        let ask = |question: &str, step: &str| Err(crate::tool::require_tool_input(question.as_bytes(), br#"{"type":"string"}"#, step.as_bytes()));
+        let outcome = match cx.continuation() {
+            None => ask(r#""First?""#, r#"{"step":1}"#),
+            Some(c) if c.state().value().get("step").and_then(|s| s.as_u64()) == Some(1) => ask(r#""Second?""#, r#"{"step":2}"#),
+            Some(c) => Ok(crate::chat::ToolOutput::text(c.response().canonical().to_owned())),
+        };
+        Box::pin(async move { outcome })
+    }
+}
+
+fn asking_twice() -> Agent {
+    Agent::builder("twice")
+        .version("1")
+        .model(ScriptedModel::new().call_tool("ask_twice", "{}").then_text("Done."))
+        .tool(AskTwice)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_retried_answer_is_a_duplicate_after_resume_and_a_different_one_is_refused() {
+    block_on(async {
+        let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
+        let first_rt = Runtime::with_store(asking_twice(), store.clone(), env());
+        let run = first_rt.start("Go.").await.unwrap();
+        let Idle::NeedsInput(inputs) = run.idle().await.unwrap() else { panic!("expected the first question") };
+        let first = inputs[0].clone();
+        assert_eq!(first.prompt_text(), "First?");
+        assert!(run.answer_text(&first, "A").await.unwrap(), "the first answer is new");
+        // The tool parks again on its second question; the first answer is consumed.
+        crate::agent::run::wait_until(&run.shared_for_tests(), |s| s.inputs.iter().any(|i| i.wait != first.wait)).await;
+        let id = run.id();
+        drop((run, first_rt));
+        // A new process: nothing in memory knows the first answer.
+        let second_rt = Runtime::with_store(asking_twice(), store, env());
+        let run = second_rt.resume(&id).await.unwrap();
+        let pending = run.pending_inputs();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].prompt_text(), "Second?");
+        assert!(!run.answer_text(&first, "A").await.unwrap(), "the identical retry is a duplicate, nothing applied");
+        let other = run.answer_text(&first, "B").await.unwrap_err();
+        assert!(matches!(other, AnswerError::WrongWait { .. }), "{other}");
+        assert!(run.answer_text(&pending[0], "C").await.unwrap());
+        assert_eq!(run.result().await.unwrap().text(), "Done.");
+        let events = collect(&run).await;
+        let settled: Vec<&str> = events
+            .iter()
+            .filter_map(|e| if let RunEvent::ToolSettled { text, .. } = e { Some(text.as_str()) } else { None })
+            .collect();
+        assert_eq!(settled, [r#""C""#], "the tool saw each answer once, in order");
+    });
+}
+
+/// A model that counts its physical calls.
+struct CountingModel {
+    calls: Arc<AtomicU32>,
+    inner: ScriptedModel,
+}
+
+impl ModelClient for CountingModel {
+    fn call<'a>(
+        &'a self,
+        cx: &'a ModelCallContext,
+        request: crate::chat::Request,
+    ) -> crate::env::BoxFuture<'a, Result<crate::chat::Response, ModelError>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.call(cx, request)
+    }
+}
+
+/// Where the first writer crashes, relative to one dispatched call.
+#[derive(Clone, Copy, Debug)]
+enum Boundary {
+    /// Its pending boundary is never stored: the call never ran.
+    BeforePending,
+    /// Its settled boundary is stored, then the writer crashes: the result is durable.
+    AfterSettled,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Target {
+    /// The first model call (the first pending boundary).
+    Model,
+    /// The `charge` tool call (the second pending boundary).
+    Tool,
+}
+
+#[test]
+fn a_crash_before_the_pending_commit_or_after_the_settled_commit_needs_no_policy() {
+    use crate::kernel::commit::{CommitCallKind, EffectBoundaryKind, Fault, FaultyCommitter};
+    let policies = [UnknownPolicy::Hold, UnknownPolicy::ReportToModel, UnknownPolicy::Retry];
+    for target in [Target::Model, Target::Tool] {
+        for boundary in [Boundary::BeforePending, Boundary::AfterSettled] {
+            for policy in policies {
+                let case = format!("{target:?} {boundary:?} {policy:?}");
+                block_on(async {
+                    let (model_calls, tool_calls) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+                    let agent = || {
+                        Agent::builder("shop")
+                            .version("1")
+                            .model(CountingModel {
+                                calls: model_calls.clone(),
+                                inner: ScriptedModel::new().call_tool("charge", "{}").then_text("Finished."),
+                            })
+                            .on_model_unknown(policy)
+                            .tool_with(flaky(Arc::new(AtomicBool::new(false)), tool_calls.clone()), ToolOptions::new().on_unknown(policy))
+                            .build()
+                            .unwrap()
+                    };
+                    let store = Arc::new(FaultyCommitter::new(MemoryCommitter::new()));
+                    let ordinal = if target == Target::Model { 0 } else { 1 };
+                    let (mut pendings, mut crashed_effect) = (0, None);
+                    store.set_fault_plan(Box::new(move |call| {
+                        let CommitCallKind::Effect { effect_id, kind } = &call.kind else { return Fault::Pass };
+                        match (kind, boundary) {
+                            (EffectBoundaryKind::Pending, _) => {
+                                pendings += 1;
+                                if pendings - 1 != ordinal {
+                                    return Fault::Pass;
+                                }
+                                if let Boundary::BeforePending = boundary {
+                                    return Fault::FailBefore;
+                                }
+                                crashed_effect = Some(effect_id.clone());
+                                Fault::Pass
+                            }
+                            (EffectBoundaryKind::Settled, Boundary::AfterSettled) if crashed_effect.as_ref() == Some(effect_id) => {
+                                Fault::CrashAfter
+                            }
+                            _ => Fault::Pass,
+                        }
+                    }));
+                    let first = Runtime::with_store(agent(), store.clone(), env());
+                    let run = first.start("Buy.").await.unwrap();
+                    let stopped = run.result().await.unwrap_err();
+                    assert!(matches!(stopped, RunError::Stopped(_)), "{case}: {stopped}");
+                    let id = run.id();
+                    drop((run, first));
+                    let ran_before = match target {
+                        Target::Model => model_calls.load(Ordering::SeqCst),
+                        Target::Tool => tool_calls.load(Ordering::SeqCst),
+                    };
+                    let expected_before = match boundary {
+                        Boundary::BeforePending => 0,
+                        Boundary::AfterSettled => 1,
+                    };
+                    assert_eq!(ran_before, expected_before, "{case}: calls before the crash");
+                    store.clear_fault_plan();
+                    let second = Runtime::with_store(agent(), store.clone(), env());
+                    let run = second.resume(&id).await.unwrap();
+                    assert!(run.unknowns().is_empty(), "{case}: no Unknown");
+                    assert_eq!(run.result().await.unwrap().text(), "Finished.", "{case}");
+                    assert_eq!(tool_calls.load(Ordering::SeqCst), 1, "{case}: the tool ran exactly once");
+                    assert_eq!(model_calls.load(Ordering::SeqCst), 2, "{case}: each model call ran exactly once");
+                    let events = collect(&run).await;
+                    assert!(!events.iter().any(|e| matches!(e, RunEvent::Unknown(_))), "{case}: {events:?}");
+                });
+            }
+        }
+    }
 }

@@ -99,7 +99,8 @@ pub(crate) struct RunState {
     /// Dispatcher Effects pending in the head.
     pub(crate) pending: BTreeSet<EffectId>,
     pub(crate) inputs: Vec<InputRequest>,
-    /// Answers delivered by this host: wait → answer canonical text.
+    /// Answers delivered by this runtime: wait → answer canonical text. Consulted only once
+    /// the answered tool child has left the head (the head itself decides while it is there).
     pub(crate) answered: BTreeMap<WaitId, String>,
     wakers: Vec<Waker>,
 }
