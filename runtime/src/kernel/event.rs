@@ -133,30 +133,20 @@ impl EventFanout {
     /// Calls every listener once, in registration order. A panicking listener does not stop
     /// the others.
     pub fn publish(&self, event: &Event) {
-        for listener in &self.listeners {
-            // AssertUnwindSafe: the event is only borrowed, and a listener that panics is not
-            // trusted with anything else of ours; its own state is its business.
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener.on_event(event)));
-            if let Err(panic) = outcome {
-                let text = crate::kernel::owner::panic_text(&panic);
-                let diagnostic = crate::text::normalize_diagnostic(
-                    text.as_bytes(),
-                    crate::limits::MAX_DIAGNOSTIC_BYTES,
-                    "event listener panicked",
-                );
-                self.failures
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .record_event_listener_panic(diagnostic);
-            }
-        }
+        self.each_listener(|listener| listener.on_event(event));
     }
 
     /// Calls every listener's `on_head` once, in registration order, containing panics.
     pub fn publish_head(&self, head: &std::sync::Arc<super::snapshot::TreeSnapshot>) {
+        self.each_listener(|listener| listener.on_head(head));
+    }
+
+    /// Runs `call` on every listener in registration order; a panic is counted, not propagated.
+    fn each_listener(&self, call: impl Fn(&dyn EventListener)) {
         for listener in &self.listeners {
-            // AssertUnwindSafe: as in `publish`, the head is only borrowed.
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener.on_head(head)));
+            // AssertUnwindSafe: the argument is only borrowed, and a listener that panics is
+            // not trusted with anything else of ours; its own state is its business.
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(listener.as_ref())));
             if let Err(panic) = outcome {
                 let text = crate::kernel::owner::panic_text(&panic);
                 let diagnostic = crate::text::normalize_diagnostic(

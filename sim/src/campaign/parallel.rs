@@ -9,31 +9,19 @@ use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::limits::{DEFAULT_MAX_JOBS, RESULT_QUEUE_PER_WORKER};
 
 /// Today's UTC date, `YYYY-MM-DD`, for the comment beside a recorded regression seed (outside
 /// any run). A clock before 1970 reads as 1970-01-01.
 pub fn today_utc() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    civil_date(secs / 86_400)
+    date_of(keel::env::Timestamp::from_system_time(SystemTime::now()))
 }
 
-/// The proleptic Gregorian date of `days` since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil_date(days: u64) -> String {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+/// The `YYYY-MM-DD` of a timestamp: its RFC 3339 text starts with the date.
+fn date_of(t: keel::env::Timestamp) -> String {
+    t.to_rfc3339().chars().take(10).collect()
 }
 
 /// Available parallelism, capped at [`DEFAULT_MAX_JOBS`] (the machines are shared).
@@ -100,11 +88,13 @@ where
 #[cfg(test)]
 mod tests {
     #[test]
-    fn civil_dates() {
-        assert_eq!(super::civil_date(0), "1970-01-01");
-        assert_eq!(super::civil_date(59), "1970-03-01");
-        assert_eq!(super::civil_date(11_016), "2000-02-29");
-        assert_eq!(super::civil_date(20_790), "2026-12-03");
+    fn dates() {
+        const DAY: u64 = 86_400_000;
+        let date = |days: u64| super::date_of(keel::env::Timestamp::from_millis(days * DAY).unwrap());
+        assert_eq!(date(0), "1970-01-01");
+        assert_eq!(date(59), "1970-03-01");
+        assert_eq!(date(11_016), "2000-02-29");
+        assert_eq!(date(20_790), "2026-12-03");
         assert_eq!(super::today_utc().len(), 10);
     }
     use super::*;
