@@ -111,6 +111,41 @@ pub(crate) fn join_url(base: &str, path: &str) -> String {
     format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches('/'))
 }
 
+/// Where a client sends its calls, and with which key.
+pub(crate) struct Endpoint {
+    pub url: String,
+    pub key: Option<String>,
+}
+
+/// Checks a configured base URL and resolves the key (the configured one, else the environment
+/// variable `key_var`). The official endpoint `official` needs a key; any other base URL (a
+/// local or compatible server, a test server) may go without. `path` follows the base URL.
+pub(crate) fn endpoint(
+    provider: &'static str,
+    base_url: &str,
+    official: &str,
+    configured_key: Option<&str>,
+    key_var: &str,
+    key_setting: &str,
+    path: &str,
+) -> Result<Endpoint, crate::ProviderError> {
+    let base = base_url.trim();
+    if !(base.starts_with("http://") || base.starts_with("https://")) {
+        return Err(crate::ProviderError::Config {
+            provider,
+            detail: format!("base URL `{base}` must start with http:// or https://"),
+        });
+    }
+    let key = api_key(configured_key, key_var);
+    if key.is_none() && base.trim_end_matches('/') == official {
+        return Err(crate::ProviderError::Config {
+            provider,
+            detail: format!("no API key: set {key_var} or {key_setting}"),
+        });
+    }
+    Ok(Endpoint { url: join_url(base, path), key })
+}
+
 /// The API key from the configuration or, failing that, the environment variable `var`.
 pub(crate) fn api_key(configured: Option<&str>, var: &str) -> Option<String> {
     match configured {

@@ -21,7 +21,7 @@ mod stream;
 use crate::error::ProviderError;
 use crate::http::Transport;
 use crate::retry::Pacing;
-use crate::wire::{api_key, join_url};
+use crate::wire::{endpoint, Endpoint};
 use keel::chat::{Request, Response};
 use keel::env::BoxFuture;
 use keel::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelStreamer};
@@ -94,24 +94,18 @@ pub struct AnthropicClient {
 impl AnthropicClient {
     /// Checks the configuration and resolves the key (see [`AnthropicConfig::api_key`]).
     pub fn new(config: AnthropicConfig) -> Result<AnthropicClient, ProviderError> {
-        let base = config.base_url.trim();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(ProviderError::Config {
-                provider: PROVIDER,
-                detail: format!("base URL `{base}` must start with http:// or https://"),
-            });
-        }
-        let key = api_key(config.api_key.as_deref(), ANTHROPIC_API_KEY_VAR);
-        if key.is_none() && base.trim_end_matches('/') == ANTHROPIC_BASE_URL {
-            return Err(ProviderError::Config {
-                provider: PROVIDER,
-                detail: format!("no API key: set {ANTHROPIC_API_KEY_VAR} or AnthropicConfig::api_key"),
-            });
-        }
+        let Endpoint { url, key } = endpoint(
+            PROVIDER,
+            &config.base_url,
+            ANTHROPIC_BASE_URL,
+            config.api_key.as_deref(),
+            ANTHROPIC_API_KEY_VAR,
+            "AnthropicConfig::api_key",
+            "v1/messages",
+        )?;
         if config.max_tokens == 0 {
             return Err(ProviderError::Config { provider: PROVIDER, detail: "max_tokens must be at least 1".into() });
         }
-        let url = join_url(base, "v1/messages");
         let transport = Transport::new(PROVIDER, config.pacing.clone())?;
         Ok(AnthropicClient { config, url, key, transport })
     }

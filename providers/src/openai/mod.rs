@@ -22,7 +22,7 @@ mod stream;
 use crate::error::ProviderError;
 use crate::http::Transport;
 use crate::retry::Pacing;
-use crate::wire::{api_key, join_url};
+use crate::wire::{endpoint, Endpoint};
 use keel::chat::{Request, Response};
 use keel::env::BoxFuture;
 use keel::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelStreamer};
@@ -118,21 +118,15 @@ pub struct OpenAiClient {
 impl OpenAiClient {
     /// Checks the configuration and resolves the key (see [`OpenAiConfig::api_key`]).
     pub fn new(config: OpenAiConfig) -> Result<OpenAiClient, ProviderError> {
-        let base = config.base_url.trim();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(ProviderError::Config {
-                provider: PROVIDER,
-                detail: format!("base URL `{base}` must start with http:// or https://"),
-            });
-        }
-        let key = api_key(config.api_key.as_deref(), OPENAI_API_KEY_VAR);
-        if key.is_none() && base.trim_end_matches('/') == OPENAI_BASE_URL {
-            return Err(ProviderError::Config {
-                provider: PROVIDER,
-                detail: format!("no API key: set {OPENAI_API_KEY_VAR} or OpenAiConfig::api_key"),
-            });
-        }
-        let url = join_url(base, "chat/completions");
+        let Endpoint { url, key } = endpoint(
+            PROVIDER,
+            &config.base_url,
+            OPENAI_BASE_URL,
+            config.api_key.as_deref(),
+            OPENAI_API_KEY_VAR,
+            "OpenAiConfig::api_key",
+            "chat/completions",
+        )?;
         let transport = Transport::new(PROVIDER, config.pacing.clone())?;
         Ok(OpenAiClient { config, url, key, transport })
     }
