@@ -11,11 +11,9 @@
 mod support;
 
 use keel::chat::Message;
-use keel::interaction::model::DispatcherConfig;
 use keel_providers::anthropic::{AnthropicClient, AnthropicConfig, ANTHROPIC_BASE_URL};
 use keel_providers::testing::{Fixture, FixtureServer};
 use keel_providers::Pacing;
-use std::sync::Arc;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -48,9 +46,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let client = AnthropicClient::new(config)?;
     let messages = vec![Message::system("You are a terse weather assistant."), Message::user("What is the weather in Paris?")];
-    let answer = support::ask(env, DispatcherConfig::complete(Arc::new(client)), messages)
-        .await
-        .map_err(|e| format!("the agent failed: {e}"))?;
+    let answer = support::ask(client, messages).await.map_err(|e| format!("the agent failed: {e}"))?;
     println!("{answer}");
     if let Some(server) = server {
         server.check_done()?;

@@ -13,11 +13,9 @@
 mod support;
 
 use keel::chat::Message;
-use keel::interaction::model::DispatcherConfig;
 use keel_providers::openai::{OpenAiClient, OpenAiConfig, OPENAI_BASE_URL};
 use keel_providers::testing::{Fixture, FixtureServer};
 use keel_providers::Pacing;
-use std::sync::Arc;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -49,9 +47,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         (None, None) => OpenAiConfig::compatible(OPENAI_BASE_URL, model, Pacing::new(&env)),
     };
     let client = OpenAiClient::new(config)?;
-    let answer = support::ask(env, DispatcherConfig::complete(Arc::new(client)), vec![Message::user("What is the weather in Paris?")])
-        .await
-        .map_err(|e| format!("the agent failed: {e}"))?;
+    let answer = support::ask(client, vec![Message::user("What is the weather in Paris?")]).await.map_err(|e| format!("the agent failed: {e}"))?;
     println!("{answer}");
     if let Some(server) = server {
         server.check_done()?;
