@@ -111,6 +111,22 @@ pub(crate) fn join_url(base: &str, path: &str) -> String {
     format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches('/'))
 }
 
+/// Copies the sampling options both providers name alike (`temperature`, `top_p`) into a
+/// request body, keeping their exact number text.
+pub(crate) fn insert_sampling(
+    provider: &'static str,
+    body: &mut Map<String, Value>,
+    options: &keel::chat::Options,
+) -> Result<(), ProviderError> {
+    if let Some(t) = &options.temperature {
+        body.insert("temperature".into(), to_value(provider, &Json::Number(t.clone()), "options.temperature")?);
+    }
+    if let Some(p) = &options.top_p {
+        body.insert("top_p".into(), to_value(provider, &Json::Number(p.clone()), "options.top_p")?);
+    }
+    Ok(())
+}
+
 /// Where a client sends its calls, and with which key.
 pub(crate) struct Endpoint {
     pub url: String,

@@ -2,9 +2,8 @@
 
 use super::PROVIDER;
 use crate::error::ProviderError;
-use crate::wire::{merge_extra, to_value};
+use crate::wire::{insert_sampling, merge_extra, to_value};
 use keel::chat::{Message, Part, Request, Role, ToolCall, ToolChoice};
-use keel::json::Json;
 use serde_json::{json, Map, Value};
 
 /// The request body. `model` and `max_tokens` apply when the request's options name none
@@ -41,12 +40,7 @@ pub(crate) fn body(request: &Request, model: &str, max_tokens: u32, stream: bool
             body.insert("tool_choice".into(), choice);
         }
     }
-    if let Some(t) = &options.temperature {
-        body.insert("temperature".into(), to_value(PROVIDER, &Json::Number(t.clone()), "options.temperature")?);
-    }
-    if let Some(p) = &options.top_p {
-        body.insert("top_p".into(), to_value(PROVIDER, &Json::Number(p.clone()), "options.top_p")?);
-    }
+    insert_sampling(PROVIDER, &mut body, options)?;
     if !options.stop.is_empty() {
         body.insert("stop_sequences".into(), json!(options.stop));
     }

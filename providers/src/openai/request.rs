@@ -2,9 +2,8 @@
 
 use super::PROVIDER;
 use crate::error::ProviderError;
-use crate::wire::{merge_extra, to_value};
+use crate::wire::{insert_sampling, merge_extra, to_value};
 use keel::chat::{Message, Part, Request, Role, ToolChoice};
-use keel::json::Json;
 use serde_json::{json, Map, Value};
 
 /// The request body. `model` is used when the request names none; `legacy_max_tokens` sends
@@ -39,12 +38,7 @@ pub(crate) fn body(request: &Request, model: &str, legacy_max_tokens: bool, stre
             body.insert("tool_choice".into(), choice);
         }
     }
-    if let Some(t) = &options.temperature {
-        body.insert("temperature".into(), to_value(PROVIDER, &Json::Number(t.clone()), "options.temperature")?);
-    }
-    if let Some(p) = &options.top_p {
-        body.insert("top_p".into(), to_value(PROVIDER, &Json::Number(p.clone()), "options.top_p")?);
-    }
+    insert_sampling(PROVIDER, &mut body, options)?;
     if let Some(max) = options.max_output_tokens {
         let key = if legacy_max_tokens { "max_tokens" } else { "max_completion_tokens" };
         body.insert(key.into(), json!(max));
@@ -97,6 +91,7 @@ fn push_message(out: &mut Vec<Value>, message: &Message) -> Result<(), ProviderE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use keel::json::Json;
     use keel::chat::{Options, ToolCall, ToolDefinition, ToolOutput, ToolResult};
     use keel::json::{Number, Object};
 
