@@ -64,6 +64,36 @@ fn asking_agent() -> Agent {
         .unwrap()
 }
 
+/// A payment tool whose host fails mid-call: the outcome is unknown, and the default policy
+/// (`Hold`) leaves the call Unknown for the host.
+struct Charge;
+
+impl keel::tool::Tool for Charge {
+    fn spec(&self) -> keel::tool::ToolDefinitionInput {
+        keel::tool::ToolDefinitionInput {
+            name: "charge".into(),
+            description: "Charges a card.".into(),
+            input_schema: keel::json::parse(br#"{"type":"object"}"#).unwrap(),
+        }
+    }
+    fn call<'a>(
+        &'a self,
+        _: &'a keel::tool::Invocation,
+        _: keel::tool::ToolContext,
+    ) -> keel::env::BoxFuture<'a, Result<keel::chat::ToolOutput, keel::tool::ToolError>> {
+        Box::pin(async { Err(keel::tool::ToolError::host_failure("the payment gateway hung up")) })
+    }
+}
+
+fn charging_agent() -> Agent {
+    Agent::builder("cashier")
+        .version("1.0.0")
+        .model(ScriptedModel::new().call_tool("charge", "{}").then_text("Charged."))
+        .tool(Charge)
+        .build()
+        .unwrap()
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
     File,
@@ -78,9 +108,10 @@ fn store_flag(kind: Kind, dir: &Path) -> (String, PathBuf) {
     }
 }
 
-/// Runs one agent to its end and parks another on its question; returns (finished, waiting).
+/// Runs one agent to its end, parks another on its question and leaves a third with an
+/// Unknown call; returns (finished, waiting, unknown).
 /// Each run has its own tokio runtime, dropped before the next opens the store.
-fn populate(kind: Kind, dir: &Path) -> (ProcessId, ProcessId) {
+fn populate(kind: Kind, dir: &Path) -> (ProcessId, ProcessId, ProcessId) {
     let (_, path) = store_flag(kind, dir);
     let runtime_for = |agent: Agent| match kind {
         Kind::File => Runtime::on_disk(agent, &path).unwrap(),
@@ -105,7 +136,13 @@ fn populate(kind: Kind, dir: &Path) -> (ProcessId, ProcessId) {
         assert!(matches!(run.idle().await.unwrap(), Idle::NeedsInput(_)));
         run.id().process_id().clone()
     }));
-    (finished, waiting)
+    let unknown = block_on(Box::pin(async {
+        let runtime = runtime_for(charging_agent());
+        let run = runtime.start("Charge me.").await.unwrap();
+        assert!(matches!(run.idle().await.unwrap(), Idle::NeedsResolution(_)));
+        run.id().process_id().clone()
+    }));
+    (finished, waiting, unknown)
 }
 
 fn run(args: &[&str]) -> Output {
@@ -121,7 +158,7 @@ fn stderr(o: &Output) -> String {
 
 fn check_store(kind: Kind) {
     let dir = TempDir::new();
-    let (finished, waiting) = populate(kind, &dir.0);
+    let (finished, waiting, unknown) = populate(kind, &dir.0);
     let (flag, path) = store_flag(kind, &dir.0);
     let path = path.to_str().unwrap();
     let cmd = |args: &[&str]| {
@@ -133,7 +170,7 @@ fn check_store(kind: Kind) {
     let list = cmd(&["list"]);
     assert!(list.status.success(), "{}", stderr(&list));
     let text = stdout(&list);
-    assert!(text.contains("2 trees"), "{text}");
+    assert!(text.contains("3 trees"), "{text}");
     let line_of = |root: &ProcessId| {
         text.lines().find(|l| l.starts_with(root.as_str())).unwrap_or_else(|| panic!("{root} in {text}")).to_owned()
     };
@@ -147,10 +184,14 @@ fn check_store(kind: Kind) {
     assert!(text.contains("open input waits:\n  wait:"), "{text}");
     assert!(text.contains("Which city are you in?"), "{text}");
     assert!(text.contains("unknown effects: none"), "{text}");
+    let show = cmd(&["show", unknown.as_str()]);
+    assert!(show.status.success(), "{}", stderr(&show));
+    let text = stdout(&show);
+    assert!(text.contains("unknown effects (outcome unproven; a host must resolve each):\n  effect:"), "{text}");
 
     let verify = cmd(&["verify"]);
     assert!(verify.status.success(), "{}{}", stdout(&verify), stderr(&verify));
-    assert!(stdout(&verify).contains("2 trees verified, 0 damaged"), "{}", stdout(&verify));
+    assert!(stdout(&verify).contains("3 trees verified, 0 damaged"), "{}", stdout(&verify));
 
     let export = cmd(&["export", finished.as_str()]);
     assert!(export.status.success(), "{}", stderr(&export));
@@ -220,16 +261,19 @@ fn frames(log: &[u8]) -> Vec<(usize, usize)> {
 fn verify_names_the_damaged_tree_and_the_others_stay_readable() {
     for kind in [Kind::File, Kind::Sqlite] {
         let dir = TempDir::new();
-        let (finished, waiting) = populate(kind, &dir.0);
+        let (finished, waiting, _) = populate(kind, &dir.0);
         let (flag, path) = store_flag(kind, &dir.0);
         match kind {
             Kind::File => {
-                // The waiting run wrote last: damage the last byte (its cut) of its
-                // second-to-last record.
+                // The waiting run wrote its records after the finished one's and before the
+                // third run's: damage the last byte (its cut) of its second record.
                 let log_path = path.join("commits.log");
                 let mut log = std::fs::read(&log_path).unwrap();
                 let all = frames(&log);
-                let (_, end) = all[all.len() - 2];
+                let first = all.iter().position(|&(start, end)| {
+                    String::from_utf8_lossy(&log[start..end]).contains(&format!("\"root_id\":\"{waiting}\""))
+                });
+                let (_, end) = all[first.expect("a record of the waiting run") + 1];
                 log[end - 1] ^= 0x40;
                 std::fs::write(&log_path, log).unwrap();
             }
@@ -247,7 +291,7 @@ fn verify_names_the_damaged_tree_and_the_others_stay_readable() {
         assert_eq!(verify.status.code(), Some(1), "{kind:?}: {}", stdout(&verify));
         let text = stdout(&verify);
         assert!(text.contains(&format!("DAMAGED tree {waiting}")), "{kind:?}: {text}");
-        assert!(text.contains("1 trees verified, 1 damaged"), "{kind:?}: {text}");
+        assert!(text.contains("2 trees verified, 1 damaged"), "{kind:?}: {text}");
         let show = run(&["show", finished.as_str(), &flag, path]);
         assert!(show.status.success(), "{kind:?}: {}", stderr(&show));
         let show = run(&["show", waiting.as_str(), &flag, path]);
