@@ -243,7 +243,7 @@ fn loading_or_committing_a_tree_with_a_damaged_head_row_is_a_typed_error() {
     let bad = root("bad");
     let last = {
         let store = SqliteCommitter::open(db.path()).unwrap();
-        populate(&store, &[bad.clone()])
+        populate(&store, std::slice::from_ref(&bad))
     };
     corrupt(&db, "UPDATE keel_heads SET incarnation_id = 'x' WHERE root_id = 'process:bad'");
     let store = SqliteCommitter::open(db.path()).unwrap();

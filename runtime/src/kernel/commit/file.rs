@@ -3,15 +3,14 @@
 //! its commit is acknowledged; opening the directory replays the log through the same
 //! [`CommitIndex`] rules the in-memory store uses, so both stores answer alike.
 //!
-//! Why a log file and not SQLite (the issue allowed either): the kernel already serializes
-//! commits per tree and needs exactly one durable operation, "append this record, then
-//! acknowledge", plus a full replay on open. An append-only file does that with `std::fs`
-//! alone: no C toolchain and no new dependency (rusqlite `bundled` compiles the SQLite C
-//! amalgamation into every clean build), and one `fdatasync` per commit, the same floor SQLite
-//! pays per transaction in WAL mode with `synchronous=FULL`. What SQLite would add (queries,
-//! secondary indexes, in-place compaction) the store does not need: the index lives in memory
-//! and is rebuilt on open. Measured here, a commit costs one `sync_data` plus a SHA-256 over
-//! the record (see `tests/tests/durable_kill.rs`, `commit_cost_per_fsync`).
+//! Why a log file in the core (SQLite is the separate crate `keel-store-sqlite`): the kernel
+//! already serializes commits per tree and needs exactly one durable operation, "append this
+//! record, then acknowledge", plus a full replay on open. An append-only file does that with
+//! `std::fs` alone: no C toolchain and no new dependency (rusqlite `bundled` compiles the
+//! SQLite C amalgamation into every clean build), and one `fdatasync` per commit, the same
+//! floor SQLite pays per transaction in WAL mode with `synchronous=FULL`. The index lives in
+//! memory and is rebuilt on open. Measured here, a commit costs one `sync_data` plus a SHA-256
+//! over the record (see `tests/tests/durable_kill.rs`, `commit_cost_per_fsync`).
 //!
 //! # Layout (all integers little-endian)
 //!
