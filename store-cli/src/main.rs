@@ -66,9 +66,14 @@ fn main() -> ExitCode {
     }
 }
 
+// The one place that reads a head's cut bytes.
+fn cut_bytes(head: &Head) -> &[u8] {
+    &head.cut.bytes
+}
+
 fn decode(head: &Head) -> Result<TreeSnapshot, String> {
     let snapshot =
-        TreeSnapshot::decode(&head.cut.bytes).map_err(|e| format!("head cut does not decode: {e}"))?;
+        TreeSnapshot::decode(cut_bytes(head)).map_err(|e| format!("head cut does not decode: {e}"))?;
     if snapshot.digest() != head.cut.digest {
         return Err("head cut does not match its digest".into());
     }
@@ -129,7 +134,7 @@ fn show(store: &Store, root: &str) -> Result<(), Failure> {
         head.sequence,
         head.cut.incarnation,
         head.cut.digest,
-        head.cut.bytes.len()
+        cut_bytes(&head).len()
     );
     println!("processes:");
     let mut unknowns = Vec::new();
@@ -235,7 +240,7 @@ fn compact(store: &Store) -> Result<(), Failure> {
 fn export(store: &Store, root: &str) -> Result<(), Failure> {
     let root = parse_root(root)?;
     let (head, _) = load(store, &root)?;
-    let json = keel::json::parse(&head.cut.bytes).map_err(|e| damage(format!("tree {root}: {e}")))?;
+    let json = keel::json::parse(cut_bytes(&head)).map_err(|e| damage(format!("tree {root}: {e}")))?;
     let value = json.to_serde_value().map_err(|e| damage(format!("tree {root}: {e}")))?;
     let text = serde_json::to_string_pretty(&value).map_err(|e| damage(format!("tree {root}: {e}")))?;
     println!("{text}");
