@@ -28,6 +28,8 @@ use std::sync::Arc;
 
 /// The dispatch record inside the store directory: one line per physical dispatch.
 pub const DISPATCH_LOG: &str = "dispatches.log";
+/// The SQLite store's file inside the directory (the SQLite runs of the kill test).
+pub const SQLITE_FILE: &str = "store.sqlite";
 /// The Effect payload the dispatcher answers with an uncertain failure (becomes Unknown).
 pub const UNCERTAIN: &str = "uncertain";
 

@@ -1,6 +1,7 @@
 //! Kills a real process with SIGKILL at every commit point and recovers from its directory.
 //!
-//! The child (`keel-crash-child`) runs the durable world's script on a `FileCommitter` and
+//! The child (`keel-crash-child`) runs the durable world's script on a `FileCommitter` (or, in
+//! the `sqlite_` tests, a `SqliteCommitter`) and
 //! prints `ACK <sequence> <digest>` after each acknowledged commit. For every k, the test kills
 //! it at the k-th ACK, reopens the directory in this process and checks: nothing acknowledged
 //! is lost (the head is at or past the last ACK, every ACK is in the history), the history
@@ -11,9 +12,11 @@
 //! line after each ACK); `free` mode kills a running child, wherever it has got to.
 
 use keel::kernel::commit::{
-    audit_history, Checkpoint, CheckpointKind, CommitRecordKind, Committer, EffectBoundaryKind,
-    FileCommitter, MemoryCommitter, TreeCut,
+    audit_history, Checkpoint, CheckpointKind, CommitRecord, CommitRecordKind, Committer,
+    EffectBoundaryKind, FileCommitter, Head, MemoryCommitter, TreeCut,
 };
+use keel::kernel::ids::ProcessId;
+use keel_store_sqlite::SqliteCommitter;
 use keel::kernel::direct::DirectRunner;
 use keel::kernel::owner::Owner;
 use keel::kernel::snapshot::TreeSnapshot;
@@ -73,6 +76,58 @@ impl Drop for TempDir {
     }
 }
 
+/// Which durable store the child and the recovery use.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    File,
+    Sqlite,
+}
+
+impl Kind {
+    fn arg(self) -> &'static str {
+        match self {
+            Kind::File => "file",
+            Kind::Sqlite => "sqlite",
+        }
+    }
+}
+
+/// One opened store of either kind, with what the recovery reads from it.
+enum Store {
+    File(FileCommitter),
+    Sqlite(SqliteCommitter),
+}
+
+impl Store {
+    fn open(kind: Kind, dir: &Path) -> Store {
+        match kind {
+            Kind::File => Store::File(open_store(dir).unwrap_or_else(|e| panic!("reopen: {e}"))),
+            Kind::Sqlite => Store::Sqlite(
+                SqliteCommitter::open(dir.join(durable_world::SQLITE_FILE))
+                    .unwrap_or_else(|e| panic!("reopen: {e}")),
+            ),
+        }
+    }
+    fn head(&self, root: &ProcessId) -> Option<Head> {
+        match self {
+            Store::File(f) => f.head(root),
+            Store::Sqlite(s) => s.head(root).unwrap(),
+        }
+    }
+    fn history(&self, root: &ProcessId) -> Vec<CommitRecord> {
+        match self {
+            Store::File(f) => f.history(root),
+            Store::Sqlite(s) => s.history(root).unwrap(),
+        }
+    }
+    fn into_committer(self) -> Arc<dyn Committer> {
+        match self {
+            Store::File(f) => Arc::new(f),
+            Store::Sqlite(s) => Arc::new(s),
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
     Step,
@@ -85,7 +140,7 @@ struct ChildRun {
 }
 
 /// Runs the child in `dir`; SIGKILLs it on reading the `kill_at`-th ACK (1-based).
-fn run_child(dir: &Path, mode: Mode, kill_at: Option<usize>) -> ChildRun {
+fn run_child(kind: Kind, dir: &Path, mode: Mode, kill_at: Option<usize>) -> ChildRun {
     let mode_arg = match mode {
         Mode::Step => "step",
         Mode::Free => "free",
@@ -94,6 +149,7 @@ fn run_child(dir: &Path, mode: Mode, kill_at: Option<usize>) -> ChildRun {
         Command::new(CHILD)
             .arg(dir)
             .arg(mode_arg)
+            .arg(kind.arg())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit()),
@@ -143,8 +199,8 @@ fn assert_at_most_one_dispatch(world: &World, context: &str) {
 
 /// Reopens a killed child's directory, checks that nothing acknowledged was lost, restores the
 /// head and runs it to completion.
-fn recover(dir: &Path, run: &ChildRun, mode: Mode, context: &str) {
-    let store = open_store(dir).unwrap_or_else(|e| panic!("{context}: reopen: {e}"));
+fn recover(kind: Kind, dir: &Path, run: &ChildRun, mode: Mode, context: &str) {
+    let store = Store::open(kind, dir);
     let root = durable_world::root_id();
     let head = store.head(&root).unwrap_or_else(|| panic!("{context}: no head"));
     let history = store.history(&root);
@@ -174,7 +230,7 @@ fn recover(dir: &Path, run: &ChildRun, mode: Mode, context: &str) {
         durable_world::now(),
     )
     .unwrap_or_else(|e| panic!("{context}: restore: {e:?}"));
-    let store: Arc<dyn Committer> = Arc::new(store);
+    let store = store.into_committer();
     let mut runner = DirectRunner::new(owner, store, durable_world::now());
     let result = durable_world::drive_to_completion(&mut runner)
         .unwrap_or_else(|e| panic!("{context}: {e}"));
@@ -183,28 +239,37 @@ fn recover(dir: &Path, run: &ChildRun, mode: Mode, context: &str) {
     drop(runner);
 
     // The recovered run is durable too: a third open sees a terminal, restorable head.
-    let store = open_store(dir).unwrap();
+    let store = Store::open(kind, dir);
     audit_history(&store.history(&root)).unwrap();
     let head = store.head(&root).unwrap();
     let snapshot = TreeSnapshot::decode(&head.cut.bytes).unwrap();
     assert!(snapshot.processes().iter().all(|p| p.is_terminal()), "{context}");
 }
 
-fn uncrashed_ack_count() -> usize {
+fn uncrashed_ack_count(kind: Kind) -> usize {
     let dir = TempDir::new("count");
-    let run = run_child(&dir.0, Mode::Step, None);
+    let run = run_child(kind, &dir.0, Mode::Step, None);
     assert_eq!(run.done.as_deref(), Some("completed"));
     run.acks.len()
 }
 
 #[test]
 fn the_uncrashed_child_reaches_every_commit_kind_once_per_effect() {
+    uncrashed_child_reaches_every_commit_kind(Kind::File);
+}
+
+#[test]
+fn sqlite_uncrashed_child_reaches_every_commit_kind_once_per_effect() {
+    uncrashed_child_reaches_every_commit_kind(Kind::Sqlite);
+}
+
+fn uncrashed_child_reaches_every_commit_kind(kind: Kind) {
     let dir = TempDir::new("full");
-    let run = run_child(&dir.0, Mode::Free, None);
+    let run = run_child(kind, &dir.0, Mode::Free, None);
     assert_eq!(run.done.as_deref(), Some("completed"));
     let sequences: Vec<u64> = run.acks.iter().map(|(s, _)| *s).collect();
     assert_eq!(sequences, (1..=sequences.len() as u64).collect::<Vec<_>>());
-    let store = open_store(&dir.0).unwrap();
+    let store = Store::open(kind, &dir.0);
     let history = store.history(&durable_world::root_id());
     audit_history(&history).unwrap();
     assert_eq!(history.len(), run.acks.len(), "one record per acknowledged commit");
@@ -246,29 +311,47 @@ fn for_each_kill_point(n: usize, case: impl Fn(usize) + Sync) {
 
 #[test]
 fn sigkill_right_after_each_acknowledgement_loses_nothing() {
-    let n = uncrashed_ack_count();
+    sigkill_after_each_acknowledgement(Kind::File);
+}
+
+#[test]
+fn sqlite_sigkill_right_after_each_acknowledgement_loses_nothing() {
+    sigkill_after_each_acknowledgement(Kind::Sqlite);
+}
+
+fn sigkill_after_each_acknowledgement(kind: Kind) {
+    let n = uncrashed_ack_count(kind);
     assert!(n >= 10, "the script commits {n} times");
     for_each_kill_point(n, |k| {
         let dir = TempDir::new("step");
-        let run = run_child(&dir.0, Mode::Step, Some(k));
+        let run = run_child(kind, &dir.0, Mode::Step, Some(k));
         assert_eq!(run.acks.len(), k);
         assert!(run.done.is_none());
-        recover(&dir.0, &run, Mode::Step, &format!("step kill at ACK {k}"));
+        recover(kind, &dir.0, &run, Mode::Step, &format!("{kind:?} step kill at ACK {k}"));
     });
 }
 
 #[test]
 fn sigkill_of_a_running_child_loses_nothing() {
-    let n = uncrashed_ack_count();
+    sigkill_of_a_running_child(Kind::File);
+}
+
+#[test]
+fn sqlite_sigkill_of_a_running_child_loses_nothing() {
+    sigkill_of_a_running_child(Kind::Sqlite);
+}
+
+fn sigkill_of_a_running_child(kind: Kind) {
+    let n = uncrashed_ack_count(kind);
     let crashed = AtomicU64::new(0);
     for_each_kill_point(n, |k| {
         let dir = TempDir::new("free");
-        let run = run_child(&dir.0, Mode::Free, Some(k));
+        let run = run_child(kind, &dir.0, Mode::Free, Some(k));
         if run.done.is_some() {
             return; // the child finished before the kill: nothing crashed
         }
         crashed.fetch_add(1, Ordering::Relaxed);
-        recover(&dir.0, &run, Mode::Free, &format!("free kill at ACK {k}"));
+        recover(kind, &dir.0, &run, Mode::Free, &format!("{kind:?} free kill at ACK {k}"));
     });
     let crashed = crashed.into_inner();
     println!("free mode: {crashed} of {n} kills landed before completion");

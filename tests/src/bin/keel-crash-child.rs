@@ -1,9 +1,11 @@
 //! The process the kill test (`tests/durable_kill.rs`) SIGKILLs: runs the durable world's
-//! script on a `FileCommitter` in the given directory and prints `ACK <sequence> <digest>`
+//! script on a durable store in the given directory and prints `ACK <sequence> <digest>`
 //! after every acknowledged commit, i.e. once the inner commit returned Ok (so the record is
 //! already fsync'd), before the kernel learns of it.
 //!
-//! Usage: `keel-crash-child <dir> step|free`. In `step` mode the child then waits for one
+//! Usage: `keel-crash-child <dir> step|free [file|sqlite]`. The store is a `FileCommitter`
+//! on `<dir>` (the default) or a `SqliteCommitter` on `<dir>/store.sqlite` (`sqlite`, built
+//! with the default `sqlite` feature). In `step` mode the child then waits for one
 //! line on stdin before going on, so a kill lands exactly between acknowledgement and use; in
 //! `free` mode it runs on and the kill lands wherever it lands. Prints `DONE <status>` at the
 //! end.
@@ -25,7 +27,7 @@ use std::sync::Arc;
 
 /// Announces every acknowledged commit of the inner committer.
 struct Announcing {
-    inner: FileCommitter,
+    inner: Box<dyn Committer>,
     step: bool,
 }
 
@@ -71,8 +73,10 @@ impl Committer for Announcing {
 
 fn run() -> Result<String, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [dir, mode] = args.as_slice() else {
-        return Err("usage: keel-crash-child <dir> step|free".into());
+    let (dir, mode, store) = match args.as_slice() {
+        [dir, mode] => (dir, mode, "file"),
+        [dir, mode, store] => (dir, mode, store.as_str()),
+        _ => return Err("usage: keel-crash-child <dir> step|free [file|sqlite]".into()),
     };
     let step = match mode.as_str() {
         "step" => true,
@@ -81,7 +85,15 @@ fn run() -> Result<String, String> {
     };
     let dir = std::path::Path::new(dir);
     let world = World::new(dir);
-    let inner = FileCommitter::open(dir).map_err(|e| e.to_string())?;
+    let inner: Box<dyn Committer> = match store {
+        "file" => Box::new(FileCommitter::open(dir).map_err(|e| e.to_string())?),
+        #[cfg(feature = "sqlite")]
+        "sqlite" => Box::new(
+            keel_store_sqlite::SqliteCommitter::open(dir.join(durable_world::SQLITE_FILE))
+                .map_err(|e| e.to_string())?,
+        ),
+        other => return Err(format!("unknown store `{other}` (file or sqlite)")),
+    };
     let committer: Arc<dyn Committer> = Arc::new(Announcing { inner, step });
     let owner = Owner::start(
         world.resolver.clone(),

@@ -3,15 +3,14 @@
 //! its commit is acknowledged; opening the directory replays the log through the same
 //! [`CommitIndex`] rules the in-memory store uses, so both stores answer alike.
 //!
-//! Why a log file and not SQLite (the issue allowed either): the kernel already serializes
-//! commits per tree and needs exactly one durable operation, "append this record, then
-//! acknowledge", plus a full replay on open. An append-only file does that with `std::fs`
-//! alone: no C toolchain and no new dependency (rusqlite `bundled` compiles the SQLite C
-//! amalgamation into every clean build), and one `fdatasync` per commit, the same floor SQLite
-//! pays per transaction in WAL mode with `synchronous=FULL`. What SQLite would add (queries,
-//! secondary indexes, in-place compaction) the store does not need: the index lives in memory
-//! and is rebuilt on open. Measured here, a commit costs one `sync_data` plus a SHA-256 over
-//! the record (see `tests/tests/durable_kill.rs`, `commit_cost_per_fsync`).
+//! Why a log file in the core (SQLite is the separate crate `keel-store-sqlite`): the kernel
+//! already serializes commits per tree and needs exactly one durable operation, "append this
+//! record, then acknowledge", plus a full replay on open. An append-only file does that with
+//! `std::fs` alone: no C toolchain and no new dependency (rusqlite `bundled` compiles the
+//! SQLite C amalgamation into every clean build), and one `fdatasync` per commit, the same
+//! floor SQLite pays per transaction in WAL mode with `synchronous=FULL`. The index lives in
+//! memory and is rebuilt on open. Measured here, a commit costs one `sync_data` plus a SHA-256
+//! over the record (see `tests/tests/durable_kill.rs`, `commit_cost_per_fsync`).
 //!
 //! # Layout (all integers little-endian)
 //!
@@ -33,13 +32,28 @@
 //! reads frames in order and, at the first frame that is incomplete or fails a check, searches
 //! the rest of the file for any complete, checksum-valid frame: if there is none, the rest is
 //! a torn tail and is truncated (reported in [`Recovery`]); if there is one, the damage is in
-//! the middle and opening fails with [`OpenError::Corrupt`]. A complete, checksum-valid record
-//! is therefore never dropped. Limits of this rule: a bit flip inside the final record is
-//! indistinguishable from a torn final write and is truncated as one; and checksums detect
-//! damage, they do not repair it.
+//! the middle. A complete, checksum-valid record is therefore never dropped. Limits of this
+//! rule: a bit flip inside the final record is indistinguishable from a torn final write and is
+//! truncated as one; and checksums detect damage, they do not repair it.
 //!
-//! A checksum-valid record that does not decode is `Corrupt`; one that decodes but breaks the
-//! commit rules on replay (say, a gap in sequences) is `Inconsistent`. Both refuse to open.
+//! # Damaged trees
+//!
+//! Damage in the middle of the log is confined to the tree it belongs to whenever the log can
+//! prove which tree that is; that tree is then reported in [`FileCommitter::damaged_trees`],
+//! its later records are not replayed, and loading or committing it returns
+//! [`CommitError::Damaged`], while every other tree opens and commits as usual:
+//!
+//! * a checksum-valid record that does not decode, or decodes but breaks the commit rules on
+//!   replay (a gap in sequences, say), names its tree in its own (intact) metadata;
+//! * a record whose payload fails its checksum while its frame header is intact and the next
+//!   valid record starts exactly where it ends (so exactly one record is damaged) is
+//!   attributed to the tree its metadata names, if that tree is already known from earlier
+//!   records (a damaged name that happens to parse names no known tree).
+//!
+//! Anything else, damage that cannot be pinned to one record of one known tree (a broken frame
+//! header, a span swallowing several records, a damaged first record of a tree), could have
+//! hidden the last commit of any tree, so opening fails with [`OpenError::Corrupt`] rather
+//! than serve a head that might be older than one already acknowledged.
 //!
 //! # One writer per directory
 //!
@@ -70,7 +84,8 @@ use super::port::{
     Activation, Checkpoint, CheckpointKind, CommitError, Committer, EffectBoundary,
     EffectBoundaryKind, Head, TreeCut,
 };
-use super::CommitRecord;
+use super::{CommitRecord, TreeDamage};
+use std::collections::BTreeMap;
 use lock::StoreLock;
 use crate::env::BoxFuture;
 use crate::json::{Digest, Json, ObjectBuilder, ObjectReader};
@@ -108,12 +123,10 @@ pub enum OpenError {
     /// The file exists but does not start with the log header.
     #[error("{} is not a keel commit log", path.display())]
     NotALog { path: PathBuf },
-    /// Damage before the end of the log, or a checksum-valid record that does not decode.
+    /// Damage before the end of the log that cannot be pinned to one record of one known tree
+    /// (damage that can is reported per tree, see [`FileCommitter::damaged_trees`]).
     #[error("commit log corrupt at byte {offset}: {reason}")]
     Corrupt { offset: u64, reason: String },
-    /// A record that decodes but does not follow the commit rules on replay.
-    #[error("commit log record at byte {offset} breaks the commit rules: {reason}")]
-    Inconsistent { offset: u64, reason: String },
     /// Another `FileCommitter`, in this process or another, holds the directory. Two writers
     /// on one log would interleave their records and make every tree in it unreadable.
     #[error(
@@ -145,6 +158,8 @@ pub struct FileCommitter {
     path: PathBuf,
     max_record_bytes: usize,
     recovery: Recovery,
+    /// Trees whose records are damaged, by root id text (fixed at open).
+    damaged: BTreeMap<String, TreeDamage>,
     state: Mutex<State>,
     /// Held for the committer's life; dropping the committer releases the directory.
     _lock: StoreLock,
@@ -209,7 +224,8 @@ impl FileCommitter {
         let mut log =
             OpenOptions::new().read(true).append(true).open(&path).map_err(io_err("open"))?;
         let mut index = CommitIndex::new();
-        let scan = replay(&mut log, &path, max_record_bytes, &mut index)?;
+        let mut damaged = BTreeMap::new();
+        let scan = replay(&mut log, &path, max_record_bytes, &mut index, &mut damaged)?;
         if scan.truncated_bytes > 0 {
             log.set_len(scan.valid_end).map_err(io_err("truncate the torn tail of"))?;
             log.sync_all().map_err(io_err("sync"))?;
@@ -222,6 +238,7 @@ impl FileCommitter {
                 records: scan.records,
                 truncated_bytes: scan.truncated_bytes,
             },
+            damaged,
             state: Mutex::new(State { index, log, failed: None }),
             _lock: lock,
         })
@@ -235,6 +252,20 @@ impl FileCommitter {
     /// What opening found.
     pub fn recovery(&self) -> &Recovery {
         &self.recovery
+    }
+
+    /// The trees whose records open found damaged, in root order. Each is refused by
+    /// `load_tree` and by every commit with [`CommitError::Damaged`]; the other trees are
+    /// unaffected. `head` and `history` still show such a tree as it stood before the damage.
+    pub fn damaged_trees(&self) -> Vec<TreeDamage> {
+        self.damaged.values().cloned().collect()
+    }
+
+    fn refuse_damaged(&self, root: &ProcessId) -> Result<(), CommitError> {
+        match self.damaged.get(root.as_str()) {
+            Some(damage) => Err(damage.error(root)),
+            None => Ok(()),
+        }
     }
 
     /// Every installed commit of `root`, in installation order.
@@ -263,6 +294,7 @@ impl FileCommitter {
         if let Some(reason) = &state.failed {
             return Err(stopped(reason));
         }
+        self.refuse_damaged(&request.cut().root_id)?;
         let Decision::Install(installation) = request.decide(&state.index)? else {
             return Ok(());
         };
@@ -310,7 +342,10 @@ impl Committer for FileCommitter {
             let state = self.lock();
             match &state.failed {
                 Some(reason) => Err(stopped(reason)),
-                None => Ok(state.index.head(&root).cloned()),
+                None => {
+                    self.refuse_damaged(&root)?;
+                    Ok(state.index.head(&root).cloned())
+                }
             }
         })
     }
@@ -445,6 +480,7 @@ fn replay(
     path: &Path,
     max: usize,
     index: &mut CommitIndex,
+    damaged: &mut BTreeMap<String, TreeDamage>,
 ) -> Result<Scan, OpenError> {
     let io_err = |operation| {
         let path = path.to_path_buf();
@@ -463,8 +499,9 @@ fn replay(
     while offset < len {
         match read_frame(log, offset, len, max).map_err(io_err("read"))? {
             Frame::Valid { payload, end } => {
-                replay_record(index, &payload, offset)?;
-                records += 1;
+                if replay_record(index, damaged, &payload, offset)? {
+                    records += 1;
+                }
                 offset = end;
             }
             Frame::TooLarge { bytes } => {
@@ -474,6 +511,21 @@ fn replay(
                 if let Some(found) =
                     find_frame(log, offset + 1, len, max).map_err(io_err("read"))?
                 {
+                    let root = damaged_frame_root(log, offset, found, max).map_err(io_err("read"))?;
+                    let known = root.as_deref().is_some_and(|root| {
+                        damaged.contains_key(root)
+                            || ProcessId::parse(root).is_ok_and(|id| index.head(&id).is_some())
+                    });
+                    if let (true, Some(root)) = (known, root) {
+                        mark_damaged(
+                            damaged,
+                            root,
+                            offset,
+                            format!("{reason}; the next valid record is at byte {found}"),
+                        );
+                        offset = found;
+                        continue;
+                    }
                     return Err(OpenError::Corrupt {
                         offset,
                         reason: format!("{reason}, yet a valid record follows at byte {found}"),
@@ -555,28 +607,107 @@ fn find_frame(file: &mut File, from: u64, len: u64, max: usize) -> io::Result<Op
     Ok(None)
 }
 
-fn replay_record(index: &mut CommitIndex, payload: &[u8], offset: u64) -> Result<(), OpenError> {
-    let corrupt = |reason: String| OpenError::Corrupt { offset, reason };
-    let inconsistent = |reason: String| OpenError::Inconsistent { offset, reason };
-    let (logged, identity, content_digest, sequence) = decode_payload(payload).map_err(corrupt)?;
-    let decision = logged.decide(index).map_err(|e| inconsistent(e.to_string()))?;
-    let Decision::Install(installation) = decision else {
-        return Err(inconsistent("the record repeats the head it follows".into()));
+/// Replays one checksum-valid record; returns whether it was installed. A record that does
+/// not decode or breaks the rules marks its tree damaged (its metadata names the tree); only a
+/// record too broken to name its tree refuses the open.
+fn replay_record(
+    index: &mut CommitIndex,
+    damaged: &mut BTreeMap<String, TreeDamage>,
+    payload: &[u8],
+    offset: u64,
+) -> Result<bool, OpenError> {
+    let (logged, identity, content_digest, sequence) = match decode_payload(payload) {
+        Ok(decoded) => decoded,
+        Err(reason) => match meta_root(payload) {
+            Some(root) => {
+                mark_damaged(damaged, root, offset, format!("record does not decode: {reason}"));
+                return Ok(false);
+            }
+            None => return Err(OpenError::Corrupt { offset, reason }),
+        },
     };
-    if installation.identity != identity {
-        return Err(inconsistent("stored identity differs from the request's".into()));
+    let root = logged.cut().root_id.as_str();
+    if damaged.contains_key(root) {
+        return Ok(false); // a damaged tree's chain is broken: later records cannot follow it
     }
-    if installation.content_digest != content_digest {
-        return Err(inconsistent("stored content digest differs from the request's".into()));
+    let checked = (|| -> Result<Installation, String> {
+        let Decision::Install(installation) = logged.decide(index).map_err(|e| e.to_string())? else {
+            return Err("the record repeats the head it follows".into());
+        };
+        if installation.identity != identity {
+            return Err("stored identity differs from the request's".into());
+        }
+        if installation.content_digest != content_digest {
+            return Err("stored content digest differs from the request's".into());
+        }
+        if installation.sequence != sequence {
+            return Err(format!(
+                "stored sequence {sequence}, the rules install {}",
+                installation.sequence
+            ));
+        }
+        Ok(installation)
+    })();
+    match checked {
+        Ok(installation) => {
+            index.install(installation);
+            Ok(true)
+        }
+        Err(reason) => {
+            let root = root.to_owned();
+            mark_damaged(damaged, root, offset, format!("record breaks the commit rules: {reason}"));
+            Ok(false)
+        }
     }
-    if installation.sequence != sequence {
-        return Err(inconsistent(format!(
-            "stored sequence {sequence}, the rules install {}",
-            installation.sequence
-        )));
+}
+
+/// Records the first damage of a tree (later damage of the same tree adds nothing).
+fn mark_damaged(damaged: &mut BTreeMap<String, TreeDamage>, root: String, offset: u64, reason: String) {
+    damaged.entry(root.clone()).or_insert(TreeDamage {
+        root,
+        location: format!("commit log byte {offset}"),
+        reason,
+    });
+}
+
+/// The root id a payload's metadata names, if the metadata parses as an object with one.
+fn meta_root(payload: &[u8]) -> Option<String> {
+    let (len_bytes, rest) = payload.split_first_chunk::<4>()?;
+    let meta_len = usize::try_from(u32::from_le_bytes(*len_bytes)).ok()?;
+    let meta = rest.get(..meta_len.min(MAX_META_BYTES))?;
+    let value = crate::json::parse(meta).ok()?;
+    let root = value.get("root_id")?.as_str()?;
+    ProcessId::parse(root).ok().map(|_| root.to_owned())
+}
+
+/// For an invalid frame at `offset` whose next valid frame is at `next`: the root its
+/// metadata names, but only if its header is intact and it ends exactly at `next` (exactly
+/// one record is damaged, and only in its payload).
+fn damaged_frame_root(file: &mut File, offset: u64, next: u64, max: usize) -> io::Result<Option<String>> {
+    let header_end = offset.saturating_add(to_u64(FRAME_HEADER_BYTES));
+    if header_end > next {
+        return Ok(None);
     }
-    index.install(installation);
-    Ok(())
+    let mut header = [0u8; FRAME_HEADER_BYTES];
+    read_at(file, offset, &mut header)?;
+    let (magic, rest) = header.split_at(8);
+    let (length, rest) = rest.split_at(8);
+    let (check, _) = rest.split_at(8);
+    let mut length_bytes = [0u8; 8];
+    length_bytes.copy_from_slice(length);
+    let payload_len = u64::from_le_bytes(length_bytes);
+    if magic != FRAME_MAGIC
+        || check != header_check(payload_len)
+        || header_end.checked_add(payload_len) != Some(next)
+    {
+        return Ok(None);
+    }
+    let Some(size) = usize::try_from(payload_len).ok().filter(|&n| n <= max) else {
+        return Ok(None);
+    };
+    let mut payload = vec![0u8; size];
+    read_at(file, header_end, &mut payload)?;
+    Ok(meta_root(&payload))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -103,6 +103,22 @@ impl CommitIndex {
         CommitIndex::default()
     }
 
+    /// An index holding one tree's head and the recorded facts (identity → content digest) a
+    /// request may name: enough to decide that request. Stores that keep the commit state in a
+    /// database read these inside the commit's transaction and decide through the same rules
+    /// instead of keeping every tree in memory. The history stays empty.
+    pub fn of_tree(
+        head: Option<Head>,
+        facts: impl IntoIterator<Item = (String, Digest)>,
+    ) -> CommitIndex {
+        let mut index = CommitIndex::new();
+        let facts: BTreeMap<String, Digest> = facts.into_iter().collect();
+        if let Some(root) = head.as_ref().map(|h| h.cut.root_id.clone()) {
+            index.trees.insert(root, TreeRecord { head, facts, history: Vec::new() });
+        }
+        index
+    }
+
     /// An index that ignores one rule (to prove the conformance suite notices).
     #[cfg(test)]
     pub(super) fn skipping(rule: Rule) -> CommitIndex {

@@ -178,6 +178,14 @@ pub enum CommitError {
     /// The encoded commit exceeds the backend's record bound; nothing was stored.
     #[error("commit record of {bytes} bytes exceeds the store maximum of {max} bytes")]
     RecordTooLarge { bytes: u64, max: u64 },
+    /// The stored record of this tree is damaged (a row or log record that does not decode,
+    /// breaks the commit rules, or whose cut does not match its digest). Only this tree is
+    /// affected: the store serves every other tree.
+    #[error(
+        "the stored record of tree {root} is damaged ({reason}); the store's other trees are \
+         unaffected: inspect it with `keel-store show` and restore the store from a backup"
+    )]
+    Damaged { root: ProcessId, reason: String },
     /// A fault hook fired (simulation only).
     #[error("injected fault: {fault}")]
     Injected { fault: String },

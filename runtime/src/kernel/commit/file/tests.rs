@@ -273,13 +273,14 @@ fn zero_filled_and_garbage_tails_are_truncated() {
 }
 
 #[test]
-fn damage_before_the_last_record_is_a_typed_error() {
+fn damage_that_cannot_be_pinned_to_one_tree_is_a_typed_error() {
     let dir = TempDir::new();
     let lens = populate(&dir, &script());
     let full = fs::read(dir.log()).unwrap();
-    // Record 2 spans lens[0]..lens[1]: magic, length, header check, checksum, payload.
+    // Record 2 spans lens[0]..lens[1]: magic, length, header check, checksum, payload. Damage to
+    // the frame header, or to the metadata that names the tree, names no tree.
     let start = lens[0];
-    for at in [start, start + 9, start + 17, start + 30, start + 60, lens[1] - 1] {
+    for at in [start, start + 9, start + 17, start + 60] {
         fs::write(dir.log(), &full).unwrap();
         flip(&dir.log(), at);
         match open_err(&dir) {
@@ -290,8 +291,85 @@ fn damage_before_the_last_record_is_a_typed_error() {
             other => panic!("damage at {at}: {other:?}"),
         }
     }
+    // The first record of a tree: no earlier record vouches for the name it carries.
+    fs::write(dir.log(), &full).unwrap();
+    flip(&dir.log(), lens[0] - 1);
+    assert!(matches!(open_err(&dir), OpenError::Corrupt { .. }));
     // The file is left as it was found: nothing was truncated.
     assert_eq!(file_len(&dir.log()), *lens.last().unwrap());
+}
+
+#[test]
+fn damage_inside_one_record_of_a_known_tree_isolates_that_tree() {
+    let dir = TempDir::new();
+    let requests = script();
+    let lens = populate(&dir, &requests);
+    let full = fs::read(dir.log()).unwrap();
+    // Record 2 (the root's pending boundary): its checksum, then the last byte of its cut.
+    for at in [lens[0] + 30, lens[1] - 1] {
+        fs::write(dir.log(), &full).unwrap();
+        flip(&dir.log(), at);
+        let f = FileCommitter::open(&dir.0).unwrap();
+        let damage = f.damaged_trees();
+        assert_eq!(damage.len(), 1, "damage at {at}: {damage:?}");
+        assert_eq!(damage[0].root, root().as_str());
+        assert_eq!(damage[0].location, format!("commit log byte {}", lens[0]));
+        let got = block_on(f.load_tree(&root()));
+        assert!(matches!(&got, Err(CommitError::Damaged { root: r, .. }) if *r == root()), "{got:?}");
+        assert!(matches!(send(&f, &requests[6]), Err(CommitError::Damaged { .. })));
+        // The other tree is served: its head loads and it commits.
+        let other_head = block_on(f.load_tree(&other_root())).unwrap().unwrap();
+        assert_eq!(other_head.cut, *requests[2].cut());
+        send(&f, &Request::Checkpoint(progress(2, 50, cut_of(other_root(), 51, 7)))).unwrap();
+        // Only the other tree's records were replayed (its start), plus the root's start.
+        assert_eq!(f.recovery().records, 2);
+        drop(f);
+        let f = FileCommitter::open(&dir.0).unwrap();
+        assert_eq!(f.head(&other_root()).unwrap().sequence, 2);
+        assert_eq!(f.damaged_trees().len(), 1);
+    }
+}
+
+#[test]
+fn a_store_of_several_trees_with_one_corrupted_record_serves_the_rest() {
+    let dir = TempDir::new();
+    let roots: Vec<ProcessId> =
+        ["alpha", "beta", "gamma"].iter().map(|n| ProcessId::parse(&format!("process:{n}")).unwrap()).collect();
+    let mut lens = Vec::new();
+    {
+        let f = FileCommitter::open(&dir.0).unwrap();
+        // Interleaved: every tree starts, then each advances three times in turn.
+        for (i, r) in roots.iter().enumerate() {
+            let n = u8::try_from(i).unwrap() * 10 + 1;
+            send(&f, &Request::Checkpoint(start(cut_of(r.clone(), n, 1)))).unwrap();
+            lens.push(file_len(&dir.log()));
+        }
+        for step in 1..=3u8 {
+            for (i, r) in roots.iter().enumerate() {
+                let n = u8::try_from(i).unwrap() * 10 + 1 + step;
+                let next = Request::Checkpoint(progress(u64::from(step) + 1, n - 1, cut_of(r.clone(), n, 1)));
+                send(&f, &next).unwrap();
+                lens.push(file_len(&dir.log()));
+            }
+        }
+    }
+    // The byte before lens[4] ends beta's first progress record: flip it on disk.
+    flip(&dir.log(), lens[4] - 1);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    let damaged: Vec<String> = f.damaged_trees().into_iter().map(|d| d.root).collect();
+    assert_eq!(damaged, vec!["process:beta".to_owned()]);
+    assert!(matches!(block_on(f.load_tree(&roots[1])), Err(CommitError::Damaged { .. })));
+    for (i, r) in [(0u8, &roots[0]), (2, &roots[2])] {
+        let head = block_on(f.load_tree(r)).unwrap().unwrap();
+        assert_eq!(head.sequence, 4, "{r}");
+        let last = i * 10 + 4;
+        send(&f, &Request::Checkpoint(progress(5, last, cut_of(r.clone(), last + 1, 1)))).unwrap();
+    }
+    drop(f);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.head(&roots[0]).unwrap().sequence, 5);
+    assert_eq!(f.head(&roots[2]).unwrap().sequence, 5);
+    assert_eq!(f.damaged_trees().len(), 1);
 }
 
 #[test]
@@ -381,11 +459,22 @@ fn a_checksum_valid_record_that_does_not_decode_is_corrupt() {
     let unknown_member = meta.replacen('{', "{\"extra\":1,", 1);
     let unknown_commit = meta.replacen("\"checkpoint\"", "\"snapshot\"", 1);
     let unknown_kind = meta.replacen("\"start\"", "\"begin\"", 1);
-    for bad in ["not json", &spaced, &unknown_member, &unknown_commit, &unknown_kind, "{}"] {
+    // Metadata that names no tree refuses the open.
+    for bad in ["not json", "{}"] {
         let dir = TempDir::new();
         populate(&dir, &[]);
         append_raw(&dir.log(), bad.as_bytes(), b"cut");
         assert!(matches!(open_err(&dir), OpenError::Corrupt { .. }), "{bad}");
+    }
+    // Metadata that names its tree (intact: the checksum holds) damages only that tree.
+    for bad in [&spaced, &unknown_member, &unknown_commit, &unknown_kind] {
+        let dir = TempDir::new();
+        populate(&dir, &[]);
+        append_raw(&dir.log(), bad.as_bytes(), b"cut");
+        let f = FileCommitter::open(&dir.0).unwrap();
+        assert_eq!(f.damaged_trees().len(), 1, "{bad}");
+        assert_eq!(f.damaged_trees()[0].root, root().as_str(), "{bad}");
+        assert!(matches!(block_on(f.load_tree(&root())), Err(CommitError::Damaged { .. })));
     }
     // A payload too short for its own metadata length.
     let dir = TempDir::new();
@@ -410,7 +499,7 @@ fn a_checksum_valid_record_that_does_not_decode_is_corrupt() {
 }
 
 #[test]
-fn a_record_that_breaks_the_rules_is_inconsistent() {
+fn a_record_that_breaks_the_rules_damages_its_tree() {
     let requests = script();
     let cases: [(&[Request], &Request, Installation, &str); 4] = [
         (&requests[..1], &requests[3], installation_of(&requests[3], 3), "gap"),
@@ -427,7 +516,13 @@ fn a_record_that_breaks_the_rules_is_inconsistent() {
         let dir = TempDir::new();
         populate(&dir, before);
         append_raw(&dir.log(), &encode_meta(record, &installation), &record.cut().bytes);
-        assert!(matches!(open_err(&dir), OpenError::Inconsistent { .. }), "{what}");
+        let f = FileCommitter::open(&dir.0).unwrap();
+        let damage = f.damaged_trees();
+        assert_eq!(damage.len(), 1, "{what}");
+        assert!(damage[0].reason.contains("breaks the commit rules"), "{what}: {damage:?}");
+        assert!(matches!(block_on(f.load_tree(&root())), Err(CommitError::Damaged { .. })), "{what}");
+        // Everything before the broken record was replayed.
+        assert_eq!(f.head(&root()).unwrap().sequence, 1, "{what}");
     }
     // Control: the honest record replays.
     let dir = TempDir::new();

@@ -1,0 +1,248 @@
+//! `keel-store`: list, show, verify, compact and export keel stores (a file-store directory or
+//! a SQLite file). It only reads and writes stores; it runs no agent. `keel-store --help`
+//! prints the usage.
+//!
+//! Exit codes: 0 success; 1 the store or a tree is damaged (or a tree is missing); 2 a usage
+//! error or an operation the store does not support.
+
+#![forbid(unsafe_code)]
+
+mod cli;
+mod store;
+
+use cli::{Command, Parsed};
+use keel::kernel::commit::{audit_history, Head};
+use keel::kernel::ids::ProcessId;
+use keel::kernel::snapshot::TreeSnapshot;
+use std::process::ExitCode;
+use store::Store;
+
+/// A failed command: what to print and how to exit.
+struct Failure {
+    message: String,
+    code: u8,
+}
+
+fn damage(message: impl Into<String>) -> Failure {
+    Failure { message: message.into(), code: 1 }
+}
+fn usage(message: impl Into<String>) -> Failure {
+    Failure { message: message.into(), code: 2 }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let parsed = match cli::parse(&args) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            eprintln!("keel-store: {message}\n\n{}", cli::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    let Parsed::Run { command, store } = parsed else {
+        println!("{}", cli::USAGE);
+        return ExitCode::SUCCESS;
+    };
+    let store = match Store::open(&store) {
+        Ok(store) => store,
+        Err(message) => {
+            eprintln!("keel-store: {message}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = match command {
+        Command::List => list(&store),
+        Command::Show(root) => show(&store, &root),
+        Command::Verify => verify(&store),
+        Command::Compact => compact(&store),
+        Command::Export(root) => export(&store, &root),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure { message, code }) => {
+            eprintln!("keel-store: {message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+// The one place that reads a head's cut bytes.
+fn cut_bytes(head: &Head) -> &[u8] {
+    &head.cut.bytes
+}
+
+fn decode(head: &Head) -> Result<TreeSnapshot, String> {
+    let snapshot =
+        TreeSnapshot::decode(cut_bytes(head)).map_err(|e| format!("head cut does not decode: {e}"))?;
+    if snapshot.digest() != head.cut.digest {
+        return Err("head cut does not match its digest".into());
+    }
+    Ok(snapshot)
+}
+
+fn list(store: &Store) -> Result<(), Failure> {
+    let trees = store.trees().map_err(damage)?;
+    println!("{} store, {} trees", store.kind(), trees.len());
+    let mut damaged = 0;
+    for tree in &trees {
+        match &tree.head {
+            Ok(head) => {
+                let status = match decode(head) {
+                    Ok(snapshot) => snapshot.root().status.as_str().to_owned(),
+                    Err(e) => {
+                        damaged += 1;
+                        format!("DAMAGED ({e})")
+                    }
+                };
+                println!(
+                    "{}  sequence {}  {}  {status}",
+                    tree.root, head.sequence, head.cut.incarnation
+                );
+            }
+            Err(e) => {
+                damaged += 1;
+                println!("{}  DAMAGED ({e})", tree.root);
+            }
+        }
+    }
+    if damaged > 0 {
+        return Err(damage(format!("{damaged} damaged trees (run `keel-store verify` for details)")));
+    }
+    Ok(())
+}
+
+fn parse_root(root: &str) -> Result<ProcessId, Failure> {
+    ProcessId::parse(root).map_err(|e| usage(format!("`{root}` is not a process id: {e}")))
+}
+
+fn load(store: &Store, root: &ProcessId) -> Result<(Head, TreeSnapshot), Failure> {
+    let head = store
+        .head(root)
+        .map_err(|e| damage(e.to_string()))?
+        .ok_or_else(|| damage(format!("no tree {root} in this store (see `keel-store list`)")))?;
+    let snapshot = decode(&head).map_err(|e| damage(format!("tree {root}: {e}")))?;
+    Ok((head, snapshot))
+}
+
+fn show(store: &Store, root: &str) -> Result<(), Failure> {
+    let root = parse_root(root)?;
+    let (head, snapshot) = load(store, &root)?;
+    let commits = store.history(&root).map(|h| h.len().to_string()).unwrap_or_else(|e| e.to_string());
+    println!("tree {root}");
+    println!(
+        "head: sequence {}, incarnation {}, digest {}, {} bytes, {commits} commits",
+        head.sequence,
+        head.cut.incarnation,
+        head.cut.digest,
+        cut_bytes(&head).len()
+    );
+    println!("processes:");
+    let mut unknowns = Vec::new();
+    for p in snapshot.processes() {
+        let wait = p.current_wait_id.as_ref().map(|w| format!(", waiting on {w}")).unwrap_or_default();
+        println!(
+            "  {}  {}  {}  steps {}{wait}",
+            p.id,
+            p.status.as_str(),
+            p.deployment_ref.name(),
+            p.committed_steps
+        );
+        unknowns.extend(p.unknown_effect_ids().into_iter().map(|e| (p.id.clone(), e)));
+    }
+    match keel::interaction::pending_inputs::pending_tool_inputs(&snapshot) {
+        Ok(inputs) if inputs.is_empty() => println!("open input waits: none"),
+        Ok(inputs) => {
+            println!("open input waits:");
+            for input in inputs {
+                println!(
+                    "  {}  in {}  prompt {}",
+                    input.wait_id(),
+                    input.process_id(),
+                    input.prompt().canonical()
+                );
+            }
+        }
+        Err(e) => println!("open input waits: not readable as Interaction waits ({e})"),
+    }
+    if unknowns.is_empty() {
+        println!("unknown effects: none");
+    } else {
+        println!("unknown effects (outcome unproven; a host must resolve each):");
+        for (process, effect) in unknowns {
+            println!("  {effect}  in {process}");
+        }
+    }
+    Ok(())
+}
+
+fn verify(store: &Store) -> Result<(), Failure> {
+    for note in store.notes() {
+        println!("note: {note}");
+    }
+    let mut problems: Vec<String> = store
+        .damaged_trees()
+        .map_err(damage)?
+        .into_iter()
+        .map(|d| d.to_string())
+        .collect();
+    let trees = store.trees().map_err(damage)?;
+    let mut checked = 0;
+    for tree in &trees {
+        if problems.iter().any(|p| p.starts_with(&format!("tree {} ", tree.root))) {
+            continue; // already named by the store's own check
+        }
+        let outcome = tree.head.as_ref().map_err(Clone::clone).and_then(|head| {
+            decode(head)?;
+            let root = ProcessId::parse(&tree.root).map_err(|e| e.to_string())?;
+            let history = store.history(&root).map_err(|e| e.to_string())?;
+            audit_history(&history).map_err(|e| format!("history: {e}"))?;
+            match history.last() {
+                Some(last) if last.cut_digest == head.cut.digest && last.sequence == head.sequence => {
+                    Ok(())
+                }
+                _ => Err("the head is not the last installed commit".into()),
+            }
+        });
+        match outcome {
+            Ok(()) => checked += 1,
+            Err(e) => problems.push(format!("tree {} damaged: {e}", tree.root)),
+        }
+    }
+    for problem in &problems {
+        println!("DAMAGED {problem}");
+    }
+    println!(
+        "{} store: {checked} trees verified, {} damaged",
+        store.kind(),
+        problems.len()
+    );
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(damage(format!("{} damaged trees", problems.len())))
+    }
+}
+
+fn compact(store: &Store) -> Result<(), Failure> {
+    let Some(sqlite) = store.sqlite() else {
+        return Err(usage(
+            "compact: the file store has no log compaction in this version of keel (its log \
+             keeps every commit, which the commit rules need to answer retries); nothing was \
+             changed",
+        ));
+    };
+    let before = store.bytes_on_disk();
+    sqlite.vacuum().map_err(|e| damage(format!("compact: {e}")))?;
+    println!("compacted {}: {before} bytes before, {} after", sqlite.path().display(), store.bytes_on_disk());
+    Ok(())
+}
+
+fn export(store: &Store, root: &str) -> Result<(), Failure> {
+    let root = parse_root(root)?;
+    let (head, _) = load(store, &root)?;
+    let json = keel::json::parse(cut_bytes(&head)).map_err(|e| damage(format!("tree {root}: {e}")))?;
+    let value = json.to_serde_value().map_err(|e| damage(format!("tree {root}: {e}")))?;
+    let text = serde_json::to_string_pretty(&value).map_err(|e| damage(format!("tree {root}: {e}")))?;
+    println!("{text}");
+    Ok(())
+}

@@ -1,0 +1,179 @@
+//! One opened store of either kind, read through the same few questions.
+
+use crate::cli::StoreArg;
+use keel::kernel::commit::{
+    CommitError, CommitRecord, FileCommitter, Head, TreeDamage, LOG_FILE_NAME,
+};
+use keel::kernel::ids::ProcessId;
+use keel_store_sqlite::SqliteCommitter;
+use std::path::{Path, PathBuf};
+
+/// The first bytes of every SQLite database file.
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+/// The first bytes of a file store's log.
+const LOG_MAGIC: &[u8; 16] = b"keel.commits.v1\n";
+
+pub enum Store {
+    File(FileCommitter),
+    Sqlite(SqliteCommitter),
+}
+
+/// A tree as `list` shows it: its head, or the damage that keeps it from being read.
+pub struct Listed {
+    pub root: String,
+    pub head: Result<Head, String>,
+}
+
+impl Store {
+    /// Opens an existing store (never creates one: a mistyped path is an error, not a new
+    /// empty store).
+    pub fn open(arg: &StoreArg) -> Result<Store, String> {
+        match arg {
+            StoreArg::File(dir) => open_file(dir),
+            StoreArg::Sqlite(path) => open_sqlite(path),
+            StoreArg::Detect(path) => {
+                if path.is_dir() {
+                    return open_file(path);
+                }
+                let mut magic = [0u8; 16];
+                let read = std::fs::File::open(path)
+                    .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+                    .map_err(|e| format!("{}: {e}", path.display()));
+                match read {
+                    Ok(()) if &magic == SQLITE_MAGIC => open_sqlite(path),
+                    Ok(()) if &magic == LOG_MAGIC => {
+                        open_file(path.parent().unwrap_or_else(|| Path::new(".")))
+                    }
+                    Ok(()) => Err(format!(
+                        "{} is neither a file store directory, a commit log nor a SQLite file",
+                        path.display()
+                    )),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Store::File(_) => "file",
+            Store::Sqlite(_) => "sqlite",
+        }
+    }
+
+    /// Every tree, in root order, damaged ones included.
+    pub fn trees(&self) -> Result<Vec<Listed>, String> {
+        match self {
+            Store::File(f) => {
+                let damaged = f.damaged_trees();
+                let mut out: Vec<Listed> = f
+                    .roots()
+                    .into_iter()
+                    .filter(|r| !damaged.iter().any(|d| d.root == r.as_str()))
+                    .map(|r| Listed {
+                        head: f.head(&r).ok_or_else(|| "no head".to_owned()),
+                        root: r.as_str().to_owned(),
+                    })
+                    .collect();
+                out.extend(damaged.into_iter().map(|d| Listed {
+                    root: d.root.clone(),
+                    head: Err(format!("damaged at {}: {}", d.location, d.reason)),
+                }));
+                out.sort_by(|a, b| a.root.cmp(&b.root));
+                Ok(out)
+            }
+            Store::Sqlite(s) => {
+                let trees = s.trees().map_err(|e| e.to_string())?;
+                Ok(trees
+                    .into_iter()
+                    .map(|t| match t {
+                        Ok(summary) => Listed {
+                            root: summary.root.as_str().to_owned(),
+                            head: s
+                                .head(&summary.root)
+                                .map_err(|e| e.to_string())
+                                .and_then(|h| h.ok_or_else(|| "no head".to_owned())),
+                        },
+                        Err(d) => Listed {
+                            root: d.root.clone(),
+                            head: Err(format!("damaged at {}: {}", d.location, d.reason)),
+                        },
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// The head of `root` (a damaged tree is an error naming the damage).
+    pub fn head(&self, root: &ProcessId) -> Result<Option<Head>, CommitError> {
+        match self {
+            Store::File(f) => {
+                if let Some(d) = f.damaged_trees().into_iter().find(|d| d.root == root.as_str()) {
+                    return Err(d.error(root));
+                }
+                Ok(f.head(root))
+            }
+            Store::Sqlite(s) => s.head(root),
+        }
+    }
+
+    pub fn history(&self, root: &ProcessId) -> Result<Vec<CommitRecord>, CommitError> {
+        match self {
+            Store::File(f) => Ok(f.history(root)),
+            Store::Sqlite(s) => s.history(root),
+        }
+    }
+
+    /// The damage the store itself finds (the file store at open; SQLite by checking every
+    /// row).
+    pub fn damaged_trees(&self) -> Result<Vec<TreeDamage>, String> {
+        match self {
+            Store::File(f) => Ok(f.damaged_trees()),
+            Store::Sqlite(s) => s.damaged_trees().map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Store-level notes from opening (a torn tail cut off).
+    pub fn notes(&self) -> Vec<String> {
+        match self {
+            Store::File(f) if f.recovery().truncated_bytes > 0 => vec![format!(
+                "opening cut off a torn tail of {} bytes (an interrupted last write)",
+                f.recovery().truncated_bytes
+            )],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The store's size on disk in bytes (the database with its write-ahead log, or the log).
+    pub fn bytes_on_disk(&self) -> u64 {
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        match self {
+            Store::File(f) => size(f.path()),
+            Store::Sqlite(s) => {
+                let wal = PathBuf::from(format!("{}-wal", s.path().display()));
+                size(s.path()) + size(&wal)
+            }
+        }
+    }
+
+    pub fn sqlite(&self) -> Option<&SqliteCommitter> {
+        match self {
+            Store::Sqlite(s) => Some(s),
+            Store::File(_) => None,
+        }
+    }
+}
+
+fn open_file(dir: &Path) -> Result<Store, String> {
+    if !dir.join(LOG_FILE_NAME).is_file() {
+        return Err(format!("{} is not a file store (no {LOG_FILE_NAME} in it)", dir.display()));
+    }
+    FileCommitter::open(dir).map(Store::File).map_err(|e| e.to_string())
+}
+
+fn open_sqlite(path: &Path) -> Result<Store, String> {
+    if !path.is_file() {
+        return Err(format!("{} does not exist (keel-store never creates a store)", path.display()));
+    }
+    SqliteCommitter::open(path).map(Store::Sqlite).map_err(|e| e.to_string())
+}

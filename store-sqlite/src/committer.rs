@@ -1,0 +1,569 @@
+//! [`SqliteCommitter`]: the commit rules decided inside one SQLite transaction per commit.
+
+use crate::error::OpenError;
+use crate::rows::{self, Reason};
+use crate::schema::{MIGRATIONS, SCHEMA_VERSION, VERSION_TABLE};
+use keel::env::BoxFuture;
+use keel::json::Digest;
+use keel::kernel::commit::{
+    audit_history, Activation, Checkpoint, CommitError, CommitIndex, CommitRecord, Committer,
+    Decision, EffectBoundary, Head, Installation, TreeCut, TreeDamage,
+};
+use keel::kernel::ids::{IncarnationId, ProcessId};
+use keel::limits::DEFAULT_MAX_COMMIT_RECORD_BYTES;
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// How long a statement waits for another connection's write lock on the same file before it
+/// fails with `CommitError::Storage` (another process writing the same database).
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The durable SQLite committer over one database file.
+///
+/// * **One transaction per commit.** A commit reads the tree's head row and the fact under its
+///   identity, decides through keel's shared commit rules ([`CommitIndex`]), then inserts the
+///   commit row and advances the head row, all inside one `BEGIN IMMEDIATE` transaction: the
+///   write lock is taken before the head is read, so no other connection (in this process or
+///   another) can move the head between the decision and the write. A failed call writes
+///   nothing (the transaction rolls back).
+/// * **Durable before acknowledged.** WAL mode with `synchronous=FULL`: `COMMIT` returns after
+///   the write-ahead log is synced, and only then is the commit acknowledged.
+/// * **Nothing cached.** Every decision reads the rows, so a failed write or a second writer
+///   never leaves this committer with a stale view; after a storage failure the next call
+///   simply decides from what the file holds.
+/// * **Trees are independent.** Each tree is its own head row and commit rows: a damaged row of
+///   one tree makes loads and commits of that tree fail with [`CommitError::Damaged`] and never
+///   affects another tree. [`SqliteCommitter::damaged_trees`] checks every tree.
+///
+/// The returned futures do their blocking SQLite work when polled (like the file store).
+pub struct SqliteCommitter {
+    path: PathBuf,
+    max_record_bytes: usize,
+    conn: Mutex<Connection>,
+}
+
+/// One tree as listed: its head without the cut.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeSummary {
+    pub root: ProcessId,
+    pub sequence: u64,
+    pub incarnation: IncarnationId,
+    pub cut_digest: Digest,
+    pub cut_bytes: u64,
+    /// Installed commits so far.
+    pub commits: u64,
+}
+
+/// A commit request, owned so the returned future borrows only the committer.
+enum Request {
+    Checkpoint(Checkpoint),
+    Effect(EffectBoundary),
+    Activation(Activation),
+}
+
+impl Request {
+    fn cut(&self) -> &TreeCut {
+        match self {
+            Request::Checkpoint(c) => &c.cut,
+            Request::Effect(b) => &b.cut,
+            Request::Activation(a) => &a.cut,
+        }
+    }
+    fn identity(&self) -> String {
+        match self {
+            Request::Checkpoint(c) => c.identity(),
+            Request::Effect(b) => b.identity(),
+            Request::Activation(a) => a.identity(),
+        }
+    }
+    fn decide(&self, index: &CommitIndex) -> Result<Decision, CommitError> {
+        match self {
+            Request::Checkpoint(c) => index.decide_checkpoint(c),
+            Request::Effect(b) => index.decide_effect(b),
+            Request::Activation(a) => index.decide_activation(a),
+        }
+    }
+}
+
+// The only two places that touch a cut's bytes: storing and rebuilding a whole cut.
+fn cut_bytes(cut: &TreeCut) -> &[u8] {
+    &cut.bytes
+}
+
+fn stored_cut(root: ProcessId, incarnation: IncarnationId, digest: Digest, bytes: Vec<u8>) -> TreeCut {
+    TreeCut { root_id: root, incarnation, digest, bytes: Arc::from(bytes) }
+}
+
+fn storage(e: rusqlite::Error) -> CommitError {
+    CommitError::Storage { message: format!("sqlite: {e}") }
+}
+
+fn damaged(root: &ProcessId, reason: impl Into<String>) -> CommitError {
+    CommitError::Damaged { root: root.clone(), reason: reason.into() }
+}
+
+fn to_i64(n: u64, what: &str) -> Result<i64, CommitError> {
+    i64::try_from(n).map_err(|_| CommitError::InvalidCommit {
+        reason: format!("{what} {n} is above the SQLite store's range"),
+    })
+}
+
+/// The head columns a decision needs (no cut).
+struct StoredHead {
+    head: Head,
+    commits: u64,
+}
+
+impl SqliteCommitter {
+    /// Opens (creating and migrating if needed) the store in the database file `path` with the
+    /// default cut bound ([`DEFAULT_MAX_COMMIT_RECORD_BYTES`]).
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteCommitter, OpenError> {
+        SqliteCommitter::open_with_limit(path, DEFAULT_MAX_COMMIT_RECORD_BYTES)
+    }
+
+    /// Opens the store; no cut may exceed `max_record_bytes`, neither on commit nor on load.
+    pub fn open_with_limit(
+        path: impl AsRef<Path>,
+        max_record_bytes: usize,
+    ) -> Result<SqliteCommitter, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        let fail = |source: rusqlite::Error| match source.sqlite_error_code() {
+            Some(ErrorCode::NotADatabase) => OpenError::NotADatabase { path: path.clone() },
+            _ => OpenError::Sqlite { path: path.clone(), source },
+        };
+        let mut conn = Connection::open(&path).map_err(fail)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
+        let mode: String =
+            conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(fail)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(OpenError::NoWal { path, mode });
+        }
+        conn.pragma_update(None, "synchronous", "FULL").map_err(fail)?;
+        migrate(&mut conn, &path).map_err(|e| match e {
+            Migrate::Sqlite(source) => fail(source),
+            Migrate::Open(e) => e,
+        })?;
+        Ok(SqliteCommitter { path, max_record_bytes, conn: Mutex::new(conn) })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    // A panic inside a call drops its transaction, which rolls back: the file is never left
+    // half-written, so a poisoned lock still guards a usable connection.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn apply(&self, request: &Request) -> Result<(), CommitError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
+        let root = &request.cut().root_id;
+        let stored = read_head(&tx, root)?;
+        let identity = request.identity();
+        let fact = read_fact(&tx, root, &identity)?;
+        let index = CommitIndex::of_tree(
+            stored.as_ref().map(|s| s.head.clone()),
+            fact.map(|digest| (identity, digest)),
+        );
+        let Decision::Install(installation) = request.decide(&index)? else {
+            return Ok(()); // an identical retry of the head: nothing to write
+        };
+        let position = stored.map_or(0, |s| s.commits);
+        self.install(&tx, &installation, position)?;
+        tx.commit().map_err(storage)
+    }
+
+    fn install(&self, tx: &Transaction<'_>, i: &Installation, position: u64) -> Result<(), CommitError> {
+        let bytes = cut_bytes(&i.cut);
+        if bytes.len() > self.max_record_bytes {
+            return Err(CommitError::RecordTooLarge {
+                bytes: u64::try_from(bytes.len()).unwrap_or(u64::MAX),
+                max: u64::try_from(self.max_record_bytes).unwrap_or(u64::MAX),
+            });
+        }
+        let root = i.cut.root_id.as_str();
+        let sequence = to_i64(i.sequence, "sequence")?;
+        let position_value = to_i64(position, "commit position")?;
+        let commits_after = to_i64(position.saturating_add(1), "commit count")?;
+        let (commit_kind, kind, process_id, effect_id, previous) = rows::kind_columns(&i.kind);
+        tx.prepare_cached(
+            "INSERT INTO keel_commits (root_id, position, identity, content_digest, commit_kind, \
+             kind, process_id, effect_id, previous_incarnation, sequence, incarnation_id, \
+             cut_digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                root,
+                position_value,
+                i.identity,
+                i.content_digest.to_string(),
+                commit_kind,
+                kind,
+                process_id,
+                effect_id,
+                previous,
+                sequence,
+                i.cut.incarnation.as_str(),
+                i.cut.digest.to_string(),
+            ])
+        })
+        .map_err(storage)?;
+        tx.prepare_cached(
+            "INSERT INTO keel_heads (root_id, sequence, incarnation_id, cut_digest, commits, cut) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (root_id) DO UPDATE SET \
+             sequence = excluded.sequence, incarnation_id = excluded.incarnation_id, \
+             cut_digest = excluded.cut_digest, commits = excluded.commits, cut = excluded.cut",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                root,
+                sequence,
+                i.cut.incarnation.as_str(),
+                i.cut.digest.to_string(),
+                commits_after,
+                bytes,
+            ])
+        })
+        .map_err(storage)?;
+        Ok(())
+    }
+
+    fn load(&self, root: &ProcessId) -> Result<Option<Head>, CommitError> {
+        let conn = self.lock();
+        let mut statement = conn
+            .prepare_cached(
+                "SELECT sequence, incarnation_id, cut_digest, cut FROM keel_heads WHERE root_id = ?1",
+            )
+            .map_err(storage)?;
+        let row = statement
+            .query_row([root.as_str()], |row| {
+                Ok((|| -> Result<Head, Reason> {
+                    let sequence = rows::count(row, "sequence")?;
+                    let incarnation = rows::incarnation(row, "incarnation_id")?;
+                    let digest = rows::digest(row, "cut_digest")?;
+                    let bytes = rows::blob(row, "cut")?;
+                    if bytes.len() > self.max_record_bytes {
+                        return Err(format!(
+                            "cut of {} bytes above the maximum {}",
+                            bytes.len(),
+                            self.max_record_bytes
+                        ));
+                    }
+                    if Digest::of(&bytes) != digest {
+                        return Err("the cut does not match its digest".into());
+                    }
+                    Ok(Head { cut: stored_cut(root.clone(), incarnation, digest, bytes), sequence })
+                })())
+            })
+            .optional()
+            .map_err(storage)?;
+        match row {
+            None => Ok(None),
+            Some(Ok(head)) => Ok(Some(head)),
+            Some(Err(reason)) => Err(damaged(root, format!("keel_heads row: {reason}"))),
+        }
+    }
+
+    /// Every installed commit of `root`, in installation order.
+    pub fn history(&self, root: &ProcessId) -> Result<Vec<CommitRecord>, CommitError> {
+        let conn = self.lock();
+        read_history(&conn, root.as_str()).map_err(|reason| damaged(root, reason))
+    }
+
+    /// The current head of `root` (its cut checked against its digest).
+    pub fn head(&self, root: &ProcessId) -> Result<Option<Head>, CommitError> {
+        self.load(root)
+    }
+
+    /// Every tree in root order: its summary, or the damage that keeps its head row from
+    /// being read.
+    pub fn trees(&self) -> Result<Vec<Result<TreeSummary, TreeDamage>>, CommitError> {
+        let conn = self.lock();
+        let mut statement = conn
+            .prepare(
+                "SELECT root_id, sequence, incarnation_id, cut_digest, commits, length(cut) AS cut_bytes \
+                 FROM keel_heads ORDER BY root_id",
+            )
+            .map_err(storage)?;
+        let listed = statement
+            .query_map([], |row| {
+                let raw = rows::text(row, "root_id").unwrap_or_else(|e| format!("<unreadable: {e}>"));
+                Ok((|| -> Result<TreeSummary, Reason> {
+                    Ok(TreeSummary {
+                        root: rows::process(row, "root_id")?,
+                        sequence: rows::count(row, "sequence")?,
+                        incarnation: rows::incarnation(row, "incarnation_id")?,
+                        cut_digest: rows::digest(row, "cut_digest")?,
+                        commits: rows::count(row, "commits")?,
+                        cut_bytes: rows::count(row, "cut_bytes")?,
+                    })
+                })()
+                .map_err(|reason| TreeDamage {
+                    root: raw,
+                    location: "keel_heads row".into(),
+                    reason,
+                }))
+            })
+            .map_err(storage)?;
+        listed.collect::<Result<Vec<_>, _>>().map_err(storage)
+    }
+
+    /// Checks every tree end to end (head row, cut digest, every commit row, the history
+    /// against the commit rules, the head against the last commit) and lists the damaged ones.
+    /// Reads the whole store.
+    pub fn damaged_trees(&self) -> Result<Vec<TreeDamage>, CommitError> {
+        let mut damage = Vec::new();
+        let roots: Vec<String> = {
+            let conn = self.lock();
+            let mut statement = conn
+                .prepare(
+                    "SELECT root_id FROM keel_heads UNION SELECT root_id FROM keel_commits ORDER BY 1",
+                )
+                .map_err(storage)?;
+            let roots = statement
+                .query_map([], |row| Ok(rows::text(row, "root_id")))
+                .map_err(storage)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(storage)?;
+            let mut out = Vec::new();
+            for root in roots {
+                match root {
+                    Ok(root) => out.push(root),
+                    Err(reason) => damage.push(TreeDamage {
+                        root: "<unreadable>".into(),
+                        location: "root_id column".into(),
+                        reason,
+                    }),
+                }
+            }
+            out
+        };
+        for raw in roots {
+            if let Err(d) = self.check_tree(&raw) {
+                damage.push(d);
+            }
+        }
+        Ok(damage)
+    }
+
+    fn check_tree(&self, raw: &str) -> Result<(), TreeDamage> {
+        let fail = |location: &str, reason: String| TreeDamage {
+            root: raw.to_owned(),
+            location: location.to_owned(),
+            reason,
+        };
+        let root = ProcessId::parse(raw).map_err(|e| fail("root_id column", e.to_string()))?;
+        let head = match self.load(&root) {
+            Ok(Some(head)) => head,
+            Ok(None) => return Err(fail("keel_heads", "commit rows without a head row".into())),
+            Err(CommitError::Damaged { reason, .. }) => return Err(fail("keel_heads row", reason)),
+            Err(e) => return Err(fail("keel_heads row", e.to_string())),
+        };
+        let history = {
+            let conn = self.lock();
+            read_history(&conn, raw).map_err(|reason| fail("keel_commits", reason))?
+        };
+        audit_history(&history).map_err(|reason| fail("keel_commits", reason))?;
+        let last = history.last().ok_or_else(|| fail("keel_commits", "a head without commits".into()))?;
+        if last.sequence != head.sequence
+            || last.incarnation != head.cut.incarnation
+            || last.cut_digest != head.cut.digest
+        {
+            return Err(fail("keel_heads row", "the head is not the last installed commit".into()));
+        }
+        let commits: Option<Result<u64, Reason>> = {
+            let conn = self.lock();
+            conn.query_row("SELECT commits FROM keel_heads WHERE root_id = ?1", [raw], |row| {
+                Ok(rows::count(row, "commits"))
+            })
+            .optional()
+            .map_err(|e| fail("keel_heads row", e.to_string()))?
+        };
+        let commits = commits
+            .ok_or_else(|| fail("keel_heads", "the head row disappeared".into()))?
+            .map_err(|reason| fail("keel_heads row", reason))?;
+        if commits != u64::try_from(history.len()).unwrap_or(u64::MAX) {
+            return Err(fail(
+                "keel_heads row",
+                format!("commit count {commits}, but {} commit rows", history.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Rewrites the database file without free pages (`VACUUM`) and truncates the write-ahead
+    /// log. Needs no other connection writing meanwhile (it waits up to [`BUSY_TIMEOUT`]).
+    pub fn vacuum(&self) -> Result<(), CommitError> {
+        let conn = self.lock();
+        conn.execute_batch("VACUUM").map_err(storage)?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(storage)
+    }
+}
+
+fn read_head(tx: &Transaction<'_>, root: &ProcessId) -> Result<Option<StoredHead>, CommitError> {
+    let mut statement = tx
+        .prepare_cached(
+            "SELECT sequence, incarnation_id, cut_digest, commits FROM keel_heads WHERE root_id = ?1",
+        )
+        .map_err(storage)?;
+    let row = statement
+        .query_row([root.as_str()], |row| {
+            Ok((|| -> Result<StoredHead, Reason> {
+                let sequence = rows::count(row, "sequence")?;
+                let incarnation = rows::incarnation(row, "incarnation_id")?;
+                let digest = rows::digest(row, "cut_digest")?;
+                let commits = rows::count(row, "commits")?;
+                // The rules compare cuts by root, writer and digest: the bytes stay on disk.
+                let cut = stored_cut(root.clone(), incarnation, digest, Vec::new());
+                Ok(StoredHead { head: Head { cut, sequence }, commits })
+            })())
+        })
+        .optional()
+        .map_err(storage)?;
+    match row {
+        None => Ok(None),
+        Some(Ok(head)) => Ok(Some(head)),
+        Some(Err(reason)) => Err(damaged(root, format!("keel_heads row: {reason}"))),
+    }
+}
+
+fn read_fact(tx: &Transaction<'_>, root: &ProcessId, identity: &str) -> Result<Option<Digest>, CommitError> {
+    let mut statement = tx
+        .prepare_cached(
+            "SELECT content_digest FROM keel_commits WHERE root_id = ?1 AND identity = ?2",
+        )
+        .map_err(storage)?;
+    let row = statement
+        .query_row([root.as_str(), identity], |row| Ok(rows::digest(row, "content_digest")))
+        .optional()
+        .map_err(storage)?;
+    match row {
+        None => Ok(None),
+        Some(Ok(digest)) => Ok(Some(digest)),
+        Some(Err(reason)) => Err(damaged(root, format!("keel_commits row of {identity}: {reason}"))),
+    }
+}
+
+fn read_history(conn: &Connection, root: &str) -> Result<Vec<CommitRecord>, Reason> {
+    let mut statement = conn
+        .prepare_cached(
+            "SELECT position, identity, commit_kind, kind, process_id, effect_id, \
+             previous_incarnation, sequence, incarnation_id, cut_digest, content_digest \
+             FROM keel_commits WHERE root_id = ?1 ORDER BY position",
+        )
+        .map_err(|e| e.to_string())?;
+    let records = statement
+        .query_map([root], |row| {
+            Ok((|| -> Result<(u64, CommitRecord), Reason> {
+                rows::digest(row, "content_digest")?;
+                Ok((
+                    rows::count(row, "position")?,
+                    CommitRecord {
+                        identity: rows::text(row, "identity")?,
+                        kind: rows::record_kind(row)?,
+                        sequence: rows::count(row, "sequence")?,
+                        incarnation: rows::incarnation(row, "incarnation_id")?,
+                        cut_digest: rows::digest(row, "cut_digest")?,
+                    },
+                ))
+            })())
+        })
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for (expected, record) in records.enumerate() {
+        let (position, record) = record.map_err(|e| e.to_string())?.map_err(|reason| {
+            format!("keel_commits row {expected}: {reason}")
+        })?;
+        if position != u64::try_from(expected).unwrap_or(u64::MAX) {
+            return Err(format!("keel_commits positions skip from {expected} to {position}"));
+        }
+        out.push(record);
+    }
+    Ok(out)
+}
+
+enum Migrate {
+    Sqlite(rusqlite::Error),
+    Open(OpenError),
+}
+
+impl From<rusqlite::Error> for Migrate {
+    fn from(e: rusqlite::Error) -> Migrate {
+        Migrate::Sqlite(e)
+    }
+}
+
+/// Brings the file to [`SCHEMA_VERSION`] in one transaction (see [`crate::schema`]).
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), Migrate> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let has_version_table: bool = tx.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'keel_schema'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_version_table {
+        let other_tables: i64 = tx.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'",
+            [],
+            |r| r.get(0),
+        )?;
+        if other_tables > 0 {
+            return Err(Migrate::Open(OpenError::NotAKeelStore { path: path.to_path_buf() }));
+        }
+        tx.execute_batch(VERSION_TABLE)?;
+    }
+    let versions: Vec<rusqlite::types::Value> = tx
+        .prepare("SELECT version FROM keel_schema")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let damaged = |reason: String| Migrate::Open(OpenError::DamagedSchema { path: path.to_path_buf(), reason });
+    let version = match versions.as_slice() {
+        [] if !has_version_table => 0,
+        [] => return Err(damaged("the version table is empty".into())),
+        [rusqlite::types::Value::Integer(v)] if *v >= 0 => *v,
+        [other] => return Err(damaged(format!("version {other:?}"))),
+        _ => return Err(damaged(format!("{} version rows", versions.len()))),
+    };
+    if version > SCHEMA_VERSION {
+        return Err(Migrate::Open(OpenError::NewerSchema {
+            path: path.to_path_buf(),
+            found: version,
+            known: SCHEMA_VERSION,
+        }));
+    }
+    if version == SCHEMA_VERSION {
+        return Ok(()); // nothing to write: the transaction rolls back on drop
+    }
+    let from = usize::try_from(version).unwrap_or(usize::MAX);
+    for step in MIGRATIONS.iter().skip(from) {
+        tx.execute_batch(step)?;
+    }
+    tx.execute("DELETE FROM keel_schema", [])?;
+    tx.execute("INSERT INTO keel_schema (version) VALUES (?1)", [SCHEMA_VERSION])?;
+    tx.commit()?;
+    Ok(())
+}
+
+impl Committer for SqliteCommitter {
+    fn commit_checkpoint(&self, checkpoint: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
+        let request = Request::Checkpoint(checkpoint.clone());
+        Box::pin(async move { self.apply(&request) })
+    }
+    fn commit_effect(&self, boundary: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
+        let request = Request::Effect(boundary.clone());
+        Box::pin(async move { self.apply(&request) })
+    }
+    fn activate_tree(&self, activation: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
+        let request = Request::Activation(activation.clone());
+        Box::pin(async move { self.apply(&request) })
+    }
+    fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
+        let root = root.clone();
+        Box::pin(async move { self.load(&root) })
+    }
+}
