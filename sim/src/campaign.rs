@@ -17,7 +17,7 @@
 //! ```
 
 mod merge;
-mod parallel;
+pub(crate) mod parallel;
 mod progress;
 mod summary;
 mod summary_file;

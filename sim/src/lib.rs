@@ -21,6 +21,7 @@
 
 pub mod campaign;
 pub mod cli;
+pub mod harness;
 pub mod coverage;
 pub mod limits;
 pub mod minimize;

@@ -44,6 +44,8 @@ pub(crate) struct AgentInner {
     /// Deployment ref text → Unknown policies.
     pub(crate) policies: BTreeMap<String, RefPolicy>,
     pub(crate) hub: Arc<Hub>,
+    pub(crate) max_model_calls: u32,
+    pub(crate) tool_options: BTreeMap<String, ToolOptions>,
 }
 
 /// A validated agent: an Interaction deployment together with every deployment its runs can
@@ -91,7 +93,20 @@ impl Agent {
     pub fn deployments(&self) -> &[Deployment] {
         &self.inner.deployments
     }
+
+    /// The most model calls one run may make.
+    pub fn max_model_calls(&self) -> u32 {
+        self.inner.max_model_calls
+    }
+
+    /// The declared options of each of the agent's own tools, by tool name.
+    pub fn tool_options(&self) -> &BTreeMap<String, ToolOptions> {
+        &self.inner.tool_options
+    }
 }
+
+/// Wraps each tool of an agent at build time: see [`AgentBuilder::wrap_tools`].
+pub type ToolWrapper = dyn Fn(Arc<dyn Tool>, &ToolOptions) -> Arc<dyn Tool> + Send + Sync;
 
 struct ToolEntry {
     tool: Arc<dyn Tool>,
@@ -113,6 +128,7 @@ pub struct AgentBuilder {
     max_model_calls: u32,
     max_concurrent_tool_calls: Option<u32>,
     validator: Option<(String, CompletionValidator)>,
+    wrapper: Option<Arc<ToolWrapper>>,
 }
 
 impl AgentBuilder {
@@ -128,6 +144,7 @@ impl AgentBuilder {
             max_model_calls: DEFAULT_MAX_MODEL_CALLS,
             max_concurrent_tool_calls: None,
             validator: None,
+            wrapper: None,
         }
     }
 
@@ -214,6 +231,16 @@ impl AgentBuilder {
         self
     }
 
+    /// Wraps every tool (given with its declared options) in `wrapper` when the agent is
+    /// built: a test harness puts faults and a ledger around the real tool code this way.
+    /// The wrapper must keep the tool's definition (`spec`) and behavior; the configuration
+    /// digest is computed from the declarations, so a wrapped agent restores runs of the
+    /// unwrapped one and the other way round.
+    pub fn wrap_tools(mut self, wrapper: impl Fn(Arc<dyn Tool>, &ToolOptions) -> Arc<dyn Tool> + Send + Sync + 'static) -> AgentBuilder {
+        self.wrapper = Some(Arc::new(wrapper));
+        self
+    }
+
     /// Checks everything and builds the agent. Every error says what to change.
     pub fn build(self) -> Result<Agent, BuildError> {
         let agent = self.name.clone();
@@ -230,6 +257,7 @@ impl AgentBuilder {
         let mut names = BTreeSet::new();
         let mut tool_json = Vec::new();
         let mut tool_policies = BTreeMap::new();
+        let mut tool_options = BTreeMap::new();
         let mut wrapped: Vec<Arc<dyn Tool>> = Vec::new();
         for (index, entry) in self.tools.iter().enumerate() {
             let input = entry.tool.spec();
@@ -254,7 +282,12 @@ impl AgentBuilder {
                     .build(),
             );
             tool_policies.insert(input.name.clone(), entry.options.unknown);
-            wrapped.push(Arc::new(Declared { inner: entry.tool.clone(), concurrency: entry.options.concurrency.clone() }));
+            tool_options.insert(input.name.clone(), entry.options.clone());
+            let inner = match &self.wrapper {
+                Some(wrap) => wrap(entry.tool.clone(), &entry.options),
+                None => entry.tool.clone(),
+            };
+            wrapped.push(Arc::new(Declared { inner, concurrency: entry.options.concurrency.clone() }));
         }
         for (name, _, _) in &self.delegates {
             if !names.insert(name.clone()) {
@@ -360,7 +393,15 @@ impl AgentBuilder {
             .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
         policies.insert(parent.reference().to_string(), RefPolicy::Model(self.model_unknown));
         deployments.insert(0, parent.clone());
-        Ok(Agent { inner: Arc::new(AgentInner { name: agent, parent, deployments, policies, hub }) })
+        Ok(Agent { inner: Arc::new(AgentInner {
+            name: agent,
+            parent,
+            deployments,
+            policies,
+            hub,
+            max_model_calls: self.max_model_calls,
+            tool_options,
+        }) })
     }
 }
 

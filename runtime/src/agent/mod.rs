@@ -67,7 +67,7 @@ mod tracker;
 mod tests;
 
 pub use build_error::BuildError;
-pub use builder::{Agent, AgentBuilder};
+pub use builder::{Agent, AgentBuilder, ToolWrapper};
 pub use events::{Events, RunEvent, UnknownKind};
 pub use human::AskHuman;
 pub use input::InputRequest;

@@ -149,3 +149,9 @@ mod tests {
         assert!((1..=DEFAULT_MAX_JOBS).contains(&j));
     }
 }
+
+/// The name of the test running on this thread (libtest names each test's thread after it),
+/// for the replay command a harness campaign prints; `None` on the main thread.
+pub(crate) fn current_test_name() -> Option<String> {
+    thread::current().name().filter(|n| *n != "main").map(str::to_owned)
+}

@@ -38,7 +38,7 @@ mod run;
 pub mod scenarios;
 pub mod spec;
 pub mod spec_json;
-mod store;
+pub(crate) mod store;
 mod tools;
 mod trace;
 

@@ -22,7 +22,7 @@ use super::context::Context;
 use super::driver::Ending;
 use super::host::Host;
 use super::ledger::Caller;
-use super::store::Recorded;
+use super::store::{Recorded, Store};
 use crate::world::Violation;
 use keel::interaction::output::{CompletionSource, Output};
 use keel::interaction::wire::Wire;
@@ -90,9 +90,9 @@ impl Checker {
 /// Every invariant; returns (violations, checks).
 pub fn check(cx: &Context, host: &Host, root: Option<&ProcessId>, summary: &Summary) -> (Vec<Violation>, u64) {
     let mut c = Checker { checks: 0, violations: Vec::new() };
-    let records = cx.store.records();
-    let decoded = kernel(&mut c, cx, &records, root);
-    heads(&mut c, &records, &decoded, root, cx);
+    let (violations, checks) = check_store(&cx.store, root);
+    c.violations.extend(violations);
+    c.checks += checks;
     model_requests(&mut c, cx, host);
     left_unknowns(&mut c, cx, host, root);
     expectations(&mut c, cx, summary);
@@ -102,10 +102,22 @@ pub fn check(cx: &Context, host: &Host, root: Option<&ProcessId>, summary: &Summ
     (c.violations, c.checks + checks + host.checks)
 }
 
+/// The store invariants of a run: the kernel invariants over every writer's acknowledged
+/// commits and the store history, every cut's round trip, and Unknowns sticky until a
+/// resolved boundary. Returns (violations, checks). The facade harness judges its stores
+/// with the same checks.
+pub(crate) fn check_store(store: &Store, root: Option<&ProcessId>) -> (Vec<Violation>, u64) {
+    let mut c = Checker { checks: 0, violations: Vec::new() };
+    let records = store.records();
+    let decoded = kernel(&mut c, store, &records, root);
+    heads(&mut c, &records, &decoded, root, store);
+    (c.violations, c.checks)
+}
+
 /// The kernel invariants over every writer's acknowledged commits (each against that writer's
 /// previous acknowledged head) and the store history. Returns every acknowledged cut decoded
 /// (`None`: it does not decode), in record order, so later checks need not decode again.
-fn kernel(c: &mut Checker, cx: &Context, records: &[Recorded], root: Option<&ProcessId>) -> Vec<Option<TreeSnapshot>> {
+fn kernel(c: &mut Checker, store: &Store, records: &[Recorded], root: Option<&ProcessId>) -> Vec<Option<TreeSnapshot>> {
     let mut decoded: Vec<Option<TreeSnapshot>> = Vec::new();
     // Per writer: its commits so far and the position in `decoded` of its last decoded head.
     let mut writers: BTreeMap<IncarnationId, (u64, Option<usize>)> = BTreeMap::new();
@@ -125,7 +137,7 @@ fn kernel(c: &mut Checker, cx: &Context, records: &[Recorded], root: Option<&Pro
         decoded.push(snap);
     }
     if let Some(root) = root {
-        let history = cx.store.memory().history(root);
+        let history = store.memory().history(root);
         for v in check_history(&history) {
             c.violations.push(Violation::new(format!("kernel_{}", v.invariant), v.to_string()));
         }
@@ -146,9 +158,9 @@ fn unknowns_of(s: &TreeSnapshot) -> BTreeMap<EffectId, ProcessId> {
     out
 }
 
-fn heads(c: &mut Checker, records: &[Recorded], decoded: &[Option<TreeSnapshot>], root: Option<&ProcessId>, cx: &Context) {
+fn heads(c: &mut Checker, records: &[Recorded], decoded: &[Option<TreeSnapshot>], root: Option<&ProcessId>, store: &Store) {
     let resolved: BTreeSet<EffectId> = root
-        .map(|r| cx.store.memory().history(r))
+        .map(|r| store.memory().history(r))
         .unwrap_or_default()
         .into_iter()
         .filter_map(|h| match h.kind {
@@ -178,22 +190,9 @@ fn model_requests(c: &mut Checker, cx: &Context, host: &Host) {
     let mut per_model: BTreeMap<(&str, &str), Vec<u32>> = BTreeMap::new();
     for m in &calls {
         per_model.entry((m.model.as_str(), m.process.as_str())).or_default().push(m.sequence);
-        let messages = &m.request.messages;
-        let mut answered = BTreeSet::new();
-        for (i, msg) in messages.iter().enumerate() {
-            let ids: Vec<&str> = msg.tool_calls().map(|t| t.id.as_str()).collect();
-            for r in msg.results() {
-                c.expect(answered.insert(r.id.clone()), "results_in_call_order", || {
-                    format!("{} call {}: tool call {} answered twice", m.model, m.sequence, r.id)
-                });
-            }
-            if ids.is_empty() {
-                continue;
-            }
-            let next: Vec<&str> = messages.get(i + 1).map(|n| n.results().map(|r| r.id.as_str()).collect()).unwrap_or_default();
-            c.expect(next == ids, "results_in_call_order", || {
-                format!("{} call {}: calls {ids:?} answered by {next:?}", m.model, m.sequence)
-            });
+        c.checks += 1;
+        for detail in results_in_call_order(&m.request) {
+            c.violations.push(Violation::new("results_in_call_order", format!("{} call {}: {detail}", m.model, m.sequence)));
         }
     }
     for ((model, process), seqs) in &per_model {
@@ -214,6 +213,30 @@ fn model_requests(c: &mut Checker, cx: &Context, host: &Host) {
     c.expect(positions.windows(2).all(|w| w[0] < w[1]), "steers_once_in_order", || {
         format!("steers applied as {applied:?}, accepted as {:?}", host.accepted_steers)
     });
+}
+
+/// `results_in_call_order` over one request a model received: every tool call of an assistant
+/// message is answered exactly once, right after it, in call order. Returns what is wrong.
+pub(crate) fn results_in_call_order(request: &keel::chat::Request) -> Vec<String> {
+    let messages = &request.messages;
+    let mut wrong = Vec::new();
+    let mut answered = BTreeSet::new();
+    for (i, msg) in messages.iter().enumerate() {
+        let ids: Vec<&str> = msg.tool_calls().map(|t| t.id.as_str()).collect();
+        for r in msg.results() {
+            if !answered.insert(r.id.clone()) {
+                wrong.push(format!("tool call {} answered twice", r.id));
+            }
+        }
+        if ids.is_empty() {
+            continue;
+        }
+        let next: Vec<&str> = messages.get(i + 1).map(|n| n.results().map(|r| r.id.as_str()).collect()).unwrap_or_default();
+        if next != ids {
+            wrong.push(format!("calls {ids:?} answered by {next:?}"));
+        }
+    }
+    wrong
 }
 
 fn left_unknowns(c: &mut Checker, cx: &Context, host: &Host, root: Option<&ProcessId>) {

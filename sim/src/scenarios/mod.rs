@@ -23,6 +23,8 @@ pub fn builtin_registry() -> Registry {
     for scenario in crate::interaction_world::scenarios() {
         let _ = registry.register(Arc::from(scenario));
     }
+    // An agent built with the keel::agent facade, run by the public harness.
+    let _ = registry.register(Arc::new(crate::harness::facade_scenario()));
     // The bundled scenario files: listed and found by name, run when named.
     for scenario in crate::interaction_world::bundled_scenarios() {
         let _ = registry.register_bundled(scenario);
