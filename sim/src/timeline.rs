@@ -180,6 +180,11 @@ impl Recorder {
         state.timeline.events.push(Event { at_ms, lane, kind, label });
     }
 
+    /// Whether events are kept (callers skip building labels when not).
+    pub fn keeps(&self) -> bool {
+        self.keep
+    }
+
     /// Names a lane (the first name given wins).
     pub fn name_lane(&self, lane: &str, name: &str) {
         if !self.keep {

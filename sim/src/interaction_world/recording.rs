@@ -127,8 +127,10 @@ impl Recording {
         }
         self.cx.trace(format!("dispatch {} {} start by {caller:?}", self.kind, short(&effect)));
         let lane = request.process_id.as_str().to_owned();
-        let what = self.name_lane(&request);
-        let span = format!("call:{}:{}", effect.as_str(), self.cx.ledger.dispatches(&effect).len());
+        // Labels are built only when the timeline is kept (replay), not on every campaign run.
+        let keeps = self.cx.timeline.keeps();
+        let what = if keeps { self.name_lane(&request) } else { String::new() };
+        let span = if keeps { format!("call:{}:{}", effect.as_str(), self.cx.ledger.dispatches(&effect).len()) } else { String::new() };
         self.cx.timeline.begin(&lane, &span, if self.kind == "model" { SpanKind::Model } else { SpanKind::Tool }, format!("{what} {} by {caller:?}", short(&effect)));
         self.cx.ledger.begin(&effect, caller, self.kind, self.tool_class(&request.payload));
         let mut guard = Guard { cx: &self.cx, effect: effect.clone(), done: false };

@@ -157,8 +157,10 @@ impl Store {
             CommitRequest::Effect(b) => b.kind.as_str(),
             CommitRequest::Activation(_) => "activation",
         };
-        let ack = if result.is_ok() { "acknowledged" } else { "not acknowledged" };
-        self.timeline.commit(boundary, result.is_ok(), format!("commit {boundary} ({ack})"));
+        if self.timeline.keeps() {
+            let ack = if result.is_ok() { "acknowledged" } else { "not acknowledged" };
+            self.timeline.commit(boundary, result.is_ok(), format!("commit {boundary} ({ack})"));
+        }
         lock(&self.records).push(Recorded { request, acknowledged: result.is_ok() });
     }
 }
