@@ -3,11 +3,13 @@
 
 use crate::error::{bounded, ProviderError, MAX_ERROR_TEXT_BYTES};
 use crate::retry::{is_retryable_status, retry_after, Pacing};
+use crate::transport::{HttpRequest, HttpResponse, HttpTransport, ReqwestTransport, SendError};
 use futures::future::{select, Either};
 use futures::{Stream, StreamExt};
 use keel::env::Timestamp;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Largest complete (non-streamed) response body read.
@@ -17,10 +19,11 @@ pub const MAX_RESPONSE_BYTES: usize = 8 << 20;
 /// sent nothing, so it is retried). Enforced by the HTTP client on the real runtime.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One provider's HTTP side: a connection pool plus its pacing.
+/// One provider's HTTP side: a transport (by default a reqwest connection pool) plus its
+/// pacing.
 pub(crate) struct Transport {
     pub provider: &'static str,
-    client: reqwest::Client,
+    http: Arc<dyn HttpTransport>,
     pub pacing: Pacing,
 }
 
@@ -29,13 +32,13 @@ pub(crate) type Chunks = Pin<Box<dyn Stream<Item = Result<Vec<u8>, ProviderError
 
 impl Transport {
     pub fn new(provider: &'static str, pacing: Pacing) -> Result<Transport, ProviderError> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            // A redirect would turn the POST into a GET: report the 3xx instead.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ProviderError::Config { provider, detail: format!("cannot build the HTTP client: {e}") })?;
-        Ok(Transport { provider, client, pacing })
+        let http = ReqwestTransport::new(CONNECT_TIMEOUT).map_err(|detail| ProviderError::Config { provider, detail })?;
+        Ok(Transport { provider, http: Arc::new(http), pacing })
+    }
+
+    /// Over another transport (recorded exchanges under the simulator, a proxy, ...).
+    pub fn with(provider: &'static str, pacing: Pacing, http: Arc<dyn HttpTransport>) -> Transport {
+        Transport { provider, http, pacing }
     }
 
     /// Sends `body` to `url` until a 2xx arrives, retrying only outcomes that prove the
@@ -46,7 +49,7 @@ impl Transport {
         url: &str,
         headers: &[(&'static str, String)],
         body: Vec<u8>,
-    ) -> Result<(reqwest::Response, Timestamp), ProviderError> {
+    ) -> Result<(HttpResponse, Timestamp), ProviderError> {
         let clock = &self.pacing.clock;
         let policy = &self.pacing.retry;
         let started = clock.now();
@@ -54,12 +57,13 @@ impl Transport {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let mut request = self.client.post(url).body(body.clone());
-            for (name, value) in headers {
-                request = request.header(*name, value);
-            }
+            let request = HttpRequest {
+                url: url.to_owned(),
+                headers: headers.iter().map(|(n, v)| ((*n).to_owned(), v.clone())).collect(),
+                body: body.clone(),
+            };
             let sent_at = clock.now();
-            let (error, wait, response) = match self.within(self.pacing.timeouts.response, request.send()).await {
+            let (error, wait, response) = match self.within(self.pacing.timeouts.response, self.http.send(request)).await {
                 None => {
                     return Err(ProviderError::Timeout {
                         provider: self.provider,
@@ -67,21 +71,20 @@ impl Transport {
                         after: self.pacing.timeouts.response,
                     })
                 }
-                Some(Err(e)) if e.is_connect() => {
-                    let detail = bounded(error_chain(&e));
+                Some(Err(SendError::Connect(detail))) => {
+                    let detail = bounded(detail);
                     (ProviderError::Connect { provider: self.provider, url: url.to_owned(), attempts: attempt, detail }, None, None)
                 }
-                Some(Err(e)) => {
-                    return Err(ProviderError::ConnectionLost { provider: self.provider, detail: bounded(error_chain(&e)) })
+                Some(Err(SendError::Lost(detail))) => {
+                    return Err(ProviderError::ConnectionLost { provider: self.provider, detail: bounded(detail) })
                 }
-                Some(Ok(response)) if response.status().is_success() => return Ok((response, sent_at)),
+                Some(Ok(response)) if (200..300).contains(&response.status) => return Ok((response, sent_at)),
                 Some(Ok(response)) => {
-                    let status = response.status().as_u16();
+                    let status = response.status;
                     if !is_retryable_status(status) {
                         return Err(self.status_error(response, attempt).await);
                     }
-                    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok());
-                    let wait = retry_after(header("retry-after-ms"), header("retry-after"));
+                    let wait = retry_after(response.header("retry-after-ms"), response.header("retry-after"));
                     let placeholder = ProviderError::Status { provider: self.provider, status, attempts: attempt, body: String::new() };
                     (placeholder, wait, Some(response))
                 }
@@ -103,15 +106,15 @@ impl Transport {
 
     /// Reads the whole body of a 2xx response, bounded, within what is left of the response
     /// timeout of the attempt sent at `sent_at`.
-    pub async fn read_body(&self, response: reqwest::Response, sent_at: Timestamp) -> Result<Vec<u8>, ProviderError> {
+    pub async fn read_body(&self, response: HttpResponse, sent_at: Timestamp) -> Result<Vec<u8>, ProviderError> {
         let after = self.pacing.timeouts.response;
         let left = after.saturating_sub(self.pacing.clock.now().saturating_duration_since(sent_at));
         let provider = self.provider;
         let read = async move {
             let mut body = Vec::new();
-            let mut stream = Box::pin(response.bytes_stream());
+            let mut stream = response.body;
             while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| ProviderError::ConnectionLost { provider, detail: bounded(error_chain(&e)) })?;
+                let chunk = chunk.map_err(|e| ProviderError::ConnectionLost { provider, detail: bounded(e.to_string()) })?;
                 if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
                     return Err(ProviderError::malformed(
                         provider,
@@ -129,11 +132,11 @@ impl Transport {
     }
 
     /// The body of a 2xx response as chunks, each within the stream idle timeout.
-    pub fn chunks(&self, response: reqwest::Response) -> Chunks {
+    pub fn chunks(&self, response: HttpResponse) -> Chunks {
         let provider = self.provider;
         let clock = self.pacing.clock.clone();
         let idle = self.pacing.timeouts.stream_idle;
-        let body = Box::pin(response.bytes_stream());
+        let body = response.body;
         Box::pin(futures::stream::unfold(Some(body), move |state| {
             let clock = clock.clone();
             async move {
@@ -141,9 +144,9 @@ impl Transport {
                 let next = std::pin::pin!(body.next());
                 match select(next, clock.sleep(idle)).await {
                     Either::Left((None, _)) => None,
-                    Either::Left((Some(Ok(chunk)), _)) => Some((Ok(chunk.to_vec()), Some(body))),
+                    Either::Left((Some(Ok(chunk)), _)) => Some((Ok(chunk), Some(body))),
                     Either::Left((Some(Err(e)), _)) => {
-                        let lost = ProviderError::ConnectionLost { provider, detail: bounded(error_chain(&e)) };
+                        let lost = ProviderError::ConnectionLost { provider, detail: bounded(e.to_string()) };
                         Some((Err(lost), None))
                     }
                     Either::Right(((), _)) => {
@@ -156,11 +159,11 @@ impl Transport {
 
     /// A definite status failure with the start of the error body (read within a short,
     /// bounded window; an unreadable body leaves the text empty).
-    async fn status_error(&self, response: reqwest::Response, attempts: u32) -> ProviderError {
-        let status = response.status().as_u16();
+    async fn status_error(&self, response: HttpResponse, attempts: u32) -> ProviderError {
+        let status = response.status;
         let read = async move {
             let mut body = Vec::new();
-            let mut stream = Box::pin(response.bytes_stream());
+            let mut stream = response.body;
             while let Some(Ok(chunk)) = stream.next().await {
                 body.extend_from_slice(&chunk);
                 if body.len() >= MAX_ERROR_TEXT_BYTES {
@@ -186,20 +189,3 @@ impl Transport {
 
 /// How long an error body is awaited for its text; the status alone already decides.
 const ERROR_BODY_WAIT: Duration = Duration::from_secs(5);
-
-/// An error with its sources, for diagnostics ("error sending request: connection refused").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    let mut depth = 0;
-    while let Some(s) = source {
-        depth += 1;
-        if depth > 8 {
-            break;
-        }
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}

@@ -63,6 +63,7 @@ mod http;
 mod retry;
 mod sse;
 mod stream;
+pub mod transport;
 mod wire;
 
 #[cfg(feature = "anthropic")]

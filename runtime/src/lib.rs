@@ -35,5 +35,6 @@ pub mod mutation;
 pub mod schema;
 pub mod text;
 pub mod tool;
+pub mod transcript;
 pub mod agent;
 pub mod prelude;

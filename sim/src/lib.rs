@@ -32,6 +32,7 @@ pub mod regressions;
 pub mod scenarios;
 pub mod schedule;
 pub mod swarm_rng;
+pub mod timeline;
 pub mod trace;
 pub mod interaction_world;
 pub mod kernel_world;

@@ -82,3 +82,7 @@ pub const HOOK_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long the host waits for a stopped writer's in-flight calls to finish before it
 /// restores anyway (and records a violation).
 pub const INFLIGHT_DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Events one run's timeline keeps (`replay --html`); later ones are counted, not kept, so a
+/// runaway run cannot exhaust memory or draw an unreadable page.
+pub const MAX_TIMELINE_EVENTS: usize = 20_000;

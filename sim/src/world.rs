@@ -117,6 +117,9 @@ pub struct RunReport {
     pub trace_hash: [u8; 32],
     /// The trace lines, only when [`RunOptions::keep_trace`] was set.
     pub trace: Option<Vec<String>>,
+    /// The run's structured timeline (`replay --html`), when [`RunOptions::keep_trace`] was set
+    /// and the world records one (the Interaction world does).
+    pub timeline: Option<crate::timeline::Timeline>,
     /// Fault kind → how many times it fired.
     pub faults_fired: BTreeMap<String, u64>,
     /// Commit boundary name → how many times the run crashed there.
@@ -138,6 +141,7 @@ impl RunReport {
             scenario: scenario.into(),
             trace_hash: [0; 32],
             trace: None,
+            timeline: None,
             faults_fired: BTreeMap::new(),
             crash_points_hit: BTreeMap::new(),
             invariants_checked: 0,

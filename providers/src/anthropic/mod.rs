@@ -110,6 +110,14 @@ impl AnthropicClient {
         Ok(AnthropicClient { config, url, key, transport })
     }
 
+    /// Like [`AnthropicClient::new`], sending through `http` instead of the default reqwest transport
+    /// (`testing::ExchangeTransport` serves recorded exchanges under the simulator).
+    pub fn with_transport(config: AnthropicConfig, http: std::sync::Arc<dyn crate::transport::HttpTransport>) -> Result<AnthropicClient, ProviderError> {
+        let mut client = AnthropicClient::new(config)?;
+        client.transport = Transport::with(PROVIDER, client.config.pacing.clone(), http);
+        Ok(client)
+    }
+
     fn headers(&self) -> Vec<(&'static str, String)> {
         let mut headers =
             vec![("content-type", "application/json".to_owned()), ("anthropic-version", ANTHROPIC_VERSION.to_owned())];

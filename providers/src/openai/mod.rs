@@ -131,6 +131,14 @@ impl OpenAiClient {
         Ok(OpenAiClient { config, url, key, transport })
     }
 
+    /// Like [`OpenAiClient::new`], sending through `http` instead of the default reqwest transport
+    /// (`testing::ExchangeTransport` serves recorded exchanges under the simulator).
+    pub fn with_transport(config: OpenAiConfig, http: std::sync::Arc<dyn crate::transport::HttpTransport>) -> Result<OpenAiClient, ProviderError> {
+        let mut client = OpenAiClient::new(config)?;
+        client.transport = Transport::with(PROVIDER, client.config.pacing.clone(), http);
+        Ok(client)
+    }
+
     fn headers(&self) -> Vec<(&'static str, String)> {
         let mut headers = vec![("content-type", "application/json".to_owned())];
         if let Some(key) = &self.key {

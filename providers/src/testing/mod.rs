@@ -6,7 +6,9 @@
 //! Runs on the real tokio runtime (it binds a real socket), never under madsim.
 
 pub mod fixture;
+mod exchanges;
 mod server;
 
 pub use fixture::{Exchange, ExpectedRequest, Fixture, FixtureError, ReplayBody, ReplayResponse, Stall, MAX_FIXTURE_EXCHANGES};
+pub use exchanges::ExchangeTransport;
 pub use server::{FixtureServer, ReceivedRequest, MAX_FIXTURE_REQUEST_BYTES};

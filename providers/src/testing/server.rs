@@ -235,7 +235,7 @@ fn text(status: u16, body: String) -> Response<Body> {
 }
 
 /// Whether `received` is what `expected` describes; the first difference otherwise.
-fn matches(expected: &Exchange, received: &ReceivedRequest) -> Result<(), String> {
+pub(crate) fn matches(expected: &Exchange, received: &ReceivedRequest) -> Result<(), String> {
     let want = &expected.request;
     if !want.method.eq_ignore_ascii_case(&received.method) || want.path != received.path {
         return Err(format!("expected {} {}, got {} {}", want.method, want.path, received.method, received.path));

@@ -72,6 +72,8 @@ pub struct ReplayArgs {
     /// `--schedule AT:KIND,...`: run with these faults instead of the seed's own.
     pub schedule: Option<FaultSchedule>,
     pub mutation: Option<Mutation>,
+    /// `--html FILE`: also write the run's timeline as one self-contained HTML page.
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,7 +172,7 @@ const RUN_FLAGS: &[&str] = &[
     "--shard",
     "--summary-out",
 ];
-const REPLAY_FLAGS: &[&str] = &["--seed", "--scenario", "--check", "--schedule", "--mutation"];
+const REPLAY_FLAGS: &[&str] = &["--seed", "--scenario", "--check", "--schedule", "--mutation", "--html"];
 const MINIMIZE_FLAGS: &[&str] = &["--seed", "--scenario", "--mutation"];
 
 /// The known flag nearest to `flag` (edit distance with transpositions, at most 2 edits and
@@ -298,12 +300,14 @@ fn parse_replay(flags: &mut Flags) -> Result<Command, ArgError> {
         .map(|s| s.parse::<FaultSchedule>())
         .transpose()?;
     let mutation = mutation(flags)?;
+    let html = flags.value("--html")?.map(PathBuf::from);
     Ok(Command::Replay(ReplayArgs {
         seed,
         scenario,
         check,
         schedule,
         mutation,
+        html,
     }))
 }
 
@@ -510,13 +514,14 @@ mod tests {
     #[test]
     fn replay_and_minimize() {
         assert_eq!(
-            p("replay --seed 7 --scenario x --check --schedule 1:task_abort").unwrap(),
+            p("replay --seed 7 --scenario x --check --schedule 1:task_abort --html t.html").unwrap(),
             Command::Replay(ReplayArgs {
                 seed: 7,
                 scenario: Some("x".into()),
                 check: true,
                 schedule: Some("1:task_abort".parse().unwrap()),
                 mutation: None,
+                html: Some(PathBuf::from("t.html")),
             })
         );
         assert_eq!(

@@ -74,6 +74,8 @@ pub enum CliError {
     },
     #[error(transparent)]
     SummaryFile(#[from] SummaryFileError),
+    #[error("scenario `{0}` records no timeline for --html (the Interaction world's scenarios do: interaction-*, the scenario files)")]
+    NoTimeline(String),
     #[error("cannot merge: {0}")]
     Merge(#[from] MergeError),
 }
@@ -386,6 +388,12 @@ impl Cli<'_> {
             writeln!(out, "  {line}")?;
         }
         writeln!(out, "{report}")?;
+        if let Some(path) = &a.html {
+            let timeline = report.timeline.as_ref().ok_or_else(|| CliError::NoTimeline(scenario.name().to_string()))?;
+            std::fs::write(path, crate::timeline::html::render(&report, timeline))
+                .map_err(|source| CliError::WriteFile { path: path.clone(), source })?;
+            writeln!(out, "timeline       {} ({} events)", path.display(), timeline.events.len())?;
+        }
         let mut code = if report.passed() {
             EXIT_OK
         } else {
@@ -535,9 +543,12 @@ USAGE:
       that share of the stored seeds), for one of N machines; --summary-out FILE writes the
       summary as JSON for `merge`.
   keel-sim replay --seed S [--scenario NAME|FILE] [--check] [--schedule AT:KIND,...|none]
-                  [--mutation NAME]
+                  [--mutation NAME] [--html FILE]
       Run one seed, print its full trace and report. --schedule replaces the seed's faults
-      (as printed by minimize).
+      (as printed by minimize). --html FILE also writes the run's timeline as one
+      self-contained page (Processes as lanes, calls, waits, steers and Unknowns as spans,
+      commits as ticks, crashes, lost acknowledgements and restores as marks, broken
+      invariants pinned where they broke).
   keel-sim minimize --seed S [--scenario NAME|FILE] [--mutation NAME]
       Shrink a failing seed's fault schedule to the fewest faults that break the same
       invariant, and print it.

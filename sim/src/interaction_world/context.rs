@@ -5,6 +5,7 @@ use super::ledger::Ledger;
 use super::spec::{Spec, Trigger};
 use super::store::Store;
 use crate::limits::HOOK_TIMEOUT;
+use crate::timeline::Recorder;
 use crate::trace::Trace;
 use futures::channel::oneshot;
 use keel::env::Env;
@@ -23,6 +24,8 @@ pub struct Context {
     pub spec: Spec,
     pub ledger: Ledger,
     pub store: Arc<Store>,
+    /// The structured events `replay --html` draws (kept only with the trace).
+    pub timeline: Arc<Recorder>,
     trace: Mutex<Trace>,
     hooks: Mutex<Vec<HookEvent>>,
     fired: Mutex<BTreeSet<String>>,
@@ -46,12 +49,13 @@ pub fn trigger_key(t: &Trigger) -> String {
 }
 
 impl Context {
-    pub fn new(env: Env, spec: Spec, store: Arc<Store>, keep_trace: bool) -> Arc<Context> {
+    pub fn new(env: Env, spec: Spec, store: Arc<Store>, timeline: Arc<Recorder>, keep_trace: bool) -> Arc<Context> {
         Arc::new(Context {
             env,
             spec,
             ledger: Ledger::default(),
             store,
+            timeline,
             trace: Mutex::new(Trace::new(keep_trace)),
             hooks: Mutex::new(Vec::new()),
             fired: Mutex::new(BTreeSet::new()),

@@ -7,6 +7,7 @@ use super::context::Context;
 use super::delegate::{build, Deployments};
 use super::host::{Host, HostError};
 use crate::limits::{HOST_QUIET_TICKS, HOST_TICK, INFLIGHT_DRAIN_TIMEOUT, MAX_INTERACTION_CRASHES, MAX_INTERACTION_RUN_TIME};
+use crate::timeline::{MarkKind, HOST_LANE};
 use crate::world::Violation;
 use futures::future::Either;
 use keel::chat::Message;
@@ -87,10 +88,12 @@ pub async fn drive(cx: Arc<Context>) -> Driven {
         let opened = match &out.root {
             None => {
                 cx.trace(format!("engine {} start", cx.incarnation()));
+                cx.timeline.mark(HOST_LANE, MarkKind::Start, format!("engine {} start", cx.incarnation()));
                 engine.start(deployments.parent.clone(), input.clone()).await
             }
             Some(root) => {
                 cx.trace(format!("engine {} restore", cx.incarnation()));
+                cx.timeline.mark(HOST_LANE, MarkKind::Restore, format!("engine {} restores the head", cx.incarnation()));
                 engine.load_and_restore(deployments.parent.clone(), root).await
             }
         };
@@ -125,6 +128,7 @@ pub async fn drive(cx: Arc<Context>) -> Driven {
             Tick::Stopped => {
                 out.stops += 1;
                 cx.trace(format!("writer {} stopped", cx.incarnation()));
+                cx.timeline.mark(HOST_LANE, MarkKind::Stop, format!("writer {} stopped", cx.incarnation()));
                 drain(&cx, &mut out).await;
                 host.after_stop();
                 drop(engine);
@@ -169,6 +173,7 @@ async fn run_host(cx: &Context, host: &mut Host, engine: &Engine, handle: &Proce
             Either::Left((Ok(result), _)) => {
                 let _ = handle.join().await;
                 cx.trace(format!("root finished {:?}", result.status()));
+                cx.timeline.mark(root.as_str(), MarkKind::Finish, format!("root finished {:?}", result.status()));
                 return Tick::Finished(Box::new(result));
             }
             Either::Left((Err(_), _)) => return Tick::Stopped,

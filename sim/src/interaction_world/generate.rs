@@ -50,6 +50,7 @@ fn tool(rng: &mut SwarmRng, name: &str, unknown_rate: u64, pause_rate: u64) -> T
         pauses: if rng.percent(pause_rate) { rng.range_inclusive(1, 2) as u32 } else { 0 },
         advertises: Vec::new(),
         strict_arguments: rng.percent(20),
+        recorded: Vec::new(),
     }
 }
 

@@ -6,8 +6,9 @@
 use super::context::{Context, HookEvent};
 use super::delegate::Deployments;
 use super::ledger::{Caller, Ended};
-use super::recording::short;
+use super::recording::{short, unknown_span, wait_span};
 use super::spec::{Action, AnswerOrder, Trigger, UnknownPolicy};
+use crate::timeline::{MarkKind, SpanKind, HOST_LANE};
 use crate::world::Violation;
 use keel::chat::{Message, ToolResult};
 use keel::env::CancelToken;
@@ -88,7 +89,9 @@ impl Host {
     fn expect(&mut self, ok: bool, invariant: &str, detail: impl FnOnce() -> String) {
         self.checks += 1;
         if !ok {
-            self.violations.push(Violation::new(invariant, detail()));
+            let v = Violation::new(invariant, detail());
+            self.cx.timeline.mark(HOST_LANE, MarkKind::Violation, format!("{}: {}", v.invariant, v.detail));
+            self.violations.push(v);
         }
     }
 
@@ -102,6 +105,14 @@ impl Host {
         match handle.deliver_signals(vec![d.request.clone()]).await {
             Ok(accepted) => {
                 self.cx.trace(format!("host deliver {} accepted={accepted}", d.what));
+                let lane = d.process.as_str();
+                self.cx.timeline.mark(lane, MarkKind::Deliver, format!("host delivers {} (accepted={accepted})", d.what));
+                if d.what.starts_with("answer") {
+                    self.cx.timeline.end(&wait_span(lane), "answered", format!("{} delivered", d.what));
+                }
+                if d.what.starts_with("steer") && accepted {
+                    self.cx.timeline.begin(lane, &format!("steer:{}", d.request.id().as_str()), SpanKind::Steer, d.what.clone());
+                }
                 Ok(Some(accepted))
             }
             Err(e) if stopped_or(&e) || self.cx.root().and_then(|r| engine.runtime_error(&r)).is_some() => {
@@ -308,6 +319,8 @@ impl Host {
             acted = true;
             let policy = self.cx.spec.unknown_policy;
             self.cx.trace(format!("host unknown {} policy {}", short(&effect), policy.as_str()));
+            // An Unknown found on a restored head (a crash while it was pending) opens here.
+            self.cx.timeline.begin(process.id.as_str(), &unknown_span(&effect), SpanKind::Unknown, format!("{} Unknown", short(&effect)));
             let settlement = match policy {
                 UnknownPolicy::Leave => {
                     self.cx.fired("unknown.leave");
@@ -350,7 +363,11 @@ impl Host {
             };
             let Some(target) = engine.lookup(&process.id) else { continue };
             match target.resolve_unknown_effect(effect.clone(), settlement).await {
-                Ok(()) => self.cx.trace(format!("host resolved {}", short(&effect))),
+                Ok(()) => {
+                    self.cx.trace(format!("host resolved {}", short(&effect)));
+                    self.cx.timeline.end(&unknown_span(&effect), "settled", format!("host settled {}", short(&effect)));
+                    self.cx.timeline.mark(process.id.as_str(), MarkKind::Settle, format!("host settled Unknown {}", short(&effect)));
+                }
                 Err(e) if stopped_or(&e) => {
                     // The resolution may or may not be in the store; the restored head tells.
                     self.decided.remove(&effect);

@@ -21,6 +21,7 @@
 //! * `context` — what every part shares (env, hooks for triggered host actions, trace);
 //! * `host` — host actions, input answers, Unknown settlement, re-delivery; `driver` — the
 //!   engine lifecycle and crash/restore loop; `oracle` — invariants; `trace` — closing lines;
+//! * `transcript` — a recorded run (`keel::transcript`) as a scenario;
 //! * `run` — `run_on_madsim` / `run_on_tokio`; `scenarios` — the Scenario impls, the bundled
 //!   files and the file loader; `declared` — what a scenario file sets out to exercise.
 
@@ -41,6 +42,7 @@ pub mod spec_json;
 pub(crate) mod store;
 mod tools;
 mod trace;
+pub mod transcript;
 
 pub use run::{compares_output, run_on_madsim, run_on_tokio, run_outcome_on_madsim, RunOutcome};
 pub use scenarios::{

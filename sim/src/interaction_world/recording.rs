@@ -6,12 +6,13 @@ use super::context::Context;
 use super::ledger::{Caller, Ended, ToolClass};
 use crate::world::Violation;
 use keel::env::BoxFuture;
-use keel::interaction::protocol::ToolCallEffect;
+use keel::interaction::protocol::{ToolCallEffect, ToolCallSettlement};
 use keel::interaction::wire::Wire;
 use keel::json::Payload;
 use keel::kernel::dispatcher::{DispatchContext, DispatchError, DispatchPolicy, Dispatcher, EffectRequest};
 use keel::kernel::effect::Settlement;
 use keel::kernel::ids::EffectId;
+use crate::timeline::{MarkKind, SpanKind};
 use std::sync::Arc;
 
 pub struct Recording {
@@ -35,6 +36,17 @@ impl Drop for Guard<'_> {
             self.cx.trace(format!("dispatch {} dropped", short(&self.effect)));
         }
     }
+}
+
+/// The timeline span of an Effect's Unknown, from the moment it is known to be Unknown until a
+/// host settles it.
+pub fn unknown_span(effect: &EffectId) -> String {
+    format!("unknown:{}", effect.as_str())
+}
+
+/// The timeline span of a Process's input wait, until the host's answer is delivered.
+pub fn wait_span(process: &str) -> String {
+    format!("wait:{process}")
 }
 
 /// The last 8 characters of an id (trace lines stay short and stable).
@@ -61,6 +73,27 @@ impl Recording {
         Some((ToolClass::of(&spec.concurrency, &args), limit))
     }
 
+    /// Names the timeline lane of the calling Process; returns what the call is (`model`,
+    /// `tool search c1`).
+    fn name_lane(&self, request: &EffectRequest) -> String {
+        let lane = request.process_id.as_str();
+        if self.kind == "tool" {
+            if let Ok(effect) = ToolCallEffect::from_payload(&request.payload) {
+                let call = &effect.input.call;
+                self.cx.timeline.name_lane(lane, &format!("tool {} · {}", call.id, call.name));
+                return format!("tool {}", call.name);
+            }
+            return "tool".to_owned();
+        }
+        if request.relation.parent_id.is_none() {
+            self.cx.timeline.name_lane(lane, "root");
+        } else {
+            let key = request.relation.child_key.as_ref().map_or("?", |k| k.as_str());
+            self.cx.timeline.name_lane(lane, &format!("delegate {}", key.chars().take(24).collect::<String>()));
+        }
+        "model".to_owned()
+    }
+
     /// *Pending before dispatch*: the writer that issued this call had its `pending` boundary
     /// acknowledged by the store. Judged against that writer's own acknowledged commits, not
     /// the current head: a stopped writer's call may start late, after a newer writer has
@@ -75,6 +108,7 @@ impl Recording {
                     .and_then(|s| s.effects.iter().find(|e| e.id == request.effect_id))
                     .map(|e| e.phase.name())
             });
+            self.cx.timeline.mark(request.process_id.as_str(), MarkKind::Violation, format!("pending_before_dispatch: {} effect {}", self.kind, short(&request.effect_id)));
             self.cx.ledger.violation(Violation::new(
                 "pending_before_dispatch",
                 format!(
@@ -92,6 +126,12 @@ impl Recording {
             self.check_pending(&request);
         }
         self.cx.trace(format!("dispatch {} {} start by {caller:?}", self.kind, short(&effect)));
+        let lane = request.process_id.as_str().to_owned();
+        // Labels are built only when the timeline is kept (replay), not on every campaign run.
+        let keeps = self.cx.timeline.keeps();
+        let what = if keeps { self.name_lane(&request) } else { String::new() };
+        let span = if keeps { format!("call:{}:{}", effect.as_str(), self.cx.ledger.dispatches(&effect).len()) } else { String::new() };
+        self.cx.timeline.begin(&lane, &span, if self.kind == "model" { SpanKind::Model } else { SpanKind::Tool }, format!("{what} {} by {caller:?}", short(&effect)));
         self.cx.ledger.begin(&effect, caller, self.kind, self.tool_class(&request.payload));
         let mut guard = Guard { cx: &self.cx, effect: effect.clone(), done: false };
         let cancel = dcx.cancel.clone();
@@ -106,6 +146,18 @@ impl Recording {
             Err(e) => Ended::Unknown(e.to_string()),
         };
         self.cx.trace(format!("dispatch {} {} end {}", self.kind, short(&effect), if outcome.is_ok() { "settled" } else { "unknown" }));
+        match &outcome {
+            Ok(s) => {
+                self.cx.timeline.end(&span, "settled", format!("{what} {} settled", short(&effect)));
+                if let Ok(ToolCallSettlement::Checkpoint(_)) = ToolCallSettlement::from_payload(&s.payload) {
+                    self.cx.timeline.begin(&lane, &wait_span(&lane), SpanKind::Wait, format!("{what} waits for input"));
+                }
+            }
+            Err(e) => {
+                self.cx.timeline.end(&span, "unknown", format!("{what} {} unknown: {e}", short(&effect)));
+                self.cx.timeline.begin(&lane, &unknown_span(&effect), SpanKind::Unknown, format!("{what} {} Unknown", short(&effect)));
+            }
+        }
         self.cx.ledger.end(&effect, ended);
         outcome
     }

@@ -7,6 +7,7 @@ use super::oracle::{check, summarize, Summary};
 use super::spec::{Spec, UnknownPolicy};
 use super::store::Store;
 use super::trace::closing_lines;
+use crate::timeline::{MarkKind, Recorder, HOST_LANE};
 use crate::schedule::{FaultEvent, FaultSchedule};
 use crate::world::{RunOptions, RunReport, Violation};
 use keel::env::{Env, SeededRng};
@@ -58,8 +59,9 @@ fn swarm_of(spec: &Spec) -> std::collections::BTreeMap<String, String> {
 
 /// The world itself, on whatever environment `env` is.
 pub async fn run_world(env: Env, spec: Spec, scenario: &str, seed: u64, options: &RunOptions) -> RunOutcome {
-    let store = Store::new(spec.faults.clone(), seed);
-    let cx = Context::new(env, spec, store.clone(), options.keep_trace);
+    let timeline = Recorder::new(env.clock.clone(), options.keep_trace);
+    let store = Store::new(spec.faults.clone(), seed, timeline.clone());
+    let cx = Context::new(env, spec, store.clone(), timeline.clone(), options.keep_trace);
     cx.trace(format!("run {} seed {seed}", cx.spec.name));
     let driven = drive(cx.clone()).await;
     let summary = summarize(&driven.ending, &cx);
@@ -95,6 +97,15 @@ pub async fn run_world(env: Env, spec: Spec, scenario: &str, seed: u64, options:
         "{}: {} root model calls, {} commits, {} writer stops",
         summary.status, summary.root_model_calls, log.commits, driven.stops
     );
+    // Invariants judged after the run are pinned at its end; those seen live were marked
+    // where they broke.
+    let live: Vec<Violation> = cx.ledger.findings().0.into_iter().chain(driven.host.iter().flat_map(|h| h.violations.clone())).collect();
+    for v in &report.violations {
+        if !live.contains(v) {
+            timeline.mark(HOST_LANE, MarkKind::Violation, format!("{}: {}", v.invariant, v.detail));
+        }
+    }
+    report.timeline = timeline.finish();
     cx.take_trace().finish_into(&mut report);
     let schedule = FaultSchedule::new(
         log.events.iter().map(|(at, _, kind)| FaultEvent { at: *at, kind: kind.as_str().to_owned() }).collect(),

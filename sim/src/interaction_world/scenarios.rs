@@ -7,6 +7,7 @@ use super::run::{compares_output, run_outcome_on_madsim, RunOutcome};
 use super::spec::{CommitFaultKind, Spec};
 use super::spec_json::{decode_bytes, load_file};
 use super::declared::expected_of;
+use super::transcript::{spec_of_transcript, TranscriptScenario};
 use crate::coverage::{Coverage, Expected};
 use crate::limits::MAX_INTERACTION_COMMIT_DECISIONS;
 use crate::schedule::{FaultSchedule, ScheduleError};
@@ -33,7 +34,7 @@ fn swarm_run_with(seed: u64, replay: Option<&FaultSchedule>, options: &RunOption
 }
 
 /// [`run_outcome_on_madsim`] with a panic turned into a failing report.
-fn guarded_outcome(scenario: &str, spec: &Spec, seed: u64, options: &RunOptions) -> RunOutcome {
+pub(super) fn guarded_outcome(scenario: &str, spec: &Spec, seed: u64, options: &RunOptions) -> RunOutcome {
     let mut outcome = None;
     let report = run_guarded(scenario, seed, || {
         let mut out = run_outcome_on_madsim(spec, scenario, seed, options);
@@ -252,10 +253,32 @@ impl Schedulable for FileScenario {
     }
 }
 
-/// The registry's file loader: `keel-sim run --scenario scenarios/x.json`.
+/// The registry's file loader: `keel-sim run --scenario scenarios/x.json`. A transcript
+/// (`keel::transcript`, `"format": "keel.transcript.v1"`) becomes a [`TranscriptScenario`]
+/// named after the file's stem.
 pub fn load_scenario(path: &Path) -> Result<Arc<dyn Scenario>, Box<dyn StdError + Send + Sync>> {
+    if let Some(transcript) = read_transcript(path)? {
+        let name = path.file_stem().map_or_else(|| "transcript".to_owned(), |s| s.to_string_lossy().into_owned());
+        let name: String = name.chars().map(|c| if c.is_whitespace() { '-' } else { c }).collect();
+        let spec = spec_of_transcript(&name, &transcript)?;
+        return Ok(Arc::new(TranscriptScenario::new(spec, path.display().to_string())));
+    }
     let spec = load_file(path)?;
     Ok(Arc::new(FileScenario::new(spec, path.display().to_string())))
+}
+
+/// The transcript in `path`, if it is one (`None` for any other file, which the scenario
+/// file loader then reads and judges).
+fn read_transcript(path: &Path) -> Result<Option<keel::transcript::Transcript>, Box<dyn StdError + Send + Sync>> {
+    let Ok(meta) = std::fs::metadata(path) else { return Ok(None) };
+    if meta.len() > keel::transcript::MAX_TRANSCRIPT_BYTES as u64 {
+        return Ok(None);
+    }
+    let Ok(bytes) = std::fs::read(path) else { return Ok(None) };
+    if !keel::transcript::is_transcript(&bytes) {
+        return Ok(None);
+    }
+    Ok(Some(keel::transcript::Transcript::decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))?))
 }
 
 /// The repository's `scenarios/*.json` (name, text), compiled in so `list` and

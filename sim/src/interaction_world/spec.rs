@@ -104,6 +104,23 @@ pub enum Outcome {
     Deadline,
 }
 
+impl ToolSpec {
+    /// The recorded outcome of call `id`, if this tool came from a transcript.
+    pub fn recorded(&self, id: &str) -> Option<&RecordedCall> {
+        self.recorded.iter().find(|r| r.id == id)
+    }
+
+    /// What call `id` ends with: its injected fault, its recorded outcome, or the tool's.
+    pub fn outcome_of(&self, id: &str) -> Outcome {
+        match self.recorded(id) {
+            Some(RecordedCall { fault: Some(f), .. }) => *f,
+            Some(RecordedCall { result: Ok(_), .. }) => Outcome::Text,
+            Some(RecordedCall { result: Err(_), .. }) => Outcome::Error,
+            None => self.outcome,
+        }
+    }
+}
+
 impl Outcome {
     pub const ALL: [Outcome; 6] =
         [Outcome::Text, Outcome::Error, Outcome::Panic, Outcome::HostFailure, Outcome::Cancel, Outcome::Deadline];
@@ -129,6 +146,18 @@ impl Outcome {
     }
 }
 
+/// What one call of a tool did in a recorded run (a transcript): the call's own outcome,
+/// replacing the tool's `outcome` for that call id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedCall {
+    pub id: String,
+    /// The text the model saw, or the message of the tool's error.
+    pub result: Result<String, String>,
+    /// A fault a campaign injects on this call (an Unknown outcome); the recorded result
+    /// stays the truth a host may settle from.
+    pub fault: Option<Outcome>,
+}
+
 /// One simulated tool.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolSpec {
@@ -144,6 +173,8 @@ pub struct ToolSpec {
     pub advertises: Vec<String>,
     /// The input schema requires a string member `q` (so other arguments are invalid).
     pub strict_arguments: bool,
+    /// Per-call outcomes from a recorded run (empty for scripted tools).
+    pub recorded: Vec<RecordedCall>,
 }
 
 /// A delegate: a child Interaction with its own scripted model and no tools.

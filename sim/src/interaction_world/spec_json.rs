@@ -287,7 +287,7 @@ fn tool(v: &Json) -> Result<ToolSpec, DecodeError> {
     let advertises = opt(&mut r, "advertises", |v| list(v, nonempty_string))?.unwrap_or_default();
     let strict_arguments = opt(&mut r, "strict_arguments", bool_of)?.unwrap_or(false);
     finish(r)?;
-    Ok(ToolSpec { name, concurrency, latency_ms, outcome, direct, pauses, advertises, strict_arguments })
+    Ok(ToolSpec { name, concurrency, latency_ms, outcome, direct, pauses, advertises, strict_arguments, recorded: Vec::new() })
 }
 
 fn delegate(v: &Json) -> Result<DelegateSpec, DecodeError> {

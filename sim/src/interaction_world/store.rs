@@ -5,6 +5,7 @@
 use super::spec::{CommitFaultKind, FaultSpec};
 use crate::limits::MAX_INTERACTION_CRASHES;
 use crate::swarm_rng::SwarmRng;
+use crate::timeline::{MarkKind, Recorder, STORE_LANE};
 use keel::env::BoxFuture;
 use keel::kernel::commit::{
     Activation, Checkpoint, CommitCall, CommitCallKind, CommitError, Committer, EffectBoundary, EffectBoundaryKind, Fault,
@@ -56,6 +57,7 @@ pub struct Store {
     faulty: Arc<FaultyCommitter<MemoryCommitter>>,
     plan: Arc<Mutex<PlanState>>,
     records: Mutex<Vec<Recorded>>,
+    timeline: Arc<Recorder>,
 }
 
 impl std::fmt::Debug for Store {
@@ -70,7 +72,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Store {
     /// A store whose commits fail per `faults`; `seed` drives the per-mille draws.
-    pub fn new(faults: FaultSpec, seed: u64) -> Arc<Store> {
+    pub fn new(faults: FaultSpec, seed: u64, timeline: Arc<Recorder>) -> Arc<Store> {
         let faulty = Arc::new(FaultyCommitter::new(MemoryCommitter::new()));
         let plan = Arc::new(Mutex::new(PlanState {
             spec: faults,
@@ -79,8 +81,21 @@ impl Store {
             disarmed: false,
         }));
         let shared = plan.clone();
-        faulty.set_fault_plan(Box::new(move |call: &CommitCall| decide(&mut lock(&shared), call)));
-        Arc::new(Store { faulty, plan, records: Mutex::new(Vec::new()) })
+        let marks = timeline.clone();
+        faulty.set_fault_plan(Box::new(move |call: &CommitCall| {
+            let fault = decide(&mut lock(&shared), call);
+            let mark = match fault {
+                Fault::CrashAfter => Some(MarkKind::Crash),
+                Fault::LoseAck => Some(MarkKind::LostAck),
+                Fault::FailBefore => Some(MarkKind::FailBefore),
+                _ => None,
+            };
+            if let (Some(mark), Some(boundary)) = (mark, boundary_of(&call.kind)) {
+                marks.mark(STORE_LANE, mark, format!("{} at {boundary}", mark.as_str()));
+            }
+            fault
+        }));
+        Arc::new(Store { faulty, plan, records: Mutex::new(Vec::new()), timeline })
     }
 
     pub fn memory(&self) -> &MemoryCommitter {
@@ -137,6 +152,15 @@ impl Store {
     }
 
     fn record(&self, request: CommitRequest, result: &Result<(), CommitError>) {
+        let boundary = match &request {
+            CommitRequest::Checkpoint(c) => c.kind.as_str(),
+            CommitRequest::Effect(b) => b.kind.as_str(),
+            CommitRequest::Activation(_) => "activation",
+        };
+        if self.timeline.keeps() {
+            let ack = if result.is_ok() { "acknowledged" } else { "not acknowledged" };
+            self.timeline.commit(boundary, result.is_ok(), format!("commit {boundary} ({ack})"));
+        }
         lock(&self.records).push(Recorded { request, acknowledged: result.is_ok() });
     }
 }

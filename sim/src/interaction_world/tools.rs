@@ -21,7 +21,11 @@ pub struct SimTool {
 }
 
 /// The text a successful call returns: `name(arguments)` plus the answers to its pauses.
-pub fn result_text(name: &str, arguments: &Json, answers: &[String]) -> String {
+pub fn result_text(spec: &ToolSpec, id: &str, arguments: &Json, answers: &[String]) -> String {
+    if let Some(super::spec::RecordedCall { result: Ok(text), .. }) = spec.recorded(id) {
+        return text.clone();
+    }
+    let name = &spec.name;
     let mut text = format!("{name}({})", arguments.to_canonical_string());
     if !answers.is_empty() {
         text.push_str(&format!(" answers={}", answers.join("|")));
@@ -31,7 +35,7 @@ pub fn result_text(name: &str, arguments: &Json, answers: &[String]) -> String {
 
 /// The settlement a successful call of `spec` produces (what the host settles from truth).
 pub fn success_settlement(spec: &ToolSpec, id: &str, arguments: &Json, answers: &[String]) -> Option<Settlement> {
-    let result = ToolResult::ok(id, &spec.name, ToolOutput::text(result_text(&spec.name, arguments, answers)));
+    let result = ToolResult::ok(id, &spec.name, ToolOutput::text(result_text(spec, id, arguments, answers)));
     let settled = SettledToolResult { result, direct: spec.direct, advertised_tool_names: spec.advertises.clone() };
     ToolCallSettlement::Result(settled).to_settlement().ok()
 }
@@ -63,7 +67,8 @@ impl SimTool {
         }
         let args = invocation.arguments_json().clone();
         let last_attempt = answers.len() >= self.spec.pauses as usize;
-        if last_attempt && matches!(self.spec.outcome, Outcome::Text) || self.spec.outcome.is_unknown() {
+        let outcome = self.spec.outcome_of(&id);
+        if last_attempt && matches!(outcome, Outcome::Text) || outcome.is_unknown() {
             // The work is decided now; if the call is cut off or its report lost, this is the
             // truth the host may settle from.
             if let (true, Some(e), Some(s)) = (last_attempt, &effect, success_settlement(&self.spec, &id, &args, &answers)) {
@@ -78,7 +83,6 @@ impl SimTool {
             let state = ObjectBuilder::new().value("answers", Json::Array(answered)).build().to_canonical_string();
             return Err(require_tool_input(prompt.as_bytes(), br#"{"type":"string"}"#, state.as_bytes()));
         }
-        let outcome = self.spec.outcome;
         self.cx.fired(&format!("tool.{}", outcome.as_str()));
         self.cx.trace(format!("tool {} call {id} end {}", self.spec.name, outcome.as_str()));
         match outcome {
@@ -91,9 +95,12 @@ impl SimTool {
                 if self.spec.direct {
                     self.cx.fired("tool.direct");
                 }
-                Ok(ToolOutput::text(result_text(&self.spec.name, &args, &answers)))
+                Ok(ToolOutput::text(result_text(&self.spec, &id, &args, &answers)))
             }
-            Outcome::Error => Err(ToolError::failed(format!("{} refused {}", self.spec.name, args.to_canonical_string()))),
+            Outcome::Error => Err(ToolError::failed(match self.spec.recorded(&id) {
+                Some(super::spec::RecordedCall { result: Err(message), .. }) => message.clone(),
+                _ => format!("{} refused {}", self.spec.name, args.to_canonical_string()),
+            })),
             // Silent on purpose: a simulated fault, not a bug (see `crate::panics`).
             Outcome::Panic => crate::panics::simulated_panic(format!("simulated panic in tool {}", self.spec.name)),
             Outcome::HostFailure => Err(ToolError::host_failure("simulated host failure")),

@@ -2,6 +2,7 @@
 //! self-test; the kernel world registers its scenarios (and a scenario-file loader) here.
 
 pub mod clock_and_rng;
+pub mod provider_adapters;
 
 use std::sync::Arc;
 
@@ -25,6 +26,8 @@ pub fn builtin_registry() -> Registry {
     }
     // An agent built with the keel::agent facade, run by the public harness.
     let _ = registry.register(Arc::new(crate::harness::facade_scenario()));
+    // The provider adapters in place of the scripted model, over recorded exchanges.
+    let _ = registry.register(Arc::new(provider_adapters::ProviderAdapters));
     // The bundled scenario files: listed and found by name, run when named.
     for scenario in crate::interaction_world::bundled_scenarios() {
         let _ = registry.register_bundled(scenario);
