@@ -104,7 +104,9 @@ async fn drive(setup: Arc<Setup>, env: Env, seed: u64, keep_trace: bool) -> RunR
         fail_before_per_mille: plan.fail_before,
         replay: None,
     };
-    let store = Store::new(faults, seed);
+    // The harness reports through its own ledger and trace; it draws no timeline.
+    let timeline = crate::timeline::Recorder::new(env.clock.clone(), false);
+    let store = Store::new(faults, seed, timeline);
     let mut report = RunReport::new(setup.name.clone(), seed);
     report.swarm = plan.describe().into_iter().collect();
     world.trace(format!("run {} seed {seed}", setup.name));
