@@ -109,6 +109,24 @@ impl CommitIndex {
         CommitIndex { skipped: Some(rule), ..CommitIndex::default() }
     }
 
+    /// An index holding one tree as a database store read it inside its transaction: the
+    /// locked head and the recorded facts (identity → content digest) that the request can
+    /// touch. A request's decision reads only its own identity's fact, so a store that loads
+    /// that one fact decides exactly as if it held the whole history. The history starts
+    /// empty: such an index decides, the database installs.
+    pub fn for_tree(
+        root: ProcessId,
+        head: Option<Head>,
+        facts: impl IntoIterator<Item = (String, Digest)>,
+    ) -> CommitIndex {
+        let tree = TreeRecord { head, facts: facts.into_iter().collect(), history: Vec::new() };
+        let mut index = CommitIndex::new();
+        if tree.head.is_some() || !tree.facts.is_empty() {
+            index.trees.insert(root, tree);
+        }
+        index
+    }
+
     /// Installs a head directly, bypassing every rule (tests of extreme sequences only).
     #[cfg(test)]
     pub(super) fn force_head(&mut self, head: Head) {
