@@ -45,7 +45,10 @@ CREATE TABLE leases (
     claims      integer     NOT NULL DEFAULT 0,
     detail      text,
     submitted_at timestamptz NOT NULL DEFAULT now(),
-    CHECK ((owner IS NULL) = (expires_at IS NULL))
+    -- An open run is either free (no owner, no expiry) or owned until expires_at; a closed run
+    -- keeps its last owner and has no expiry.
+    CHECK (CASE WHEN state = 'open' THEN (owner IS NULL) = (expires_at IS NULL)
+                ELSE owner IS NOT NULL AND expires_at IS NULL END)
 );
 
 CREATE INDEX leases_claimable ON leases (expires_at) WHERE state = 'open';

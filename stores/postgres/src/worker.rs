@@ -96,13 +96,25 @@ impl Worker {
         agent: Agent,
         config: WorkerConfig,
     ) -> Result<Worker, WorkerError> {
+        let committer = Arc::new(store.clone());
+        Worker::with_committer(store, committer, agent, config)
+    }
+
+    /// A worker whose Engine commits through `committer`, a wrapper around `store` (one that
+    /// records or measures commits); leases and loads go to `store` directly.
+    pub fn with_committer(
+        store: PostgresCommitter,
+        committer: Arc<dyn Committer>,
+        agent: Agent,
+        config: WorkerConfig,
+    ) -> Result<Worker, WorkerError> {
         config.check()?;
         let env = TokioEnv::current()
             .map_err(|e| WorkerError::NoRuntime {
                 message: e.to_string(),
             })?
             .env();
-        let runtime = Runtime::with_store(agent, Arc::new(store.clone()), env.clone());
+        let runtime = Runtime::with_store(agent, committer, env.clone());
         Ok(Worker {
             runtime,
             leases: Leases::new(store.clone()),
@@ -122,14 +134,24 @@ impl Worker {
     /// reported on stderr and the next round tries again: leases that lapse meanwhile are
     /// taken over by other workers, and fencing keeps that safe.
     pub async fn run(&self, shutdown: impl Future<Output = ()>) -> Result<(), WorkerError> {
-        let driving: Arc<Mutex<BTreeSet<RunId>>> = Arc::default();
+        let held: Arc<Mutex<Held>> = Arc::default();
         let mut shutdown = std::pin::pin!(shutdown);
         let mut next_renewal = self.env.clock.now();
         // Runs whose lease this worker lost while still driving them: never renewed again, never
         // claimed again by this worker until their driver ends (the Engine still holds them).
         let mut lost: BTreeSet<RunId> = BTreeSet::new();
         loop {
-            let active: Vec<RunId> = lock(&driving).iter().cloned().collect();
+            let (active, exclude) = {
+                let held = lock(&held);
+                let active: Vec<RunId> = held.driving.iter().cloned().collect();
+                (
+                    active,
+                    held.driving
+                        .union(&held.parked)
+                        .cloned()
+                        .collect::<Vec<RunId>>(),
+                )
+            };
             lost.retain(|r| active.contains(r));
             let now = self.env.clock.now();
             if now >= next_renewal {
@@ -158,13 +180,13 @@ impl Worker {
             if free > 0 {
                 match self
                     .leases
-                    .claim(&self.config.name, self.config.lease_ttl, free, &active)
+                    .claim(&self.config.name, self.config.lease_ttl, free, &exclude)
                     .await
                 {
                     Ok(claims) => {
                         for claim in claims {
-                            lock(&driving).insert(claim.run.clone());
-                            let task = drive(self.clone_parts(), claim, driving.clone());
+                            lock(&held).driving.insert(claim.run.clone());
+                            let task = drive(self.clone_parts(), claim, held.clone());
                             drop(self.env.executor.spawn(Box::pin(task)));
                         }
                     }
@@ -178,7 +200,7 @@ impl Worker {
                 break;
             }
         }
-        let active: Vec<RunId> = lock(&driving).iter().cloned().collect();
+        let active: Vec<RunId> = lock(&held).driving.iter().cloned().collect();
         for run in active {
             self.leases.release(&self.config.name, &run).await?;
         }
@@ -206,10 +228,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The runs a worker holds: the ones it drives, and the parked ones (waiting for the host,
+/// still live in its Engine, so never claimed again by this worker).
+#[derive(Default)]
+struct Held {
+    driving: BTreeSet<RunId>,
+    parked: BTreeSet<RunId>,
+}
+
 /// Drives one claimed run until it finishes, waits for the host or is lost, then closes or
 /// releases its lease.
-async fn drive(parts: Parts, claim: Claim, driving: Arc<Mutex<BTreeSet<RunId>>>) {
+async fn drive(parts: Parts, claim: Claim, held: Arc<Mutex<Held>>) {
     let run_id = claim.run.clone();
+    let mut parked = false;
     let closed = match drive_run(&parts, &claim).await {
         Ok(Idle::Finished(result)) => {
             let detail = format!("{}: {}", result.status().as_str(), result.reason());
@@ -227,6 +258,7 @@ async fn drive(parts: Parts, claim: Claim, driving: Arc<Mutex<BTreeSet<RunId>>>)
         }
         Ok(Idle::NeedsResolution(unknowns)) => {
             let ids: Vec<String> = unknowns.iter().map(|u| u.effect.to_string()).collect();
+            parked = true;
             let detail = format!("unknown: {}", ids.join(" "));
             parts
                 .leases
@@ -234,6 +266,7 @@ async fn drive(parts: Parts, claim: Claim, driving: Arc<Mutex<BTreeSet<RunId>>>)
                 .await
         }
         Ok(Idle::NeedsInput(inputs)) => {
+            parked = true;
             let detail = format!("input: {} request(s)", inputs.len());
             parts
                 .leases
@@ -248,12 +281,18 @@ async fn drive(parts: Parts, claim: Claim, driving: Arc<Mutex<BTreeSet<RunId>>>)
         }
     };
     if let Err(e) = closed {
+        // The lease stays open and lapses; whoever claims the run next restores it from its
+        // head (a finished run restores as finished and is closed then).
         eprintln!(
             "keel worker {}: closing the lease of {run_id}: {e}",
             parts.name
         );
     }
-    lock(&driving).remove(&run_id);
+    let mut held = lock(&held);
+    held.driving.remove(&run_id);
+    if parked {
+        held.parked.insert(run_id);
+    }
 }
 
 async fn drive_run(parts: &Parts, claim: &Claim) -> Result<Idle, RunError> {
