@@ -4,14 +4,16 @@
 //! with the real Interaction: a scripted model that asks for two payments and one lookup, a
 //! payment tool that appends to a ledger file outside the store and then takes its time (so a
 //! kill often lands mid-call), and a replayable lookup tool. A seeded schedule kills a worker
-//! with SIGKILL and starts a fresh one, a few times. Afterwards:
+//! with SIGKILL and starts a fresh one, a few times, then pauses one (SIGSTOP) past its lease
+//! and wakes it (SIGCONT) after its runs were taken over. Afterwards:
 //!
 //! * every agent finished, or waits for the host with its Unknown calls listed;
 //! * no acknowledged commit is lost: every commit a worker saw acknowledged is in the store's
 //!   history, and every history obeys the commit rules;
 //! * no payment (not replayable) was dispatched twice, by the ledger;
 //! * every run ends closed, owned by one worker, with no live lease, and no run was restored
-//!   more often than it was claimed.
+//!   more often than it was claimed;
+//! * the paused worker, once awake, was fenced by the database at least once.
 //!
 //! The executable has its own `main` (no test harness) so that it can be its own worker.
 
@@ -179,11 +181,11 @@ impl AckLog {
         sequence: u64,
         cut: &TreeCut,
     ) -> Result<(), CommitError> {
-        if result.is_ok() {
-            let line = format!(
-                "{} {sequence} {} {}\n",
-                cut.root_id, cut.incarnation, cut.digest
-            );
+        let fenced = matches!(result, Err(CommitError::TreeIncarnationConflict { .. }));
+        if result.is_ok() || fenced {
+            let tag = if fenced { "FENCED" } else { "ACK" };
+            let (root, inc, digest) = (&cut.root_id, &cut.incarnation, cut.digest);
+            let line = format!("{tag} {root} {sequence} {inc} {digest}\n");
             let mut file = self
                 .file
                 .lock()
@@ -267,6 +269,7 @@ struct Workers {
     schema: String,
     dir: PathBuf,
     live: Vec<(String, Child)>,
+    stopped: Vec<(String, Child)>,
     started: usize,
 }
 
@@ -295,11 +298,24 @@ impl Workers {
 
 impl Drop for Workers {
     fn drop(&mut self) {
-        for (_, child) in &mut self.live {
+        for (_, child) in self.live.iter_mut().chain(self.stopped.iter_mut()) {
             let _ = child.kill();
             let _ = child.wait();
         }
     }
+}
+
+/// The schedule step that pauses a worker instead of killing it; the worker sleeps through the
+/// remaining steps and until its leases lapsed and were claimed by others.
+const PAUSE_AT: usize = 1;
+
+fn signal(name: &str, pid: u32) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{name} {pid}");
 }
 
 /// A small deterministic generator for the kill schedule (splitmix64).
@@ -338,6 +354,7 @@ async fn multi_worker() {
         schema: schema.clone(),
         dir: dir.clone(),
         live: Vec::new(),
+        stopped: Vec::new(),
         started: 0,
     };
     for _ in 0..WORKERS {
@@ -345,16 +362,64 @@ async fn multi_worker() {
     }
     let mut schedule = Schedule(SEED);
     let started = Instant::now();
-    for _ in 0..KILLS {
-        tokio::time::sleep(Duration::from_millis(600 + schedule.next(900))).await;
-        let victim = usize::try_from(schedule.next(WORKERS as u64)).unwrap();
-        let name = workers.kill(victim);
-        eprintln!(
-            "multi_worker: SIGKILL {name} at {:.1} s",
-            started.elapsed().as_secs_f64()
-        );
+    let mut paused: Option<(String, u32)> = None;
+    for step in 0..KILLS {
+        tokio::time::sleep(Duration::from_millis(400 + schedule.next(600))).await;
+        let victim = usize::try_from(schedule.next(workers.live.len() as u64)).unwrap();
+        let at = started.elapsed().as_secs_f64();
+        if step == PAUSE_AT {
+            // A paused worker (SIGSTOP past its lease, then SIGCONT) is the case fencing exists
+            // for: its runs are taken over while it sleeps; when it wakes, its in-flight calls
+            // finish and its next commits name the old incarnation. The database must refuse
+            // them. The paused one is the live worker owning the most runs (so it has calls in
+            // flight), whatever the schedule drew.
+            let rows = leases.list().await.unwrap();
+            let owned = |name: &str| {
+                rows.iter()
+                    .filter(|r| r.state == LeaseState::Open && r.owner.as_deref() == Some(name))
+                    .count()
+            };
+            let busiest = (0..workers.live.len())
+                .max_by_key(|&i| owned(&workers.live[i].0))
+                .unwrap();
+            let (name, child) = workers.live.remove(busiest);
+            signal("STOP", child.id());
+            let owned = owned(&name);
+            assert!(
+                owned > 0,
+                "no worker owns a run at {at:.1} s: the schedule pauses too late"
+            );
+            eprintln!("multi_worker: SIGSTOP {name} at {at:.1} s, owning {owned} runs");
+            paused = Some((name.clone(), child.id()));
+            workers.stopped.push((name, child));
+        } else {
+            let name = workers.kill(victim);
+            eprintln!("multi_worker: SIGKILL {name} at {at:.1} s");
+        }
         workers.spawn();
     }
+    let (paused_name, paused_pid) = paused.expect("the schedule pauses one worker");
+    // Wake it only once every run it owned was claimed by another worker (its lease lapsed by
+    // the database clock), and that worker had a moment to restore it.
+    loop {
+        let rows = leases.list().await.unwrap();
+        let still = rows
+            .iter()
+            .filter(|r| r.state == LeaseState::Open && r.owner.as_deref() == Some(&paused_name))
+            .count();
+        if still == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "{paused_name}'s {still} leases never lapsed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    signal("CONT", paused_pid);
+    let at = started.elapsed().as_secs_f64();
+    eprintln!("multi_worker: SIGCONT {paused_name} at {at:.1} s");
 
     // Wait until no run needs a worker.
     let rows = loop {
@@ -371,8 +436,25 @@ async fn multi_worker() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    // The paused worker woke with calls in flight: give it the time they take to finish and
+    // attempt their commits.
+    let fenced_file = dir.join(format!("acks-{paused_name}.txt"));
+    let woke = Instant::now();
+    while woke.elapsed() < Duration::from_secs(10) {
+        let text = std::fs::read_to_string(&fenced_file).unwrap_or_default();
+        if text.lines().any(|l| l.starts_with("FENCED ")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     drop(workers);
-    check(&store, &dir, &keys, &rows).await;
+    let fenced = check(&store, &dir, &keys, &rows).await;
+    let paused_fenced = fenced.get(&paused_name).copied().unwrap_or(0);
+    assert!(
+        paused_fenced > 0,
+        "the paused worker {paused_name} was never fenced: {fenced:?}"
+    );
+    eprintln!("multi_worker: commits fenced by the database, per worker: {fenced:?}");
     eprintln!(
         "multi_worker: {} finished, {} held with Unknowns, {} claims in all",
         rows.iter()
@@ -385,12 +467,13 @@ async fn multi_worker() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Checks the end state; returns how many commits the database fenced, per worker.
 async fn check(
     store: &PostgresCommitter,
     dir: &Path,
     keys: &BTreeMap<RunId, String>,
     rows: &[keel_store_postgres::LeaseRow],
-) {
+) -> BTreeMap<String, usize> {
     assert_eq!(rows.len(), AGENTS);
     // No payment dispatched twice.
     let ledger = std::fs::read_to_string(dir.join("ledger.txt")).unwrap_or_default();
@@ -406,21 +489,23 @@ async fn check(
 
     // No acknowledged commit lost.
     let mut acked: BTreeMap<String, Vec<(u64, String, String)>> = BTreeMap::new();
+    let mut fenced: BTreeMap<String, usize> = BTreeMap::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
-        if path
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .starts_with("acks-")
-        {
-            for line in std::fs::read_to_string(&path).unwrap().lines() {
-                let p: Vec<&str> = line.split(' ').collect();
-                acked.entry(p[0].to_owned()).or_default().push((
-                    p[1].parse().unwrap(),
-                    p[2].to_owned(),
-                    p[3].to_owned(),
-                ));
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(worker) = file
+            .strip_prefix("acks-")
+            .and_then(|f| f.strip_suffix(".txt"))
+        else {
+            continue;
+        };
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let p: Vec<&str> = line.split(' ').collect();
+            if p[0] == "FENCED" {
+                *fenced.entry(worker.to_owned()).or_default() += 1;
+            } else {
+                let ack = (p[2].parse().unwrap(), p[3].to_owned(), p[4].to_owned());
+                acked.entry(p[1].to_owned()).or_default().push(ack);
             }
         }
     }
@@ -501,4 +586,5 @@ async fn check(
         acks >= AGENTS * 8,
         "only {acks} acknowledged commits recorded"
     );
+    fenced
 }
