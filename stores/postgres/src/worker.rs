@@ -243,7 +243,10 @@ async fn drive(parts: Parts, claim: Claim, held: Arc<Mutex<Held>>) {
     let mut parked = false;
     let closed = match drive_run(&parts, &claim).await {
         Ok(Idle::Finished(result)) => {
-            let detail = format!("{}: {}", result.status().as_str(), result.reason());
+            let detail = match result.reason() {
+                "" => result.status().as_str().to_owned(),
+                reason => format!("{}: {reason}", result.status().as_str()),
+            };
             let closed = parts
                 .leases
                 .close(&parts.name, &run_id, LeaseState::Finished, &detail)
