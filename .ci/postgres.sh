@@ -54,7 +54,11 @@ start() {
   fi
   rm -rf "$DIR"
   mkdir -p "$DIR"
-  if [ "$(id -u)" = 0 ]; then chown postgres: "$DIR"; fi
+  if [ "$(id -u)" = 0 ]; then
+    # The Debian package creates the `postgres` account; binaries installed otherwise may not.
+    id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+    chown postgres: "$DIR"
+  fi
   # Trust auth on loopback only: a throwaway test cluster.
   as_server_user "$initdb" -D "$DIR/data" -U "$USER_NAME" -A trust -E UTF8 --no-locale >"$DIR/initdb.log" 2>&1 \
     || { cat "$DIR/initdb.log" >&2; exit 1; }

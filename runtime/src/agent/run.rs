@@ -31,7 +31,8 @@ impl RunId {
     pub fn from_key(key: &str) -> RunId {
         use sha2::{Digest as _, Sha256};
         let digest = Sha256::digest(key.as_bytes());
-        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        let mut hex = String::new();
+        crate::text::push_lower_hex(&mut hex, &digest[..16]);
         // 32 lowercase hex digits always form a valid root id.
         RunId(ProcessId::root_from_hex(&hex).unwrap_or_else(|_| unreachable!("32 hex digits")))
     }

@@ -8,6 +8,10 @@ use std::sync::{Mutex, PoisonError};
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_postgres::{Client, Config, NoTls};
 
+/// How long the server lets a session sit inside a transaction without sending anything.
+/// A commit's transaction sends its statements back to back, so only a stalled client reaches it.
+const IDLE_IN_TRANSACTION_MILLIS: u32 = 5_000;
+
 pub(crate) struct Pool {
     config: Config,
     schema: String,
@@ -79,9 +83,15 @@ impl Pool {
         drop(handle.spawn(async move {
             let _ = connection.await;
         }));
-        // The schema name was validated as a plain identifier; quoting keeps it literal.
+        // The schema name was validated as a plain identifier; quoting keeps it literal. A
+        // worker paused or cut off inside a transaction would keep its head row locked and
+        // stall every other worker's takeover of that tree: the server ends such a session
+        // after IDLE_IN_TRANSACTION_MILLIS (its commit then fails, unacknowledged).
         client
-            .batch_execute(&format!("SET search_path TO \"{}\"", self.schema))
+            .batch_execute(&format!(
+                "SET search_path TO \"{}\"; SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MILLIS}",
+                self.schema
+            ))
             .await
             .map_err(PostgresError::query)?;
         Ok(client)
