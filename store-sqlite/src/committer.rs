@@ -166,7 +166,8 @@ impl SqliteCommitter {
         let stored = read_head(&tx, root)?;
         let identity = request.identity();
         let fact = read_fact(&tx, root, &identity)?;
-        let index = CommitIndex::of_tree(
+        let index = CommitIndex::for_tree(
+            root.clone(),
             stored.as_ref().map(|s| s.head.clone()),
             fact.map(|digest| (identity, digest)),
         );

@@ -25,6 +25,18 @@ use std::task::Poll;
 pub struct RunId(ProcessId);
 
 impl RunId {
+    /// The run id a work queue derives from its own key (a job name, a ticket number): the
+    /// same key always names the same run, different keys name different runs (the first 128
+    /// bits of SHA-256 of the key). Start it with [`Runtime::start_with_id`](super::Runtime::start_with_id).
+    pub fn from_key(key: &str) -> RunId {
+        use sha2::{Digest as _, Sha256};
+        let digest = Sha256::digest(key.as_bytes());
+        let mut hex = String::new();
+        crate::text::push_lower_hex(&mut hex, &digest[..16]);
+        // 32 lowercase hex digits always form a valid root id.
+        RunId(ProcessId::root_from_hex(&hex).unwrap_or_else(|_| unreachable!("32 hex digits")))
+    }
+
     /// The root Process of the run.
     pub fn process_id(&self) -> &ProcessId {
         &self.0

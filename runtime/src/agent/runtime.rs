@@ -112,6 +112,17 @@ impl Runtime {
         Ok(Run::new(self.clone(), handle, shared))
     }
 
+    /// Starts a run under an id chosen in advance ([`RunId::from_key`]), for work queues that
+    /// name a run before any worker starts it. A second start of the same id fails with
+    /// [`RunError::Store`] (the store refuses a start over an existing head): use
+    /// [`resume`](Runtime::resume) for a run that exists.
+    pub async fn start_with_id(&self, id: &RunId, user_message: impl Into<String>) -> Result<Run, RunError> {
+        let input = InteractionInput::new(vec![Message::user(user_message)]).to_payload().map_err(|e| RunError::Input(e.to_string()))?;
+        let handle = self.inner.engine.start_root(id.process_id().clone(), self.inner.agent.deployment().clone(), input).await.map_err(engine_error)?;
+        let shared = self.inner.agent.inner.hub.get_or_create(handle.id());
+        Ok(Run::new(self.clone(), handle, shared))
+    }
+
     /// Continues a stored run under a new writer (after an exit or a crash).
     ///
     /// Returns once every call that was in flight when the previous writer stopped is visible

@@ -578,3 +578,25 @@ fn a_crash_before_the_pending_commit_or_after_the_settled_commit_needs_no_policy
         }
     }
 }
+
+#[test]
+fn a_run_started_under_a_chosen_id_is_found_by_it_and_cannot_start_twice() {
+    block_on(async {
+        let id = RunId::from_key("queue/job-17");
+        assert_eq!(id, RunId::from_key("queue/job-17"), "the same key names the same run");
+        assert_ne!(id, RunId::from_key("queue/job-18"));
+        assert_eq!(id.to_string().parse::<RunId>().unwrap(), id);
+        let agent = || Agent::builder("weather").version("1").model(ScriptedModel::new().then_text("Hi.")).build().unwrap();
+        let store = Arc::new(MemoryCommitter::new());
+        let runtime = Runtime::with_store(agent(), store.clone(), env());
+        let run = runtime.start_with_id(&id, "Hello?").await.unwrap();
+        assert_eq!(run.id(), id);
+        assert_eq!(run.result().await.unwrap().text(), "Hi.");
+        assert!(store.head(id.process_id()).is_some());
+        // A second start of the same id (another worker, say) makes no second tree.
+        let other = Runtime::with_store(agent(), store.clone(), env());
+        let again = other.start_with_id(&id, "Hello?").await;
+        assert!(matches!(again, Err(RunError::Store(_))), "{again:?}");
+        assert_eq!(store.roots(), vec![id.process_id().clone()]);
+    });
+}

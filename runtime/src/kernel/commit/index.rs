@@ -103,26 +103,28 @@ impl CommitIndex {
         CommitIndex::default()
     }
 
-    /// An index holding one tree's head and the recorded facts (identity → content digest) a
-    /// request may name: enough to decide that request. Stores that keep the commit state in a
-    /// database read these inside the commit's transaction and decide through the same rules
-    /// instead of keeping every tree in memory. The history stays empty.
-    pub fn of_tree(
-        head: Option<Head>,
-        facts: impl IntoIterator<Item = (String, Digest)>,
-    ) -> CommitIndex {
-        let mut index = CommitIndex::new();
-        let facts: BTreeMap<String, Digest> = facts.into_iter().collect();
-        if let Some(root) = head.as_ref().map(|h| h.cut.root_id.clone()) {
-            index.trees.insert(root, TreeRecord { head, facts, history: Vec::new() });
-        }
-        index
-    }
-
     /// An index that ignores one rule (to prove the conformance suite notices).
     #[cfg(test)]
     pub(super) fn skipping(rule: Rule) -> CommitIndex {
         CommitIndex { skipped: Some(rule), ..CommitIndex::default() }
+    }
+
+    /// An index holding one tree as a database store read it inside its transaction: the
+    /// locked head and the recorded facts (identity → content digest) that the request can
+    /// touch. A request's decision reads only its own identity's fact, so a store that loads
+    /// that one fact decides exactly as if it held the whole history. The history starts
+    /// empty: such an index decides, the database installs.
+    pub fn for_tree(
+        root: ProcessId,
+        head: Option<Head>,
+        facts: impl IntoIterator<Item = (String, Digest)>,
+    ) -> CommitIndex {
+        let tree = TreeRecord { head, facts: facts.into_iter().collect(), history: Vec::new() };
+        let mut index = CommitIndex::new();
+        if tree.head.is_some() || !tree.facts.is_empty() {
+            index.trees.insert(root, tree);
+        }
+        index
     }
 
     /// Installs a head directly, bypassing every rule (tests of extreme sequences only).

@@ -210,6 +210,37 @@ mod tests {
     }
 
     #[test]
+    fn an_index_seeded_with_one_head_and_fact_decides_like_the_whole_history() {
+        use crate::kernel::commit::{CommitIndex, Decision};
+        let m = MemoryCommitter::new();
+        block_on(async {
+            m.commit_checkpoint(&start(1)).await.unwrap();
+            m.commit_checkpoint(&progress(2, 1, 2, 1)).await.unwrap();
+        });
+        let head = m.head(&root());
+        let seeded = |identity: &str, content: Digest| {
+            CommitIndex::for_tree(root(), head.clone(), [(identity.to_owned(), content)])
+        };
+        let current = progress(2, 1, 2, 1);
+        let index = seeded(&current.identity(), current.content_digest());
+        assert_eq!(index.decide_checkpoint(&current), Ok(Decision::Current));
+        let mut other = current.clone();
+        other.kind = CheckpointKind::Parked;
+        assert!(matches!(index.decide_checkpoint(&other), Err(CommitError::CommitConflict { .. })));
+        let next = progress(3, 2, 3, 1);
+        let index = CommitIndex::for_tree(root(), head.clone(), []);
+        assert!(matches!(index.decide_checkpoint(&next), Ok(Decision::Install(_))));
+        assert!(matches!(
+            index.decide_checkpoint(&progress(3, 2, 3, 9)),
+            Err(CommitError::TreeIncarnationConflict { .. })
+        ));
+        // No head: a start installs, an advance is fenced.
+        let empty = CommitIndex::for_tree(root(), None, []);
+        assert!(matches!(empty.decide_checkpoint(&start(1)), Ok(Decision::Install(_))));
+        assert!(matches!(empty.decide_checkpoint(&next), Err(CommitError::TreeIncarnationConflict { .. })));
+    }
+
+    #[test]
     fn conformance_catches_each_broken_rule() {
         for rule in [
             Rule::RetryOnlyWhileCurrent,

@@ -146,6 +146,19 @@ impl Engine {
     /// Equal inputs are not deduplicated: every call is a new root.
     pub async fn start(&self, deployment: Deployment, input: Payload) -> Result<ProcessHandle, EngineError> {
         let root = ProcessId::root_from_hex(&random_hex(self.shared.env.rng.as_ref(), 16))?;
+        self.start_root(root, deployment, input).await
+    }
+
+    /// Starts a new root tree under a root id the caller chose (a work queue that names its
+    /// runs before they exist, so that a second start of the same run cannot make a second
+    /// tree). The store refuses a start over an existing head with
+    /// `TreeIncarnationConflict`: load or restore the tree instead.
+    pub async fn start_root(
+        &self,
+        root: ProcessId,
+        deployment: Deployment,
+        input: Payload,
+    ) -> Result<ProcessHandle, EngineError> {
         let incarnation = self.mint_incarnation()?;
         let now = self.shared.env.clock.now();
         let mut owner = Owner::start(

@@ -1,0 +1,451 @@
+//! The PostgreSQL committer: the commit rules of every keel store, enforced inside one
+//! server transaction per commit.
+//!
+//! A commit (1) locks the tree's head row (`SELECT ... FOR UPDATE`), (2) reads the recorded
+//! fact of the request's own identity, (3) decides with the shared rules
+//! (`keel::kernel::commit::CommitIndex`, seeded with exactly that head and fact), and (4)
+//! installs: the commit row is inserted and the head advanced by an `UPDATE` conditioned on the
+//! locked incarnation, sequence and digest, whose row count must be 1. A start inserts the head
+//! row (`ON CONFLICT DO NOTHING`); losing that race re-runs the transaction, which then sees
+//! the winner's head and answers as the rules do (a retry, or a fence).
+//!
+//! The database, not a worker's memory, fences a stale writer: its request names its own
+//! incarnation and sequence, and the locked head has moved on. Identical retries are
+//! acknowledged while still current; a known identity with other content conflicts (the
+//! `(root_id, identity)` unique key backs this).
+//!
+//! The committer stores whole cuts (the head row holds the latest cut's bytes; commit rows hold
+//! digests only). Cut bytes are read and `TreeCut`s built in one place each
+//! ([`stored_cut_bytes`], [`cut_from_row`]).
+
+use crate::error::{describe, PostgresError};
+use crate::pool::Pool;
+use crate::schema;
+use keel::env::BoxFuture;
+use keel::json::Digest;
+use keel::kernel::commit::{
+    Activation, Checkpoint, CheckpointKind, CommitError, CommitIndex, CommitRecord,
+    CommitRecordKind, Committer, Decision, EffectBoundary, EffectBoundaryKind, Head, Installation,
+    TreeCut,
+};
+use keel::kernel::ids::{EffectId, IncarnationId, ProcessId};
+use std::sync::Arc;
+use tokio_postgres::Row;
+
+/// The largest cut the store accepts. PostgreSQL caps one `bytea` value at 1 GiB and the whole
+/// cut crosses the wire in one message; a quarter of that keeps memory on both sides bounded.
+pub const MAX_CUT_BYTES: usize = 256 << 20;
+
+/// How many times a start re-runs after losing the race to insert the head row. The second run
+/// always sees the winner's row, so 2 suffices; 3 leaves room for a row deleted by hand.
+const START_RACE_TRIES: u32 = 3;
+
+/// Connections a store opens at most, unless [`PostgresOptions::max_connections`] says otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
+
+/// Where and how to open a store.
+#[derive(Clone, Debug)]
+pub struct PostgresOptions {
+    /// The PostgreSQL schema holding the store's tables (created if missing). Several stores
+    /// can share one database under different schemas.
+    pub schema: String,
+    /// The most connections this store opens at once (each commit holds one for its
+    /// transaction).
+    pub max_connections: usize,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> PostgresOptions {
+        PostgresOptions {
+            schema: "keel".into(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// A keel store in a PostgreSQL database, shared by any number of worker processes. Cheap to
+/// clone (clones share the connection pool).
+#[derive(Clone)]
+pub struct PostgresCommitter {
+    pub(crate) pool: Arc<Pool>,
+}
+
+impl std::fmt::Debug for PostgresCommitter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresCommitter")
+            .field("schema", &self.pool.schema())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresCommitter {
+    /// Opens the store in schema `keel` of the database at `url` (a libpq connection string,
+    /// `host=... user=... dbname=...` or `postgresql://...`), creating or migrating its tables.
+    /// Call inside a tokio runtime: connections run as tokio tasks.
+    pub async fn connect(url: &str) -> Result<PostgresCommitter, PostgresError> {
+        PostgresCommitter::connect_with(url, PostgresOptions::default()).await
+    }
+
+    /// Opens the store with explicit options.
+    pub async fn connect_with(
+        url: &str,
+        options: PostgresOptions,
+    ) -> Result<PostgresCommitter, PostgresError> {
+        let config: tokio_postgres::Config =
+            url.parse()
+                .map_err(|e: tokio_postgres::Error| PostgresError::InvalidConfig {
+                    message: e.to_string(),
+                })?;
+        schema::check_schema_name(&options.schema)?;
+        if options.max_connections == 0 {
+            return Err(PostgresError::InvalidConfig {
+                message: "max_connections must be at least 1".into(),
+            });
+        }
+        let pool = Pool::new(config, options.schema.clone(), options.max_connections);
+        let mut conn = pool.get().await?;
+        schema::migrate(conn.client(), &options.schema).await?;
+        drop(conn);
+        Ok(PostgresCommitter {
+            pool: Arc::new(pool),
+        })
+    }
+
+    /// The schema holding this store's tables.
+    pub fn schema(&self) -> &str {
+        self.pool.schema()
+    }
+
+    /// Every installed commit of `root`, in installation order (for audits and oracles).
+    pub async fn history(&self, root: &ProcessId) -> Result<Vec<CommitRecord>, PostgresError> {
+        let mut conn = self.pool.get().await?;
+        let rows = conn
+            .client()
+            .query(
+                "SELECT identity, kind, effect_process, effect_id, previous_incarnation, sequence, \
+                 incarnation, cut_digest FROM commits WHERE root_id = $1 ORDER BY position",
+                &[&root.as_str()],
+            )
+            .await
+            .map_err(PostgresError::query)?;
+        rows.iter().map(record_from_row).collect()
+    }
+
+    /// The roots the store holds, in order.
+    pub async fn roots(&self) -> Result<Vec<ProcessId>, PostgresError> {
+        let mut conn = self.pool.get().await?;
+        let rows = conn
+            .client()
+            .query("SELECT root_id FROM heads ORDER BY root_id", &[])
+            .await
+            .map_err(PostgresError::query)?;
+        rows.iter()
+            .map(|r| ProcessId::parse(r.get(0)).map_err(|e| corrupt(format!("root id: {e}"))))
+            .collect()
+    }
+
+    /// Decides and installs one commit in one transaction (see the module docs).
+    async fn commit(
+        &self,
+        cut: &TreeCut,
+        identity: String,
+        decide: impl Fn(&CommitIndex) -> Result<Decision, CommitError>,
+    ) -> Result<(), CommitError> {
+        if stored_cut_bytes(cut).len() > MAX_CUT_BYTES {
+            return Err(CommitError::RecordTooLarge {
+                bytes: to_u64(stored_cut_bytes(cut).len()),
+                max: to_u64(MAX_CUT_BYTES),
+            });
+        }
+        let root = &cut.root_id;
+        for _ in 0..START_RACE_TRIES {
+            let mut conn = self.pool.get().await.map_err(storage)?;
+            let tx = conn.client().transaction().await.map_err(pg)?;
+            let head = tx
+                .query_opt(
+                    "SELECT incarnation, sequence, digest, cut FROM heads WHERE root_id = $1 FOR UPDATE",
+                    &[&root.as_str()],
+                )
+                .await
+                .map_err(pg)?
+                .map(|row| head_from_row(root, &row))
+                .transpose()
+                .map_err(storage)?;
+            let fact = tx
+                .query_opt(
+                    "SELECT content_digest FROM commits WHERE root_id = $1 AND identity = $2",
+                    &[&root.as_str(), &identity],
+                )
+                .await
+                .map_err(pg)?
+                .map(|row| digest_from(row.get(0), "content digest"))
+                .transpose()
+                .map_err(storage)?;
+            let index = CommitIndex::for_tree(
+                root.clone(),
+                head.clone(),
+                fact.map(|d| (identity.clone(), d)),
+            );
+            let installation = match decide(&index)? {
+                Decision::Current => return tx.rollback().await.map_err(pg),
+                Decision::Install(installation) => installation,
+            };
+            let advanced = match &head {
+                None => tx
+                    .execute(
+                        "INSERT INTO heads (root_id, incarnation, sequence, digest, cut) \
+                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (root_id) DO NOTHING",
+                        &[
+                            &root.as_str(),
+                            &installation.cut.incarnation.as_str(),
+                            &stored_sequence(installation.sequence)?,
+                            &&installation.cut.digest.0[..],
+                            &stored_cut_bytes(&installation.cut),
+                        ],
+                    )
+                    .await
+                    .map_err(pg)?,
+                Some(old) => tx
+                    .execute(
+                        "UPDATE heads SET incarnation = $2, sequence = $3, digest = $4, cut = $5, \
+                         updated_at = now() \
+                         WHERE root_id = $1 AND incarnation = $6 AND sequence = $7 AND digest = $8",
+                        &[
+                            &root.as_str(),
+                            &installation.cut.incarnation.as_str(),
+                            &stored_sequence(installation.sequence)?,
+                            &&installation.cut.digest.0[..],
+                            &stored_cut_bytes(&installation.cut),
+                            &old.cut.incarnation.as_str(),
+                            &stored_sequence(old.sequence)?,
+                            &&old.cut.digest.0[..],
+                        ],
+                    )
+                    .await
+                    .map_err(pg)?,
+            };
+            if advanced != 1 {
+                tx.rollback().await.map_err(pg)?;
+                if head.is_none() {
+                    continue; // another start inserted the row first: decide again against it
+                }
+                // The row was locked: only a change by hand can get here.
+                return Err(CommitError::TreeIncarnationConflict {
+                    reason: "the head changed under the row lock".into(),
+                });
+            }
+            insert_commit(&tx, &installation).await?;
+            return tx.commit().await.map_err(pg);
+        }
+        Err(CommitError::Storage {
+            message: format!("the head row of {root} kept appearing and disappearing"),
+        })
+    }
+
+    async fn load(&self, root: &ProcessId) -> Result<Option<Head>, CommitError> {
+        let mut conn = self.pool.get().await.map_err(storage)?;
+        let row = conn
+            .client()
+            .query_opt(
+                "SELECT incarnation, sequence, digest, cut FROM heads WHERE root_id = $1",
+                &[&root.as_str()],
+            )
+            .await
+            .map_err(pg)?;
+        row.map(|row| head_from_row(root, &row))
+            .transpose()
+            .map_err(storage)
+    }
+}
+
+impl Committer for PostgresCommitter {
+    fn commit_checkpoint(&self, checkpoint: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
+        let checkpoint = checkpoint.clone();
+        Box::pin(async move {
+            self.commit(&checkpoint.cut, checkpoint.identity(), |index| {
+                index.decide_checkpoint(&checkpoint)
+            })
+            .await
+        })
+    }
+    fn commit_effect(&self, boundary: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
+        let boundary = boundary.clone();
+        Box::pin(async move {
+            self.commit(&boundary.cut, boundary.identity(), |index| {
+                index.decide_effect(&boundary)
+            })
+            .await
+        })
+    }
+    fn activate_tree(&self, activation: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
+        let activation = activation.clone();
+        Box::pin(async move {
+            self.commit(&activation.cut, activation.identity(), |index| {
+                index.decide_activation(&activation)
+            })
+            .await
+        })
+    }
+    fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
+        let root = root.clone();
+        Box::pin(async move { self.load(&root).await })
+    }
+}
+
+async fn insert_commit(
+    tx: &tokio_postgres::Transaction<'_>,
+    i: &Installation,
+) -> Result<(), CommitError> {
+    let (kind, effect_process, effect_id, previous_incarnation) = match &i.kind {
+        CommitRecordKind::Checkpoint(k) => (format!("checkpoint:{}", k.as_str()), None, None, None),
+        CommitRecordKind::Effect {
+            process_id,
+            effect_id,
+            kind,
+        } => (
+            format!("effect:{}", kind.as_str()),
+            Some(process_id.as_str()),
+            Some(effect_id.as_str()),
+            None,
+        ),
+        CommitRecordKind::Activation {
+            previous_incarnation,
+        } => (
+            "activation".to_owned(),
+            None,
+            None,
+            Some(previous_incarnation.as_str()),
+        ),
+    };
+    tx.execute(
+        "INSERT INTO commits (root_id, position, identity, content_digest, kind, effect_process, \
+         effect_id, previous_incarnation, sequence, incarnation, cut_digest) \
+         VALUES ($1, (SELECT COALESCE(MAX(position), 0) + 1 FROM commits WHERE root_id = $1), \
+         $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        &[
+            &i.cut.root_id.as_str(),
+            &i.identity,
+            &&i.content_digest.0[..],
+            &kind,
+            &effect_process,
+            &effect_id,
+            &previous_incarnation,
+            &stored_sequence(i.sequence)?,
+            &i.cut.incarnation.as_str(),
+            &&i.cut.digest.0[..],
+        ],
+    )
+    .await
+    .map_err(pg)?;
+    Ok(())
+}
+
+/// The bytes stored for a cut (the one place that reads them).
+fn stored_cut_bytes(cut: &TreeCut) -> &[u8] {
+    &cut.bytes
+}
+
+/// Builds the `TreeCut` a head row stores (the one place that does).
+fn cut_from_row(root: &ProcessId, row: &Row) -> Result<TreeCut, PostgresError> {
+    let incarnation = IncarnationId::parse(row.get("incarnation"))
+        .map_err(|e| corrupt(format!("head incarnation of {root}: {e}")))?;
+    let digest = digest_from(row.get("digest"), "head digest")?;
+    let bytes: Vec<u8> = row.get("cut");
+    Ok(TreeCut {
+        root_id: root.clone(),
+        incarnation,
+        digest,
+        bytes: Arc::from(bytes),
+    })
+}
+
+fn head_from_row(root: &ProcessId, row: &Row) -> Result<Head, PostgresError> {
+    let sequence: i64 = row.get("sequence");
+    let sequence = u64::try_from(sequence)
+        .map_err(|_| corrupt(format!("negative head sequence of {root}")))?;
+    Ok(Head {
+        cut: cut_from_row(root, row)?,
+        sequence,
+    })
+}
+
+fn record_from_row(row: &Row) -> Result<CommitRecord, PostgresError> {
+    let text = |name: &str| -> Option<String> { row.get(name) };
+    let kind_text: String = row.get("kind");
+    let kind = if let Some(k) = kind_text.strip_prefix("checkpoint:") {
+        CommitRecordKind::Checkpoint(
+            CheckpointKind::from_name(k)
+                .ok_or_else(|| corrupt(format!("commit kind {kind_text}")))?,
+        )
+    } else if let Some(k) = kind_text.strip_prefix("effect:") {
+        let kind = EffectBoundaryKind::from_name(k)
+            .ok_or_else(|| corrupt(format!("commit kind {kind_text}")))?;
+        let process_id = text("effect_process")
+            .and_then(|p| ProcessId::parse(&p).ok())
+            .ok_or_else(|| corrupt("effect commit without a valid process id".into()))?;
+        let effect_id = text("effect_id")
+            .and_then(|p| EffectId::parse(&p).ok())
+            .ok_or_else(|| corrupt("effect commit without a valid effect id".into()))?;
+        CommitRecordKind::Effect {
+            process_id,
+            effect_id,
+            kind,
+        }
+    } else if kind_text == "activation" {
+        let previous_incarnation = text("previous_incarnation")
+            .and_then(|p| IncarnationId::parse(&p).ok())
+            .ok_or_else(|| corrupt("activation without a valid previous incarnation".into()))?;
+        CommitRecordKind::Activation {
+            previous_incarnation,
+        }
+    } else {
+        return Err(corrupt(format!("commit kind {kind_text}")));
+    };
+    let sequence: i64 = row.get("sequence");
+    Ok(CommitRecord {
+        identity: row.get("identity"),
+        kind,
+        sequence: u64::try_from(sequence)
+            .map_err(|_| corrupt("negative commit sequence".into()))?,
+        incarnation: IncarnationId::parse(row.get("incarnation"))
+            .map_err(|e| corrupt(format!("commit incarnation: {e}")))?,
+        cut_digest: digest_from(row.get("cut_digest"), "cut digest")?,
+    })
+}
+
+fn digest_from(bytes: &[u8], what: &str) -> Result<Digest, PostgresError> {
+    <[u8; 32]>::try_from(bytes)
+        .map(Digest)
+        .map_err(|_| corrupt(format!("{what} of {} bytes, not 32", bytes.len())))
+}
+
+/// Sequences are `u64` in keel and `bigint` in PostgreSQL; a head past `i64::MAX` is refused
+/// rather than wrapped.
+fn stored_sequence(sequence: u64) -> Result<i64, CommitError> {
+    i64::try_from(sequence).map_err(|_| CommitError::Storage {
+        message: format!(
+            "sequence {sequence} exceeds the store's largest sequence {}",
+            i64::MAX
+        ),
+    })
+}
+
+fn corrupt(message: String) -> PostgresError {
+    PostgresError::Corrupt { message }
+}
+
+fn storage(e: PostgresError) -> CommitError {
+    CommitError::Storage {
+        message: e.to_string(),
+    }
+}
+
+fn pg(e: tokio_postgres::Error) -> CommitError {
+    CommitError::Storage {
+        message: describe(&e),
+    }
+}
+
+fn to_u64(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
