@@ -76,3 +76,16 @@ pub const MAX_TOOL_INPUT_PAUSES: u32 = u32::MAX - 1;
 
 /// Maximum bytes of a completion validator's rejection feedback.
 pub const MAX_COMPLETION_FEEDBACK_BYTES: usize = MAX_TEXT_BYTES;
+
+/// Default bound of an Interaction's working context: the canonical bytes of all its messages
+/// together (each message is bounded on its own by [`MAX_PAYLOAD_BYTES`]). Exceeding it is the
+/// failure `interaction.limit.context`; `AgentBuilder::max_context_bytes` changes it.
+pub const DEFAULT_MAX_CONTEXT_BYTES: u64 = 64 << 20;
+
+/// The largest working-context bound a configuration may choose: a cut must still fit
+/// `MAX_CUT_BYTES`-sized stores.
+pub const MAX_CONTEXT_BYTES_CEILING: u64 = 256 << 20;
+
+/// Maximum number of segments one execution state lists (at most one per committed Step that
+/// appended, so far beyond any step budget in practice).
+pub const MAX_STATE_SEGMENTS: usize = 1 << 20;

@@ -316,7 +316,7 @@ fn null_payloads_round_trip_through_every_decoder() {
     round_trip(Settlement { status: SettlementStatus::Succeeded, payload: null.clone() });
     round_trip(Signal::new(SignalId::external("signal:a").unwrap(), None, null.clone(), None).unwrap());
     round_trip(SignalRequest::new(SignalId::external("signal:a").unwrap(), None, null.clone()).unwrap());
-    round_trip(ExecutionState { kind: keel::text::QualifiedName::parse("keel.fuzz.state").unwrap(), payload: null.clone() });
+    round_trip(ExecutionState { kind: keel::text::QualifiedName::parse("keel.fuzz.state").unwrap(), payload: null.clone(), segments: Vec::new() });
     round_trip(Transition::Complete { consumed: 0, output: null.clone() });
     let world = fuzz_props::runs::World::new(&[]);
     round_trip(ChildSpec {

@@ -30,6 +30,14 @@ pub enum BuildError {
         /// The agent.
         agent: String,
     },
+    /// `max_context_bytes` is zero or above its ceiling.
+    #[error("agent `{agent}`: max_context_bytes is {bytes}; it must be between 1 and 268435456 (256 MiB); call `.max_context_bytes(64 << 20)` or leave the default")]
+    ContextLimit {
+        /// The agent.
+        agent: String,
+        /// The configured bound.
+        bytes: u64,
+    },
     /// Two tools (or a tool and a delegate) share a name.
     #[error("agent `{agent}`: the name `{name}` is used by more than one tool or delegate; rename one of them")]
     DuplicateName {

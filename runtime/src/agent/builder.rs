@@ -127,6 +127,7 @@ pub struct AgentBuilder {
     delegates: Vec<(String, String, Agent)>,
     max_model_calls: u32,
     max_concurrent_tool_calls: Option<u32>,
+    max_context_bytes: u64,
     validator: Option<(String, CompletionValidator)>,
     wrapper: Option<Arc<ToolWrapper>>,
 }
@@ -143,6 +144,7 @@ impl AgentBuilder {
             delegates: Vec::new(),
             max_model_calls: DEFAULT_MAX_MODEL_CALLS,
             max_concurrent_tool_calls: None,
+            max_context_bytes: crate::limits::DEFAULT_MAX_CONTEXT_BYTES,
             validator: None,
             wrapper: None,
         }
@@ -224,6 +226,16 @@ impl AgentBuilder {
         self
     }
 
+    /// The most bytes a run's working context may hold, all messages together (default
+    /// [`DEFAULT_MAX_CONTEXT_BYTES`](crate::limits::DEFAULT_MAX_CONTEXT_BYTES), 64 MiB; at most
+    /// [`MAX_CONTEXT_BYTES_CEILING`](crate::limits::MAX_CONTEXT_BYTES_CEILING), 256 MiB). Each
+    /// message is bounded on its own by the payload limit (1 MiB). A run whose context
+    /// outgrows it fails with `interaction.limit.context`.
+    pub fn max_context_bytes(mut self, bytes: u64) -> AgentBuilder {
+        self.max_context_bytes = bytes;
+        self
+    }
+
     /// A completion validator under a declared `identity` (part of the configuration digest:
     /// change it whenever the validator's rules change).
     pub fn completion_validator(mut self, identity: impl Into<String>, validator: CompletionValidator) -> AgentBuilder {
@@ -249,6 +261,9 @@ impl AgentBuilder {
         let model = self.model.clone().ok_or_else(|| BuildError::NoModel { agent: agent.clone() })?;
         if self.max_model_calls == 0 {
             return Err(BuildError::NoModelCalls { agent });
+        }
+        if self.max_context_bytes == 0 || self.max_context_bytes > crate::limits::MAX_CONTEXT_BYTES_CEILING {
+            return Err(BuildError::ContextLimit { agent, bytes: self.max_context_bytes });
         }
         let description = self.description.clone().unwrap_or_else(|| format!("The {agent} agent."));
         let implementation = implementation_digest(&version);
@@ -359,6 +374,7 @@ impl AgentBuilder {
                 .field("description", &description)
                 .field("max_model_calls", &self.max_model_calls)
                 .field("max_concurrent_tool_calls", &if has_tools { limit } else { 0 })
+                .field("max_context_bytes", &self.max_context_bytes)
                 .value(
                     "model",
                     ObjectBuilder::new()
@@ -382,6 +398,7 @@ impl AgentBuilder {
             max_concurrent_tool_calls: if has_tools { limit } else { 0 },
             delegates,
             completion_validator: self.validator.map(|(_, v)| v),
+            max_context_bytes: self.max_context_bytes,
         })
         .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
         let dispatcher = ModelDispatcher::new(definition.model_manifest(), model)

@@ -40,6 +40,8 @@ pub struct UnknownEffect {
     pub(crate) step_sequence: u64,
     pub(crate) batch_index: u32,
     pub(crate) payload: Payload,
+    /// The segments the Effect names (a model call's working context).
+    pub(crate) segments: Vec<std::sync::Arc<crate::kernel::segment::Segment>>,
     pub(crate) incarnation: IncarnationId,
 }
 
@@ -66,6 +68,7 @@ impl UnknownEffect {
             effect_id: self.effect.clone(),
             attempt_id: None,
             payload: self.payload.clone(),
+            segments: self.segments.clone(),
         }
     }
 

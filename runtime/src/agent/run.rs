@@ -317,7 +317,7 @@ impl Run {
     fn conversation(&self) -> Result<Vec<Message>, RunError> {
         let head = self.shared.lock().head.clone().ok_or_else(|| RunError::NotFinished(self.id().to_string()))?;
         let state = ParentState::from_execution_state(&head.root().committed_state).map_err(|e| RunError::Engine(e.to_string()))?;
-        let mut messages = state.working_context.messages;
+        let mut messages = state.working_context.to_messages();
         if let Some(final_message) = state.final_output.as_ref().and_then(|o| o.response()).and_then(|r| r.message.clone()) {
             if messages.last() != Some(&final_message) {
                 messages.push(final_message);

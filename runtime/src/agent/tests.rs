@@ -126,7 +126,7 @@ fn input_requests_are_answered_once_wrong_waits_refused_and_steers_applied() {
         assert_ne!(next.id(), run.id());
         let head = next.shared_for_tests().lock().head.clone().unwrap();
         let state = crate::interaction::state::ParentState::from_execution_state(&head.root().committed_state).unwrap();
-        let texts: Vec<String> = state.working_context.messages.iter().map(|m| m.text()).collect();
+        let texts: Vec<String> = state.working_context.messages().map(|m| m.text()).collect();
         assert_eq!(texts.first().map(String::as_str), Some("Weather?"));
         assert!(texts.iter().any(|t| t == "Done."), "{texts:?}");
         assert_eq!(texts.last().map(String::as_str), Some("And tomorrow?"));

@@ -297,6 +297,7 @@ impl RunState {
                             step_sequence: prepared.sequence,
                             batch_index: u32::try_from(index).unwrap_or(u32::MAX),
                             payload: payload.clone(),
+                            segments: prepared.candidate_state.segments.clone(),
                             incarnation: head.incarnation.clone(),
                         };
                         if self.first(format!("unknown:{}", e.id)) {

@@ -211,6 +211,7 @@ mod tests {
             batch_index: 0,
             attempt_id: None,
             payload: Payload::null(),
+            segments: Vec::new(),
         }
     }
 
@@ -249,12 +250,14 @@ mod tests {
     #[test]
     fn model_invocation_copies_applied_ids() {
         let req = request(Relation::root(ProcessId::parse("process:root").unwrap()));
-        let effect = ModelCallEffect {
-            model_call_sequence: 2,
-            request: crate::chat::Request::new(vec![crate::chat::Message::user("q")]),
-            advertised_tool_names: vec![],
-            applied_steer_signal_ids: vec![SignalId::parse("s1").unwrap()],
-        };
+        let effect = ModelCallEffect::naming(
+            2,
+            &crate::chat::Request::new(vec![crate::chat::Message::user("q")]),
+            vec![],
+            vec![SignalId::parse("s1").unwrap()],
+        )
+        .unwrap()
+        .0;
         let inv = ModelInvocation::from_effect(&req, &effect);
         assert!(inv.is_valid());
         let mut ids = inv.applied_steer_signal_ids();

@@ -10,6 +10,8 @@ use crate::kernel::waist::StepError;
 
 /// `MaxModelCalls` reached before another model request.
 pub const LIMIT_MODEL_CALLS: FailureCode = FailureCode::new("interaction.limit.model_calls", Execution);
+/// The working context outgrew its byte bound (`max_context_bytes`).
+pub const LIMIT_CONTEXT: FailureCode = FailureCode::new("interaction.limit.context", Execution);
 /// The model settlement carries a host error (host failure, reducer error, invalid reduction).
 pub const HOST_FAILED: FailureCode = FailureCode::new("interaction.host.failed", External);
 /// The model settlement carries a provider error.
@@ -31,6 +33,7 @@ pub const TOOL_PROCESS_FAILED: FailureCode = FailureCode::new("interaction.tool.
 /// Every code above.
 pub const ALL: &[FailureCode] = &[
     LIMIT_MODEL_CALLS,
+    LIMIT_CONTEXT,
     HOST_FAILED,
     MODEL_FAILED,
     MODEL_TOOL_CALLS_NOT_COMPLETED,
@@ -63,6 +66,7 @@ mod tests {
     fn codes_and_kinds_are_pinned() {
         let expected = [
             ("interaction.limit.model_calls", FailureKind::Execution),
+            ("interaction.limit.context", FailureKind::Execution),
             ("interaction.host.failed", FailureKind::External),
             ("interaction.model.failed", FailureKind::External),
             ("interaction.model.tool_calls_not_completed", FailureKind::External),

@@ -29,6 +29,10 @@ pub struct DefinitionConfig {
     /// In model-visible order.
     pub delegates: Vec<Delegate>,
     pub completion_validator: Option<CompletionValidator>,
+    /// Bound of the working context's canonical bytes (all messages together); 0 means
+    /// [`crate::limits::DEFAULT_MAX_CONTEXT_BYTES`]; at most
+    /// [`crate::limits::MAX_CONTEXT_BYTES_CEILING`].
+    pub max_context_bytes: u64,
 }
 
 impl std::fmt::Debug for DefinitionConfig {
@@ -41,6 +45,7 @@ impl std::fmt::Debug for DefinitionConfig {
             .field("max_concurrent_tool_calls", &self.max_concurrent_tool_calls)
             .field("delegates", &self.delegates.iter().map(Delegate::name).collect::<Vec<_>>())
             .field("completion_validator", &self.completion_validator.is_some())
+            .field("max_context_bytes", &self.max_context_bytes)
             .finish()
     }
 }
@@ -56,6 +61,13 @@ impl DefinitionConfig {
     pub fn validate(&self) -> Result<(), InteractionError> {
         if self.max_model_calls == 0 {
             return Err(invalid("max_model_calls must be > 0"));
+        }
+        if self.max_context_bytes > crate::limits::MAX_CONTEXT_BYTES_CEILING {
+            return Err(invalid(format!(
+                "max_context_bytes {} exceeds the ceiling of {} bytes",
+                self.max_context_bytes,
+                crate::limits::MAX_CONTEXT_BYTES_CEILING
+            )));
         }
         match &self.tools {
             Some(tools) => {

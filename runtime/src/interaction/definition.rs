@@ -2,6 +2,7 @@
 //! the kernel starts and restores parent Executions from.
 
 use super::completion::CompletionValidator;
+use super::codes;
 use super::config::DefinitionConfig;
 use super::delegate::Delegate;
 use super::error::{ErrorKind, InteractionError};
@@ -56,6 +57,8 @@ pub(crate) struct Rules {
     pub(crate) delegates: Vec<Delegate>,
     delegate_index: BTreeMap<String, usize>,
     pub(crate) validator: Option<CompletionValidator>,
+    /// Normalized: the default when configured as 0.
+    pub(crate) max_context_bytes: u64,
 }
 
 impl Rules {
@@ -95,6 +98,10 @@ impl Definition {
             delegates: config.delegates,
             delegate_index,
             validator: config.completion_validator,
+            max_context_bytes: match config.max_context_bytes {
+                0 => crate::limits::DEFAULT_MAX_CONTEXT_BYTES,
+                n => n,
+            },
         };
         let definition = Definition { descriptor, rules: Arc::new(rules) };
         definition.model_manifest().validate().map_err(|e| e.with_kind(ErrorKind::InvalidDefinitionConfig))?;
@@ -128,6 +135,11 @@ impl Definition {
         self.rules.max_concurrent_tool_calls
     }
 
+    /// The working context's byte bound after normalization.
+    pub fn max_context_bytes(&self) -> u64 {
+        self.rules.max_context_bytes
+    }
+
     /// Restores and fully validates a parent state this Definition produced.
     pub fn restore_state(&self, state: &ExecutionState) -> Result<ParentState, InteractionError> {
         let parent = ParentState::from_execution_state(state)?;
@@ -145,6 +157,7 @@ impl std::fmt::Debug for Definition {
             .field("max_concurrent_tool_calls", &self.rules.max_concurrent_tool_calls)
             .field("delegates", &self.rules.delegates.iter().map(Delegate::name).collect::<Vec<_>>())
             .field("completion_validator", &self.rules.validator.is_some())
+            .field("max_context_bytes", &self.rules.max_context_bytes)
             .finish()
     }
 }
@@ -161,6 +174,9 @@ impl ToolCatalog for Rules {
 impl StateRules for Rules {
     fn max_model_calls(&self) -> u32 {
         self.max_model_calls
+    }
+    fn max_context_bytes(&self) -> u64 {
+        self.max_context_bytes
     }
     fn max_concurrent_tool_calls(&self) -> u32 {
         self.max_concurrent_tool_calls
@@ -183,6 +199,9 @@ impl StateRules for Rules {
 impl StateRules for Definition {
     fn max_model_calls(&self) -> u32 {
         self.rules.max_model_calls
+    }
+    fn max_context_bytes(&self) -> u64 {
+        self.rules.max_context_bytes
     }
     fn max_concurrent_tool_calls(&self) -> u32 {
         self.rules.max_concurrent_tool_calls
@@ -217,7 +236,11 @@ impl waist::Definition for Definition {
 
     fn start(&self, input: &Payload) -> Result<Box<dyn Execution>, StepError> {
         let input = InteractionInput::from_payload(input)?;
-        let state = ParentState::start(&input);
+        let mut state = ParentState::start(&input);
+        state.working_context.seal().map_err(|e| InteractionError::new(ErrorKind::InvalidInput, e.to_string()))?;
+        if state.working_context.sealed_bytes() > self.rules.max_context_bytes {
+            return Err(codes::classified(codes::LIMIT_CONTEXT, &context_limit_text(self.rules.max_context_bytes)));
+        }
         state.validate(self.rules.as_ref())?;
         Ok(Box::new(ParentExecution::new(self.rules.clone(), state)))
     }
@@ -226,4 +249,13 @@ impl waist::Definition for Definition {
         let state = self.restore_state(state)?;
         Ok(Box::new(ParentExecution::new(self.rules.clone(), state)))
     }
+}
+
+/// The failure text of an outgrown context: what was exceeded and what to change.
+pub(crate) fn context_limit_text(limit: u64) -> String {
+    format!(
+        "the working context exceeds its limit of {limit} bytes; raise it with AgentBuilder::max_context_bytes \
+         (DefinitionConfig::max_context_bytes, at most {} bytes) or configure a context reducer that shortens it",
+        crate::limits::MAX_CONTEXT_BYTES_CEILING
+    )
 }

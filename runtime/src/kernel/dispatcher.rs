@@ -13,6 +13,7 @@ use super::failure::{codes, Failure};
 use super::ids::{AttemptId, EffectId, IncarnationId, ProcessId};
 use super::relation::Relation;
 use crate::env::{BoxFuture, CancelToken};
+use super::segment::Segment;
 use crate::json::Payload;
 use std::sync::Arc;
 
@@ -54,6 +55,11 @@ pub struct EffectRequest {
     /// The physical attempt; `None` when the request is rebuilt from a snapshot.
     pub attempt_id: Option<AttemptId>,
     pub payload: Payload,
+    /// The segments of the state the declaring Step produced (its prepared candidate), in
+    /// order and shared, so an Effect can name its Process's append-only history (a model
+    /// call names its working context) instead of copying it into the payload. Empty for a
+    /// state without segments.
+    pub segments: Vec<Arc<Segment>>,
 }
 
 /// Best-effort streaming output of one attempt; returns whether the delta was accepted.

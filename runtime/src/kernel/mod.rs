@@ -28,6 +28,7 @@ pub mod relation;
 pub mod resource;
 pub mod result;
 pub mod retired;
+pub mod segment;
 pub mod signal;
 pub mod snapshot;
 pub mod status;

@@ -99,7 +99,7 @@ impl PreparedStep {
     /// Appends the canonical encoding with the candidate state's payload copied verbatim
     /// (byte-identical to encoding `to_json()`).
     pub fn write_canonical(&self, out: &mut String) {
-        let mut state = String::with_capacity(self.candidate_state.payload.len() + 64);
+        let mut state = String::with_capacity(self.candidate_state.byte_len() + 64);
         self.candidate_state.write_canonical(&mut state);
         let members = self.members_without_state().into_object();
         crate::json::write_object_with(out, &members, vec![("candidate_state", crate::json::Member::Canonical(&state))]);

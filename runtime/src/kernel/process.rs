@@ -105,7 +105,7 @@ impl Process {
     /// stored canonical text instead of being cloned and re-encoded; the bytes are identical
     /// to encoding `to_json()` (a unit test and every snapshot decode check this).
     pub fn write_canonical(&self, out: &mut String) {
-        let mut state = String::with_capacity(self.committed_state.payload.len() + 64);
+        let mut state = String::with_capacity(self.committed_state.byte_len() + 64);
         self.committed_state.write_canonical(&mut state);
         let mut prepared = String::new();
         let mut spliced = vec![("committed_execution_state", crate::json::Member::Canonical(&state))];

@@ -46,7 +46,7 @@ pub struct EncodedProcess {
 impl EncodedProcess {
     /// Encodes `p` canonically (its states' payload text copied verbatim).
     pub fn encode(p: &Process) -> EncodedProcess {
-        let mut text = String::with_capacity(p.committed_state.payload.len() + 1024);
+        let mut text = String::with_capacity(p.committed_state.byte_len() + 1024);
         p.write_canonical(&mut text);
         EncodedProcess { text, digest: std::sync::OnceLock::new() }
     }
@@ -459,6 +459,7 @@ impl TreeSnapshot {
             effect_id: effect.clone(),
             attempt_id: None,
             payload: payload.clone(),
+            segments: prepared.candidate_state.segments.clone(),
         })
     }
 }

@@ -521,6 +521,7 @@ impl Execution for ScriptExecution {
         Ok(ExecutionState {
             kind: QualifiedName::parse(KIND).map_err(|e| bad(e.to_string()))?,
             payload: Payload::from_json(self.state.to_json()).map_err(|e| bad(e.to_string()))?,
+            segments: Vec::new(),
         })
     }
 }

@@ -14,41 +14,85 @@ use super::transition::Transition;
 use crate::env::CancelToken;
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
 use crate::text::QualifiedName;
+use super::segment::Segment;
+use std::sync::Arc;
 
-/// A strategy-owned state: `kind` names the strategy, `payload` is opaque normalized JSON.
+/// A strategy-owned state: `kind` names the strategy, `payload` is opaque normalized JSON (the
+/// small, mutable part), `segments` the append-only part in order (see [`super::segment`]).
+///
+/// Wire form: `{"kind":K,"payload":P,"segments"?:[[..],..]}`; `segments` is omitted when empty
+/// (a state without segments keeps its bytes). The kernel never interprets segments; the
+/// strategy's payload names them (a chain digest) and its `restore` checks that.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecutionState {
     pub kind: QualifiedName,
     pub payload: Payload,
+    pub segments: Vec<Arc<Segment>>,
+}
+
+impl ExecutionState {
+    /// A state without segments.
+    pub fn new(kind: QualifiedName, payload: Payload) -> ExecutionState {
+        ExecutionState { kind, payload, segments: Vec::new() }
+    }
+
+    /// Canonical bytes of the payload and every segment.
+    pub fn byte_len(&self) -> usize {
+        self.segments.iter().fold(self.payload.len(), |sum, s| sum.saturating_add(s.len()))
+    }
 }
 
 impl ToJson for ExecutionState {
     fn to_json(&self) -> Json {
-        ObjectBuilder::new().field("kind", &self.kind).value("payload", self.payload.value().clone()).build()
+        let b = ObjectBuilder::new().field("kind", &self.kind).value("payload", self.payload.value().clone());
+        if self.segments.is_empty() {
+            return b.build();
+        }
+        let segments = self.segments.iter().map(|s| crate::json::parse_with(s.text().as_bytes(), &unbounded()));
+        let segments: Vec<Json> = segments.map(|v| v.unwrap_or(Json::Null)).collect();
+        b.value("segments", Json::Array(segments)).build()
     }
 }
 
+fn unbounded() -> crate::json::ParseLimits {
+    crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() }
+}
+
 impl ExecutionState {
-    /// Appends the canonical encoding, copying the payload's stored canonical text verbatim
-    /// (byte-identical to encoding `to_json()`, without cloning the payload's value).
+    /// Appends the canonical encoding, copying the payload's and the segments' stored
+    /// canonical text verbatim (byte-identical to encoding `to_json()`, without cloning or
+    /// re-encoding any value).
     pub fn write_canonical(&self, out: &mut String) {
         let kind = self.kind.to_json();
-        crate::json::write_object(
-            out,
-            vec![("kind", crate::json::Member::Value(&kind)), ("payload", crate::json::Member::Canonical(self.payload.canonical()))],
-        );
+        let segments: Vec<&str> = self.segments.iter().map(|s| s.text()).collect();
+        let mut members =
+            vec![("kind", crate::json::Member::Value(&kind)), ("payload", crate::json::Member::Canonical(self.payload.canonical()))];
+        if !segments.is_empty() {
+            members.push(("segments", crate::json::Member::CanonicalArray(&segments)));
+        }
+        crate::json::write_object(out, members);
     }
 }
 
 impl FromJson for ExecutionState {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;
-        let s = ExecutionState {
-            kind: r.required("kind")?,
-            payload: crate::kernel::signal::required_payload(&mut r, "payload")?,
+        let kind = r.required("kind")?;
+        let payload = crate::kernel::signal::required_payload(&mut r, "payload")?;
+        let segments = match r.optional_value("segments")? {
+            None => Vec::new(),
+            Some(Json::Array(items)) if !items.is_empty() && items.len() <= crate::limits::MAX_STATE_SEGMENTS => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| Segment::from_json(v).map_err(|e| e.in_index(i).in_member("segments")))
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(_) => {
+                return Err(DecodeError::invalid("a non-empty list of at most MAX_STATE_SEGMENTS segments")
+                    .in_member("segments"))
+            }
         };
         r.finish()?;
-        Ok(s)
+        Ok(ExecutionState { kind, payload, segments })
     }
 }
 

@@ -424,6 +424,7 @@ impl Execution for FanoutExecution {
         Ok(ExecutionState {
             kind: QualifiedName::parse(KIND).map_err(|e| bad(e.to_string()))?,
             payload: payload(self.state.to_json())?,
+            segments: Vec::new(),
         })
     }
 }

@@ -85,7 +85,7 @@ pub fn interaction_state(data: &[u8]) {
 /// `value` as the payload of a stored state of `kind` (`None` past the payload limits).
 fn stored_state(kind: &str, value: &Json) -> Option<ExecutionState> {
     let kind = keel::text::QualifiedName::parse(kind).expect("the state kinds are qualified names");
-    Some(ExecutionState { kind, payload: keel::json::Payload::from_json(value.clone()).ok()? })
+    Some(ExecutionState { kind, payload: keel::json::Payload::from_json(value.clone()).ok()?, segments: Vec::new() })
 }
 
 /// Every Definition a state can be offered to: the two roots and the tool child.

@@ -296,7 +296,7 @@ impl Execution for Worker {
             .opt_field("wait", self.wait.as_ref().map(|w| w.as_str().to_owned()).as_ref())
             .build();
         let kind = QualifiedName::parse(WORKER_KIND).map_err(|e| step_error(&e.to_string()))?;
-        Ok(ExecutionState { kind, payload: Payload::from_json(json).map_err(|e| step_error(&e.to_string()))? })
+        Ok(ExecutionState { kind, payload: Payload::from_json(json).map_err(|e| step_error(&e.to_string()))?, segments: Vec::new() })
     }
 }
 

@@ -21,7 +21,7 @@ impl Machine<'_> {
         output.validate().map_err(|e| invalid(format!("completion candidate: {}", e.detail())))?;
         if let Some(validator) = self.rules.validator.clone() {
             // The validator sees the context *preceding* the candidate.
-            let candidate = CompletionCandidate::new(self.s.working_context.clone(), output.clone(), self.s.artifacts());
+            let candidate = CompletionCandidate::new(self.s.working_context.to_request(), output.clone(), self.s.artifacts());
             let decision = match validator(&candidate) {
                 Ok(decision) => decision,
                 Err(text) => return Ok(self.fail(codes::failure(codes::COMPLETION_VALIDATOR_FAILED, &text))),
@@ -33,8 +33,8 @@ impl Machine<'_> {
                 )));
             }
             if !decision.accepted {
-                self.s.working_context.messages.extend(completion_context);
-                self.s.working_context.messages.push(Message::user(decision.feedback));
+                self.s.working_context.extend(completion_context);
+                self.s.working_context.push(Message::user(decision.feedback));
                 self.s.tool_round = None;
                 self.s.pending_steer = None;
                 self.s.phase = Phase::ReadyModel;

@@ -73,6 +73,17 @@ impl Machine<'_> {
     fn fail(&self, failure: Failure) -> Transition {
         Transition::Fail { consumed: self.consumed, failure }
     }
+
+    /// Seals what this Step appended to the working context into one segment (O(appended));
+    /// a context over `max_context_bytes` is the failure to return instead.
+    fn seal(&mut self) -> Result<Option<Failure>, StepError> {
+        self.s.working_context.seal().map_err(|e| invalid(format!("working context: {e}")))?;
+        if self.s.working_context.sealed_bytes() > self.rules.max_context_bytes {
+            let text = super::definition::context_limit_text(self.rules.max_context_bytes);
+            return Ok(Some(super::codes::failure(super::codes::LIMIT_CONTEXT, &text)));
+        }
+        Ok(None)
+    }
 }
 
 fn invalid(detail: impl AsRef<str>) -> StepError {
@@ -96,6 +107,9 @@ impl Execution for ParentExecution {
         };
         if matches!(transition, Transition::Fail { .. }) {
             return Ok(transition);
+        }
+        if let Some(failure) = m.seal()? {
+            return Ok(m.fail(failure));
         }
         m.s.validate(self.rules.as_ref()).map_err(|e| e.context("state after step"))?;
         self.state = m.s;

@@ -36,7 +36,7 @@ impl Machine<'_> {
             return self.apply_pending_twice();
         }
         let PendingSteer { messages, signal_ids } = self.s.pending_steer.take().unwrap_or_default();
-        self.s.working_context.messages.extend(messages);
+        self.s.working_context.extend(messages);
         signal_ids
     }
 
@@ -46,8 +46,8 @@ impl Machine<'_> {
     #[cfg(feature = "mutations")]
     fn apply_pending_twice(&mut self) -> Vec<SignalId> {
         let Some(pending) = self.s.pending_steer.take() else { return Vec::new() };
-        let again = pending.messages.iter().all(|m| self.s.working_context.messages.contains(m));
-        self.s.working_context.messages.extend(pending.messages.iter().cloned());
+        let again = pending.messages.iter().all(|m| self.s.working_context.messages().any(|c| c == m));
+        self.s.working_context.extend(pending.messages.iter().cloned());
         let ids = pending.signal_ids.clone();
         if !again {
             self.s.pending_steer = Some(pending);
@@ -71,10 +71,15 @@ impl Machine<'_> {
                 &format!("the Interaction reached its limit of {} model calls", self.rules.max_model_calls),
             )));
         }
+        // The call names the context (its segments travel with the request), so everything
+        // appended so far is sealed first.
+        if let Some(failure) = self.seal()? {
+            return Ok(self.fail(failure));
+        }
         let sequence = self.s.model_call_count + 1;
         let effect = ModelCallEffect {
             model_call_sequence: sequence,
-            request: self.s.working_context.clone(),
+            context: self.s.working_context.head(),
             advertised_tool_names: self.s.advertised_tool_names.clone(),
             applied_steer_signal_ids: applied,
         };
@@ -102,7 +107,7 @@ impl Machine<'_> {
             ModelResult::Response { response, replacement_messages } => (response, replacement_messages),
         };
         if let Some(messages) = replacement {
-            self.s.working_context.messages = messages;
+            self.s.working_context.replace(messages);
             self.s
                 .working_context
                 .validate()
@@ -145,7 +150,7 @@ impl Machine<'_> {
             return self.evaluate_completion(output, vec![message]);
         }
         // The steer overrides completion: the answer becomes history, never a candidate.
-        self.s.working_context.messages.push(message);
+        self.s.working_context.push(message);
         let applied = self.apply_pending();
         self.request_model(applied)
     }
@@ -166,8 +171,8 @@ impl Machine<'_> {
             })
             .collect();
         let message = response.message.ok_or_else(|| invalid("a response with calls has a message"))?;
-        self.s.working_context.messages.push(message);
-        self.s.working_context.messages.push(Message::tool_results(results));
+        self.s.working_context.push(message);
+        self.s.working_context.push(Message::tool_results(results));
         self.s.phase = Phase::ReadyModel;
         let applied = self.apply_pending();
         self.s.working_context.validate().map_err(|e| invalid(format!("working context: {e}")))?;

@@ -457,7 +457,7 @@ impl Machine<'_> {
         if direct {
             return self.evaluate_completion(Output::direct_tool_results(round.results, self.s.model_call_count), context);
         }
-        self.s.working_context.messages.extend(context);
+        self.s.working_context.extend(context);
         let applied = self.apply_pending();
         self.s.working_context.validate().map_err(|e| invalid(format!("working context: {e}")))?;
         self.request_model(applied)

@@ -67,9 +67,10 @@ impl ModelDispatcher {
 
     async fn run(&self, request: EffectRequest, cx: DispatchContext) -> Result<Settlement, DispatchError> {
         let effect = ModelCallEffect::from_payload(&request.payload).map_err(unknown)?;
-        let prepared = prepare_request(&self.visible, &self.deferred, &effect).map_err(|e| unknown_text(&e))?;
+        let context = effect.request(&request.segments).map_err(unknown)?;
+        let prepared = prepare_request(&self.visible, &self.deferred, &effect, &context).map_err(|e| unknown_text(&e))?;
         let call = ModelCallContext { invocation: ModelInvocation::from_effect(&request, &effect), cancel: cx.cancel };
-        let result = self.call(&call, prepared, &effect.request.messages, cx.deltas.as_ref()).await?;
+        let result = self.call(&call, prepared, &context.messages, cx.deltas.as_ref()).await?;
         self.settle(&call.invocation, result)
     }
 

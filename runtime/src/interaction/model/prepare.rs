@@ -4,8 +4,8 @@ use crate::chat::{Request, ToolDefinition};
 use crate::interaction::protocol::ModelCallEffect;
 use std::collections::BTreeMap;
 
-/// The request the model receives: a clone of the effect's request (which never carries
-/// tools) with `tools` = the always-visible definitions (initial, then delegates) followed by
+/// The request the model receives: a clone of the effect's context request (rebuilt from
+/// the Step's segments, never carrying tools) with `tools` = the always-visible definitions (initial, then delegates) followed by
 /// the advertised deferred definitions in commit order. An advertised name that is not a bound
 /// deferred tool, or a prepared request that fails chat validation, is an error: the Effect
 /// stays unknown.
@@ -13,6 +13,7 @@ pub(crate) fn prepare_request(
     visible: &[ToolDefinition],
     deferred: &BTreeMap<String, ToolDefinition>,
     effect: &ModelCallEffect,
+    context: &Request,
 ) -> Result<Request, String> {
     let mut tools = Vec::with_capacity(visible.len() + effect.advertised_tool_names.len());
     tools.extend_from_slice(visible);
@@ -22,7 +23,7 @@ pub(crate) fn prepare_request(
             .ok_or_else(|| format!("advertised tool `{name}` is not a deferred tool of this Interaction"))?;
         tools.push(definition.clone());
     }
-    let mut request = effect.request.clone();
+    let mut request = context.clone();
     request.tools = tools;
     request.validate().map_err(|e| format!("prepared model request is invalid: {e}"))?;
     Ok(request)

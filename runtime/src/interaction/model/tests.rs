@@ -53,12 +53,12 @@ fn sid(text: &str) -> SignalId {
 }
 
 fn effect() -> ModelCallEffect {
-    ModelCallEffect {
-        model_call_sequence: 3,
-        request: context(),
-        advertised_tool_names: vec![],
-        applied_steer_signal_ids: vec![sid("signal:s1"), sid("signal:s2")],
-    }
+    ModelCallEffect::naming(3, &context(), vec![], vec![sid("signal:s1"), sid("signal:s2")]).unwrap().0
+}
+
+/// The segments a dispatched request carries for `context()`.
+fn segments() -> Vec<std::sync::Arc<crate::kernel::segment::Segment>> {
+    ModelCallEffect::naming(3, &context(), vec![], vec![]).unwrap().1
 }
 
 fn process() -> ProcessId {
@@ -77,6 +77,7 @@ fn request_with(payload: Payload) -> EffectRequest {
         effect_id: EffectId::derive(&process(), 5, 0),
         attempt_id: None,
         payload,
+        segments: segments(),
     }
 }
 
@@ -399,9 +400,8 @@ fn foreign_operations_and_bad_payloads_are_dispatch_errors() {
     let unknown_member = canonical.replacen("\"model_call_sequence\"", "\"extra\":1,\"model_call_sequence\"", 1);
     let zero_sequence = canonical.replacen("\"model_call_sequence\":3", "\"model_call_sequence\":0", 1);
     assert_ne!(zero_sequence, canonical);
-    let with_tools = {
-        let mut e = effect();
-        e.request.tools = vec![tool("search")];
+    let other_context = {
+        let (e, _) = ModelCallEffect::naming(3, &Request::new(vec![Message::user("other")]), vec![], vec![]).unwrap();
         crate::json::ToJson::to_json(&e).to_canonical_string()
     };
     let payloads = [
@@ -411,7 +411,8 @@ fn foreign_operations_and_bad_payloads_are_dispatch_errors() {
         Payload::from_bytes(b"{}").unwrap(),
         Payload::from_bytes(unknown_member.as_bytes()).unwrap(),
         Payload::from_bytes(zero_sequence.as_bytes()).unwrap(),
-        Payload::from_bytes(with_tools.as_bytes()).unwrap(),
+        // Names a context the request's segments are not.
+        Payload::from_bytes(other_context.as_bytes()).unwrap(),
     ];
     for payload in payloads {
         let shown = payload.canonical().to_owned();
@@ -456,11 +457,11 @@ fn an_advertised_name_that_is_not_a_bound_deferred_tool_is_a_dispatch_error() {
 fn an_invalid_prepared_request_is_an_error() {
     // Unreachable through a validated manifest; the preparation still refuses it.
     let visible = vec![tool("search"), tool("search")];
-    let e = prepare_request(&visible, &Default::default(), &effect()).unwrap_err();
+    let e = prepare_request(&visible, &Default::default(), &effect(), &context()).unwrap_err();
     assert!(e.starts_with("prepared model request is invalid"), "{e}");
-    let ok = prepare_request(&[tool("search")], &Default::default(), &effect()).unwrap();
+    let ok = prepare_request(&[tool("search")], &Default::default(), &effect(), &context()).unwrap();
     assert_eq!(tool_names(&ok), ["search"]);
-    assert_eq!(effect().request.tools, vec![], "the effect's request is cloned, not modified");
+    assert_eq!(ok.messages, context().messages);
 }
 
 // ---------------------------------------------------------------- attribution

@@ -37,6 +37,16 @@ impl Wire for InteractionInput {
     fn validate(&self) -> Result<(), InteractionError> {
         self.working_context().validate().map_err(|e| InteractionError::new(ErrorKind::InvalidInput, e.to_string()))
     }
+
+    /// A start input is a whole context, so it is bounded per message (each message fits one
+    /// payload) and as a whole by [`crate::limits::MAX_CONTEXT_BYTES_CEILING`], not by the
+    /// payload limit; the Definition's own `max_context_bytes` applies when it starts.
+    fn to_payload(&self) -> Result<crate::json::Payload, InteractionError> {
+        self.validate()?;
+        let limit = usize::try_from(crate::limits::MAX_CONTEXT_BYTES_CEILING).unwrap_or(usize::MAX);
+        crate::json::Payload::from_json_with_limit(self.to_json(), limit)
+            .map_err(|e| InteractionError::new(Self::INVALID, format!("{}: {e}", Self::WHAT)))
+    }
 }
 
 impl ToJson for InteractionInput {

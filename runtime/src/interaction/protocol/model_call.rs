@@ -3,6 +3,9 @@
 use super::names::{validate_advertised_names, validate_signal_ids};
 use super::{envelope, open, Operation};
 use crate::chat::Request;
+use crate::interaction::state::{ContextHead, WorkingContext};
+use crate::kernel::segment::Segment;
+use std::sync::Arc;
 use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::interaction::wire::{read_nonempty_list, Wire};
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
@@ -11,19 +14,24 @@ use crate::kernel::ids::SignalId;
 /// One model request, declared as a dispatcher Effect.
 ///
 /// Wire form: `{"operation":"model_call","model_call":{"model_call_sequence":u32,
-/// "request":Request,"advertised_tool_names"?:[S],"applied_steer_signal_ids"?:[SignalId]}}`.
+/// "context":ContextHead,"advertised_tool_names"?:[S],"applied_steer_signal_ids"?:[SignalId]}}`.
 /// Both lists are omitted when empty; an explicit `[]` is rejected (absent and empty are one
 /// value, so only one encoding of it is accepted).
 ///
-/// Valid when: the sequence is ≥ 1; the request is a valid request with **no tools** (the
-/// Dispatcher adds the manifest per call); advertised names follow
-/// [`validate_advertised_names`]; applied ids are unique.
+/// The call *names* the working context instead of copying it: `context` is the head of the
+/// declaring Step's context (chain digest over its segments, message count, options), and
+/// the kernel hands the Dispatcher that Step's segments with the request
+/// ([`crate::kernel::dispatcher::EffectRequest::segments`]); [`ModelCallEffect::request`]
+/// rebuilds the request from them and refuses segments the head does not name.
+///
+/// Valid when: the sequence is ≥ 1; the context names ≥ 1 message with valid options;
+/// advertised names follow [`validate_advertised_names`]; applied ids are unique.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelCallEffect {
     /// One-based position of this call in the Interaction.
     pub model_call_sequence: u32,
-    /// A clone of the WorkingContext.
-    pub request: Request,
+    /// The head of the WorkingContext the call sends (its messages are the Step's segments).
+    pub context: ContextHead,
     /// Deferred tools made visible so far, in commit order.
     pub advertised_tool_names: Vec<String>,
     /// Steers whose messages become visible for the first time in this request, in order.
@@ -39,10 +47,10 @@ impl Wire for ModelCallEffect {
         if self.model_call_sequence == 0 {
             return Err(invalid("model_call_sequence must be ≥ 1".into()));
         }
-        self.request.validate().map_err(|e| invalid(format!("request: {e}")))?;
-        if !self.request.tools.is_empty() {
-            return Err(invalid("request must not carry tool definitions".into()));
+        if self.context.messages == 0 {
+            return Err(invalid("context must name at least one message".into()));
         }
+        self.context.options.validate().map_err(|e| invalid(format!("context: {e}")))?;
         validate_advertised_names(&self.advertised_tool_names).map_err(invalid)?;
         validate_signal_ids(&self.applied_steer_signal_ids).map_err(invalid)
     }
@@ -52,7 +60,7 @@ impl ToJson for ModelCallEffect {
     fn to_json(&self) -> Json {
         let body = ObjectBuilder::new()
             .field("model_call_sequence", &self.model_call_sequence)
-            .field("request", &self.request)
+            .field("context", &self.context)
             .nonempty_field("advertised_tool_names", &self.advertised_tool_names)
             .nonempty_field("applied_steer_signal_ids", &self.applied_steer_signal_ids)
             .build();
@@ -71,11 +79,38 @@ fn decode_body(body: &Json) -> Result<ModelCallEffect, DecodeError> {
     let mut r = ObjectReader::new(body)?;
     let effect = ModelCallEffect {
         model_call_sequence: r.required("model_call_sequence")?,
-        request: r.required("request")?,
+        context: r.required("context")?,
         advertised_tool_names: read_nonempty_list(&mut r, "advertised_tool_names")?,
         applied_steer_signal_ids: read_nonempty_list(&mut r, "applied_steer_signal_ids")?,
     };
     r.finish()?;
     effect.validate()?;
     Ok(effect)
+}
+
+impl ModelCallEffect {
+    /// The call that sends `request`'s messages and options (its tools are never part of a
+    /// context), with the segments a dispatched request must carry for it.
+    pub fn naming(
+        model_call_sequence: u32,
+        request: &Request,
+        advertised_tool_names: Vec<String>,
+        applied_steer_signal_ids: Vec<SignalId>,
+    ) -> Result<(ModelCallEffect, Vec<Arc<Segment>>), InteractionError> {
+        let mut context = WorkingContext::from_request(request);
+        context.seal().map_err(|e| InteractionError::invalid_state(format!("model_call effect: context: {e}")))?;
+        let effect =
+            ModelCallEffect { model_call_sequence, context: context.head(), advertised_tool_names, applied_steer_signal_ids };
+        Ok((effect, context.segments()))
+    }
+
+    /// The request this call sends (no tools: the Dispatcher adds the manifest), rebuilt from
+    /// the declaring Step's segments; segments the context head does not name are refused.
+    pub fn request(&self, segments: &[Arc<Segment>]) -> Result<Request, InteractionError> {
+        let context = WorkingContext::attach(&self.context, segments)
+            .map_err(|e| InteractionError::invalid_state(format!("model_call effect: context: {e}")))?;
+        let request = context.to_request();
+        request.validate().map_err(|e| InteractionError::invalid_state(format!("model_call effect: request: {e}")))?;
+        Ok(request)
+    }
 }

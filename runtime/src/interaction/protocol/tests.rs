@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::chat::{
-    FinishReason, Message, Request, Response, ResponseDelta, ToolCall, ToolDefinition, ToolResult, Usage,
+    FinishReason, Message, Request, Response, ResponseDelta, ToolCall, ToolResult, Usage,
 };
 use crate::interaction::error::ErrorKind;
 use crate::interaction::testutil::*;
@@ -19,21 +19,13 @@ use proptest::prelude::*;
 // ---------------------------------------------------------------- samples
 
 fn model_call() -> ModelCallEffect {
-    ModelCallEffect {
-        model_call_sequence: 2,
-        request: rich_context(),
-        advertised_tool_names: vec!["search_archive".into()],
-        applied_steer_signal_ids: vec![sid("signal:user-correction")],
-    }
+    ModelCallEffect::naming(2, &rich_context(), vec!["search_archive".into()], vec![sid("signal:user-correction")])
+        .unwrap()
+        .0
 }
 
 fn model_call_minimal() -> ModelCallEffect {
-    ModelCallEffect {
-        model_call_sequence: 1,
-        request: Request::new(vec![Message::user("hi")]),
-        advertised_tool_names: vec![],
-        applied_steer_signal_ids: vec![],
-    }
+    ModelCallEffect::naming(1, &Request::new(vec![Message::user("hi")]), vec![], vec![]).unwrap().0
 }
 
 fn model_results() -> Vec<ModelResult> {
@@ -108,7 +100,13 @@ fn input() -> InteractionInput {
 fn pinned_wire_text() {
     assert_eq!(
         model_call_minimal().to_canonical_string(),
-        r#"{"model_call":{"model_call_sequence":1,"request":{"messages":[{"parts":[{"text":"hi","type":"text"}],"role":"user"}]}},"operation":"model_call"}"#
+        format!(
+            r#"{{"model_call":{{"context":{{"chain":"{}","messages":1}},"model_call_sequence":1}},"operation":"model_call"}}"#,
+            crate::kernel::segment::chain_digest(&[crate::kernel::segment::Segment::from_canonical(
+                r#"[{"parts":[{"text":"hi","type":"text"}],"role":"user"}]"#.to_owned()
+            )])
+            .to_string()
+        )
     );
     assert_eq!(
         ModelResult::provider_error(" boom ").to_canonical_string(),
@@ -296,9 +294,7 @@ fn model_call_rules() {
         assert!(e.to_payload().is_err(), "to_payload validates first");
     };
     bad(|e| e.model_call_sequence = 0);
-    bad(|e| e.request.messages.clear());
-    bad(|e| e.request.messages.push(Message::system("late system")));
-    bad(|e| e.request.tools = vec![ToolDefinition::new("t", "d", json(r#"{"type":"object"}"#))]);
+    bad(|e| e.context.messages = 0);
     bad(|e| e.advertised_tool_names = vec!["a".into(), "a".into()]);
     bad(|e| e.advertised_tool_names = vec![" a".into()]);
     bad(|e| e.advertised_tool_names = vec!["".into()]);
@@ -307,6 +303,13 @@ fn model_call_rules() {
     // Number text survives exactly.
     let text = model_call().to_canonical_string();
     assert!(text.contains(r#""temperature":0.70"#), "{text}");
+    // The call names its context: the segments it was declared with rebuild the request, any
+    // other list is refused.
+    let (effect, segments) = ModelCallEffect::naming(2, &rich_context(), vec![], vec![]).unwrap();
+    assert_eq!(effect.request(&segments).unwrap(), rich_context());
+    let (_, other) = ModelCallEffect::naming(2, &Request::new(vec![Message::user("other")]), vec![], vec![]).unwrap();
+    assert!(effect.request(&other).is_err());
+    assert!(effect.request(&[]).is_err());
 }
 
 #[test]
@@ -642,7 +645,7 @@ fn operation_names() {
 
 fn arb_model_call() -> impl Strategy<Value = ModelCallEffect> {
     (1u32.., arb_context(), arb_names(), arb_signal_ids()).prop_map(|(model_call_sequence, request, names, ids)| {
-        ModelCallEffect { model_call_sequence, request, advertised_tool_names: names, applied_steer_signal_ids: ids }
+        ModelCallEffect::naming(model_call_sequence, &request, names, ids).unwrap().0
     })
 }
 

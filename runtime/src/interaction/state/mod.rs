@@ -10,6 +10,7 @@
 //! and [`ParentState::validate_against`] (rules needing the Definition's configuration,
 //! through the [`StateRules`] extension point).
 
+mod context;
 mod parent;
 mod pending_steer;
 mod phase;
@@ -21,6 +22,7 @@ mod tool_child;
 #[cfg(test)]
 mod tests;
 
+pub use context::{ContextHead, WorkingContext};
 pub use parent::ParentState;
 pub use pending_steer::PendingSteer;
 pub use phase::Phase;
@@ -40,7 +42,7 @@ fn state_kind(kind: &str) -> Result<QualifiedName, InteractionError> {
 
 fn encode_state<T: Wire>(kind: &str, state: &T) -> Result<ExecutionState, InteractionError> {
     let payload: Payload = state.to_payload()?;
-    Ok(ExecutionState { kind: state_kind(kind)?, payload })
+    Ok(ExecutionState::new(state_kind(kind)?, payload))
 }
 
 fn decode_state<T: Wire>(kind: &str, state: &ExecutionState) -> Result<T, InteractionError> {

@@ -3,7 +3,7 @@
 use super::pending_steer::PendingSteer;
 use super::phase::Phase;
 use super::round::ToolRound;
-use crate::chat::Request;
+use super::context::{ContextHead, WorkingContext};
 use crate::interaction::artifact::{Artifact, Artifacts};
 use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::interaction::output::Output;
@@ -14,11 +14,15 @@ use crate::kernel::waist::ExecutionState;
 
 /// The complete, self-sufficient state of one parent Interaction Execution.
 ///
-/// Wire form (the `payload` of an [`ExecutionState`] of kind [`ParentState::KIND`]):
-/// `{"phase":Phase,"working_context":Request,"model_call_count":u32,
-/// "advertised_tool_names"?:[S],"tool_round"?:ToolRound,"pending_steer"?:PendingSteer,
-/// "artifact_records"?:[Artifact],"final_output"?:Output}`. Optional lists are omitted when
-/// empty and an explicit `[]` is rejected, so restore → snapshot is byte-identical.
+/// Full wire form (the [`Wire`] codec: tests, fuzzing): `{"phase":Phase,"working_context":Request,
+/// "model_call_count":u32,"advertised_tool_names"?:[S],"tool_round"?:ToolRound,
+/// "pending_steer"?:PendingSteer,"artifact_records"?:[Artifact],"final_output"?:Output}`.
+/// Optional lists are omitted when empty and an explicit `[]` is rejected, so restore →
+/// snapshot is byte-identical.
+///
+/// As an [`ExecutionState`] of kind [`ParentState::KIND`] the messages are not in the payload:
+/// they are the state's segments (one per Step that appended), and the payload's
+/// `working_context` is the [`ContextHead`] naming them (`{"chain","messages","options"?}`).
 ///
 /// Decoding runs [`ParentState::validate_structure`]; the Definition adds
 /// [`ParentState::validate_against`] (rules that need its configuration).
@@ -27,7 +31,7 @@ pub struct ParentState {
     pub phase: Phase,
     /// Everything the next model call needs (history, steers, feedback, reduced context).
     /// Never holds tool definitions: the Dispatcher adds the manifest per call.
-    pub working_context: Request,
+    pub working_context: WorkingContext,
     /// Model Effects declared so far (counted when declared, not when settled).
     pub model_call_count: u32,
     /// Deferred tools made visible so far, append-only, in commit order.
@@ -50,7 +54,7 @@ impl ParentState {
     pub fn start(input: &InteractionInput) -> ParentState {
         ParentState {
             phase: Phase::ReadyModel,
-            working_context: input.working_context(),
+            working_context: WorkingContext::new(input.messages.clone(), input.options.clone()),
             model_call_count: 0,
             advertised_tool_names: Vec::new(),
             tool_round: None,
@@ -65,15 +69,81 @@ impl ParentState {
         Artifacts::new(self.artifact_records.clone())
     }
 
-    /// Validates the structure, then encodes as an [`ExecutionState`] of kind `"interaction"`.
+    /// Validates the structure, then encodes as an [`ExecutionState`] of kind `"interaction"`:
+    /// the payload names the context by its head, the messages travel as segments. An
+    /// unsealed tail is sealed on a copy first (a Step seals its own before it ends).
     pub fn to_execution_state(&self) -> Result<ExecutionState, InteractionError> {
-        super::encode_state(Self::KIND, self)
+        self.validate_structure()?;
+        let sealed;
+        let context = if self.working_context.is_sealed() {
+            &self.working_context
+        } else {
+            let mut copy = self.working_context.clone();
+            copy.seal().map_err(|e| InteractionError::invalid_state(format!("working_context: {e}")))?;
+            sealed = copy;
+            &sealed
+        };
+        let payload = crate::json::Payload::from_json(self.members(context.head().to_json()))
+            .map_err(|e| InteractionError::invalid_state(format!("interaction state: {e}")))?;
+        Ok(ExecutionState { kind: super::state_kind(Self::KIND)?, payload, segments: context.segments() })
     }
 
-    /// Checks the kind, decodes strictly and validates the structure.
+    /// Checks the kind, decodes the payload strictly, attaches the segments (reusing their
+    /// decoded messages when present; the chain digest and count must match) and validates the
+    /// structure.
     pub fn from_execution_state(state: &ExecutionState) -> Result<ParentState, InteractionError> {
-        super::decode_state(Self::KIND, state)
+        if state.kind.as_str() != Self::KIND {
+            return Err(InteractionError::invalid_state(format!(
+                "state kind `{}`, expected `{}`",
+                crate::interaction::protocol::excerpt(state.kind.as_str()),
+                Self::KIND
+            )));
+        }
+        let decode = |e: DecodeError| InteractionError::decode(Self::INVALID, Self::WHAT, e);
+        let parent = decode_members(state.payload.value(), |v| {
+            let head = ContextHead::from_json(v)?;
+            WorkingContext::attach(&head, &state.segments).map_err(DecodeError::invalid)
+        })
+        .map_err(decode)?;
+        parent.validate_structure()?;
+        Ok(parent)
     }
+
+    /// Every member, with `context` as the `working_context` member.
+    fn members(&self, context: Json) -> Json {
+        ObjectBuilder::new()
+            .field("phase", &self.phase)
+            .value("working_context", context)
+            .field("model_call_count", &self.model_call_count)
+            .nonempty_field("advertised_tool_names", &self.advertised_tool_names)
+            .opt_field("tool_round", self.tool_round.as_ref())
+            .opt_field("pending_steer", self.pending_steer.as_ref())
+            .nonempty_field("artifact_records", &self.artifact_records)
+            .opt_field("final_output", self.final_output.as_ref())
+            .build()
+    }
+}
+
+/// Decodes every member, reading `working_context` with `context`.
+fn decode_members(
+    value: &Json,
+    context: impl FnOnce(&Json) -> Result<WorkingContext, DecodeError>,
+) -> Result<ParentState, DecodeError> {
+    let mut r = ObjectReader::new(value)?;
+    let phase = r.required("phase")?;
+    let working_context = context(r.required_value("working_context")?).map_err(|e| e.in_member("working_context"))?;
+    let state = ParentState {
+        phase,
+        working_context,
+        model_call_count: r.required("model_call_count")?,
+        advertised_tool_names: read_nonempty_list(&mut r, "advertised_tool_names")?,
+        tool_round: r.optional("tool_round")?,
+        pending_steer: r.optional("pending_steer")?,
+        artifact_records: read_nonempty_list(&mut r, "artifact_records")?,
+        final_output: r.optional("final_output")?,
+    };
+    r.finish()?;
+    Ok(state)
 }
 
 impl Wire for ParentState {
@@ -87,33 +157,13 @@ impl Wire for ParentState {
 
 impl ToJson for ParentState {
     fn to_json(&self) -> Json {
-        ObjectBuilder::new()
-            .field("phase", &self.phase)
-            .field("working_context", &self.working_context)
-            .field("model_call_count", &self.model_call_count)
-            .nonempty_field("advertised_tool_names", &self.advertised_tool_names)
-            .opt_field("tool_round", self.tool_round.as_ref())
-            .opt_field("pending_steer", self.pending_steer.as_ref())
-            .nonempty_field("artifact_records", &self.artifact_records)
-            .opt_field("final_output", self.final_output.as_ref())
-            .build()
+        self.members(self.working_context.to_json())
     }
 }
 
 impl FromJson for ParentState {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
-        let mut r = ObjectReader::new(value)?;
-        let state = ParentState {
-            phase: r.required("phase")?,
-            working_context: r.required("working_context")?,
-            model_call_count: r.required("model_call_count")?,
-            advertised_tool_names: read_nonempty_list(&mut r, "advertised_tool_names")?,
-            tool_round: r.optional("tool_round")?,
-            pending_steer: r.optional("pending_steer")?,
-            artifact_records: read_nonempty_list(&mut r, "artifact_records")?,
-            final_output: r.optional("final_output")?,
-        };
-        r.finish()?;
+        let state = decode_members(value, WorkingContext::from_json)?;
         state.validate_structure()?;
         Ok(state)
     }

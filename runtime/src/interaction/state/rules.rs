@@ -13,6 +13,11 @@ pub trait StateRules {
     /// `MaxModelCalls` (> 0).
     fn max_model_calls(&self) -> u32;
 
+    /// The working context's byte bound (the canonical bytes of all its messages).
+    fn max_context_bytes(&self) -> u64 {
+        crate::limits::DEFAULT_MAX_CONTEXT_BYTES
+    }
+
     /// `MaxConcurrentToolCalls` after normalization (0 → 1), so always ≥ 1.
     fn max_concurrent_tool_calls(&self) -> u32;
 
@@ -60,6 +65,13 @@ impl ParentState {
                 "model_call_count {} exceeds MaxModelCalls {}",
                 self.model_call_count,
                 rules.max_model_calls()
+            )));
+        }
+        if self.working_context.sealed_bytes() > rules.max_context_bytes() {
+            return Err(invalid(format!(
+                "working_context holds {} bytes, over max_context_bytes {}",
+                self.working_context.sealed_bytes(),
+                rules.max_context_bytes()
             )));
         }
         for (i, record) in self.artifact_records.iter().enumerate() {

@@ -30,9 +30,6 @@ impl ParentState {
 
     fn check_envelope(&self) -> Result<(), InteractionError> {
         self.working_context.validate().map_err(|e| invalid(format!("working_context: {e}")))?;
-        if !self.working_context.tools.is_empty() {
-            return Err(invalid("working_context must not hold tool definitions"));
-        }
         validate_advertised_names(&self.advertised_tool_names).map_err(invalid)?;
         if let Some(pending) = &self.pending_steer {
             pending.validate()?;

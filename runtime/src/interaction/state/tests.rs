@@ -292,14 +292,14 @@ fn unknown_members_are_rejected_at_every_level() {
 fn kind_must_be_exact() {
     let snapshot = ready().to_execution_state().unwrap();
     for kind in ["interaction.tool_call", "interaction2", "keel.testkit.script"] {
-        let wrong = ExecutionState { kind: QualifiedName::parse(kind).unwrap(), payload: snapshot.payload.clone() };
+        let wrong = ExecutionState { kind: QualifiedName::parse(kind).unwrap(), payload: snapshot.payload.clone(), segments: Vec::new() };
         let e = ParentState::from_execution_state(&wrong).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidExecutionState);
         assert!(e.detail().contains("state kind"));
     }
     // A tool child state is not a parent state even under the right kind.
     let child = ToolCallState::start(tool_input()).to_execution_state().unwrap();
-    let disguised = ExecutionState { kind: QualifiedName::parse("interaction").unwrap(), payload: child.payload };
+    let disguised = ExecutionState { kind: QualifiedName::parse("interaction").unwrap(), payload: child.payload, segments: Vec::new() };
     assert!(ParentState::from_execution_state(&disguised).is_err());
 }
 
@@ -343,11 +343,17 @@ fn nulls_and_unknown_phases_are_rejected() {
 
 #[test]
 fn envelope_rules() {
-    reject(edit(ready(), |s| s.working_context.messages.clear()), "working_context");
-    reject(
-        edit(ready(), |s| s.working_context.tools = vec![ToolDefinition::new("t", "d", json(r#"{"type":"object"}"#))]),
-        "tool definitions",
-    );
+    reject(edit(ready(), |s| s.working_context.replace(Vec::new())), "working_context");
+    // The full wire form names a request; one with tool definitions is refused.
+    let mut j = crate::json::ToJson::to_json(&ready());
+    if let Json::Object(o) = &mut j {
+        if let Some(Json::Object(w)) = o.get_mut("working_context") {
+            let tool = ToolDefinition::new("t", "d", json(r#"{"type":"object"}"#));
+            w.insert("tools".into(), Json::Array(vec![crate::json::ToJson::to_json(&tool)]));
+        }
+    }
+    let err = <ParentState as crate::json::FromJson>::from_json(&j).unwrap_err();
+    assert!(err.to_string().contains("tool definitions"), "{err}");
     reject(edit(ready(), |s| s.advertised_tool_names = vec!["a".into(), "a".into()]), "repeated");
     reject(edit(ready(), |s| s.advertised_tool_names = vec![" a".into()]), "whitespace");
     reject(edit(ready(), |s| s.advertised_tool_names = vec![String::new()]), "empty");
@@ -785,7 +791,7 @@ fn tool_child_rules() {
         DecodeErrorKind::UnknownMember(_)
     ));
     let snapshot = child(ToolChildPhase::Ready, false, false, false).to_execution_state().unwrap();
-    let wrong = ExecutionState { kind: QualifiedName::parse("interaction").unwrap(), payload: snapshot.payload };
+    let wrong = ExecutionState { kind: QualifiedName::parse("interaction").unwrap(), payload: snapshot.payload, segments: Vec::new() };
     assert!(ToolCallState::from_execution_state(&wrong).is_err());
     // The wait key of the current pause.
     let waiting = child(ToolChildPhase::WaitingInput, true, true, false);
@@ -798,6 +804,7 @@ fn tool_child_rules() {
 
 fn arb_simple_state() -> impl Strategy<Value = ParentState> {
     (arb_context(), arb_names(), 0u32..5, 0u8..3).prop_map(|(working_context, names, count, shape)| {
+        let working_context = WorkingContext::from_request(&working_context);
         let mut s = ParentState { working_context, advertised_tool_names: names, model_call_count: count, ..ready() };
         match shape {
             0 => {}

@@ -213,6 +213,7 @@ impl Owner {
             effect_id: effect.clone(),
             attempt_id: None,
             payload: payload.clone(),
+            segments: prepared.candidate_state.segments.clone(),
         };
         let cancel = CancelToken::new();
         if p.pending_control.has_terminal_intent() {

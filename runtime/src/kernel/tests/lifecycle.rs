@@ -271,7 +271,7 @@ impl crate::kernel::waist::Execution for InflatingExecution {
         Ok(crate::kernel::transition::Transition::Continue { consumed: 0, effects: vec![crate::kernel::effect::Effect::Dispatcher(payload)] })
     }
     fn snapshot(&self) -> Result<crate::kernel::waist::ExecutionState, crate::kernel::waist::StepError> {
-        Ok(crate::kernel::waist::ExecutionState { kind: crate::text::QualifiedName::parse("keel.test.inflating").unwrap(), payload: Payload::from_json(Json::Null).unwrap() })
+        Ok(crate::kernel::waist::ExecutionState { kind: crate::text::QualifiedName::parse("keel.test.inflating").unwrap(), payload: Payload::from_json(Json::Null).unwrap(), segments: Vec::new() })
     }
 }
 

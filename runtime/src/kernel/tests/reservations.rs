@@ -89,6 +89,7 @@ impl Execution for SidestepExecution {
         Ok(ExecutionState {
             kind: QualifiedName::parse(KIND).map_err(bad)?,
             payload: Payload::from_json(ObjectBuilder::new().field("phase", &self.phase).build()).map_err(bad)?,
+            segments: Vec::new(),
         })
     }
 }

@@ -40,6 +40,11 @@ fn every_stable_failure_code_ends_a_real_run_with_its_kind() {
     let weather = || calls_response(vec![call("c1", "weather", "{}")]);
     let cases: Vec<(FailureCode, Harness)> = vec![
         (codes::LIMIT_MODEL_CALLS, harness(vec![weather()], |c| c.max_model_calls = 1)),
+        // The start context fits 200 bytes; the truncation feedback of the first call does not.
+        (
+            codes::LIMIT_CONTEXT,
+            harness(vec![with_finish(vec![call("c1", "weather", "{}")], FinishReason::Length)], |c| c.max_context_bytes = 200),
+        ),
         (codes::HOST_FAILED, failing(ModelError::Host("gateway unreachable".into()))),
         (codes::MODEL_FAILED, failing(ModelError::Provider("rate limited".into()))),
         (codes::MODEL_TOOL_CALLS_NOT_COMPLETED, harness(vec![with_finish(vec![call("c1", "weather", "{}")], FinishReason::Stop)], |_| {})),

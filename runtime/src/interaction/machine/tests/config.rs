@@ -123,7 +123,7 @@ fn start_and_restore_reject_bad_input_and_foreign_state() {
     if let Json::Object(o) = &mut tiny_payload {
         o.insert("model_call_count".into(), Json::u64(2));
     }
-    let tampered = ExecutionState { kind: counted.kind.clone(), payload: Payload::from_json(tiny_payload).unwrap() };
+    let tampered = ExecutionState { kind: counted.kind.clone(), payload: Payload::from_json(tiny_payload).unwrap(), segments: Vec::new() };
     assert!(small.restore(&StepContext::default(), &tampered).is_err());
 }
 
@@ -142,7 +142,8 @@ fn steps_are_pure_and_cancellation_leaves_the_state() {
     let Effect::Dispatcher(payload) = &effects[0] else { panic!() };
     let effect = ModelCallEffect::from_payload(payload).unwrap();
     assert_eq!(effect.model_call_sequence, 1);
-    assert!(effect.request.tools.is_empty(), "the working context never holds tools");
+    let request = effect.request(&e.snapshot().unwrap().segments).unwrap();
+    assert!(request.tools.is_empty(), "the working context never holds tools");
     // Another step in awaiting_model without a settlement is an error and changes nothing.
     let mid = e.snapshot().unwrap();
     assert!(e.step(&StepContext::default(), &[]).is_err());

@@ -159,7 +159,7 @@ fn the_opening_consumes_only_itself_when_a_satisfaction_follows() {
     let Effect::Dispatcher(payload) = &next[0] else { panic!() };
     let effect = ModelCallEffect::from_payload(payload).unwrap();
     assert_eq!(effect.model_call_sequence, 2);
-    assert_eq!(effect.request.messages.len(), 3);
+    assert_eq!(effect.request(&d.snapshot().segments).unwrap().messages.len(), 3);
 }
 
 #[test]
@@ -231,7 +231,7 @@ fn replacement_messages_replace_the_working_context() {
     let signal = Signal::new(SignalId::settlement(&d.effect_id()), None, s.payload, Some(s.status)).unwrap();
     effects(d.step(&[signal]).unwrap());
     let state = crate::interaction::state::ParentState::from_execution_state(&d.snapshot()).unwrap();
-    let texts: Vec<String> = state.working_context.messages.iter().map(Message::text).collect();
+    let texts: Vec<String> = state.working_context.messages().map(Message::text).collect();
     assert_eq!(texts, vec!["summary"]);
 }
 
@@ -279,7 +279,8 @@ fn steers_in_ready_model_are_applied_to_the_first_request() {
     let effect = ModelCallEffect::from_payload(payload).unwrap();
     let ids: Vec<&str> = effect.applied_steer_signal_ids.iter().map(|s| s.as_str()).collect();
     assert_eq!(ids, vec!["signal:s1", "signal:s2"]);
-    let texts: Vec<String> = effect.request.messages.iter().map(Message::text).collect();
+    let request = effect.request(&d.snapshot().segments).unwrap();
+    let texts: Vec<String> = request.messages.iter().map(Message::text).collect();
     assert_eq!(texts, vec!["go", "first", "second"]);
 }
 

@@ -297,7 +297,7 @@ impl Execution for Upper {
             .field("phase", &u64::from(self.phase))
             .opt_field("wait", self.wait.as_ref().map(|w| w.as_str().to_owned()).as_ref())
             .build();
-        Ok(ExecutionState { kind: QualifiedName::parse("test.upper").unwrap(), payload: Payload::from_json(json).unwrap() })
+        Ok(ExecutionState { kind: QualifiedName::parse("test.upper").unwrap(), payload: Payload::from_json(json).unwrap(), segments: Vec::new() })
     }
 }
 

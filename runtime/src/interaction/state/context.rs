@@ -1,0 +1,301 @@
+//! The working context of the parent state: options plus messages, kept as sealed segments
+//! (one per Step that appended, [`crate::kernel::segment`]) and the tail appended by the Step
+//! in progress.
+//!
+//! Why segments: the context only grows by appending (a context reducer's replacement starts
+//! a new list), so a Step that appends k messages validates, encodes and hashes those k
+//! messages once, when it seals them, and shares every older segment by `Arc` with the
+//! snapshot, the restored instance, the committed record and the model call's request.
+//!
+//! In the state's payload the context is only its head, `{"chain":Digest,"messages":N,
+//! "options"?:Options}`: the chain digest over the segments' digests and the message count,
+//! so a restore refuses lost, reordered, added or changed segments. The full wire form of
+//! [`super::ParentState`] (tests, fuzzing) still writes the messages inline as a request.
+
+use crate::chat::{ChatError, Message, Options, Request, Role};
+use crate::json::{DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::kernel::segment::{self, Segment};
+use std::sync::Arc;
+
+/// One sealed segment: its messages (decoded once, shared) and where system messages sit.
+#[derive(Clone)]
+struct Part {
+    messages: Arc<Vec<Message>>,
+    segment: Arc<Segment>,
+    shape: Shape,
+}
+
+/// Where the system messages of a run of messages are (for the leading-prefix rule).
+#[derive(Clone, Copy, Default)]
+struct Shape {
+    first_system: Option<usize>,
+    first_other: Option<usize>,
+    /// A system message after a non-system one, inside this run.
+    system_after_other: Option<usize>,
+}
+
+impl Shape {
+    fn of(messages: &[Message]) -> Shape {
+        let mut shape = Shape::default();
+        for (i, m) in messages.iter().enumerate() {
+            if m.role == Role::System {
+                shape.first_system.get_or_insert(i);
+                if shape.first_other.is_some() && shape.system_after_other.is_none() {
+                    shape.system_after_other = Some(i);
+                }
+            } else {
+                shape.first_other.get_or_insert(i);
+            }
+        }
+        shape
+    }
+}
+
+/// The working context: options and the messages in order.
+#[derive(Clone, Default)]
+pub struct WorkingContext {
+    pub options: Options,
+    parts: Vec<Part>,
+    /// Appended since the last seal (validated and encoded when sealed).
+    tail: Vec<Message>,
+    sealed_messages: usize,
+    sealed_bytes: u64,
+}
+
+/// The context as the state's payload names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextHead {
+    pub chain: Digest,
+    pub messages: u64,
+    pub options: Options,
+}
+
+impl WorkingContext {
+    /// A context of `messages` (unsealed) and `options`.
+    pub fn new(messages: Vec<Message>, options: Options) -> WorkingContext {
+        WorkingContext { options, tail: messages, ..WorkingContext::default() }
+    }
+
+    /// The messages and options of `request` (its tools are not part of a context).
+    pub fn from_request(request: &Request) -> WorkingContext {
+        WorkingContext::new(request.messages.clone(), request.options.clone())
+    }
+
+    /// Number of messages.
+    pub fn len(&self) -> usize {
+        self.sealed_messages + self.tail.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every message in order.
+    pub fn messages(&self) -> impl DoubleEndedIterator<Item = &Message> + '_ {
+        self.parts.iter().flat_map(|p| p.messages.iter()).chain(self.tail.iter())
+    }
+
+    /// An owned copy of every message (O(context): for model requests and hosts, never a Step).
+    pub fn to_messages(&self) -> Vec<Message> {
+        self.messages().cloned().collect()
+    }
+
+    /// The request these messages and options make (no tools).
+    pub fn to_request(&self) -> Request {
+        Request { messages: self.to_messages(), options: self.options.clone(), ..Request::default() }
+    }
+
+    pub fn last(&self) -> Option<&Message> {
+        self.messages().next_back()
+    }
+
+    pub fn push(&mut self, message: Message) {
+        self.tail.push(message);
+    }
+
+    pub fn extend(&mut self, messages: impl IntoIterator<Item = Message>) {
+        self.tail.extend(messages);
+    }
+
+    /// Replaces every message (a context reducer's result): the segment list starts again.
+    pub fn replace(&mut self, messages: Vec<Message>) {
+        self.parts.clear();
+        self.sealed_messages = 0;
+        self.sealed_bytes = 0;
+        self.tail = messages;
+    }
+
+    /// The rules of a request's messages and options: at least one message, every message
+    /// valid, system messages only in the leading prefix. Sealed segments were validated
+    /// when sealed or read, so this costs O(segments + unsealed messages).
+    pub fn validate(&self) -> Result<(), ChatError> {
+        if self.is_empty() {
+            return Err(ChatError::NoMessages);
+        }
+        let offset = self.sealed_messages;
+        for (i, m) in self.tail.iter().enumerate() {
+            m.validate().map_err(|e| ChatError::in_message(offset + i, e))?;
+        }
+        self.options.validate()?;
+        let mut offset = 0;
+        let mut seen_other = false;
+        let tail = Shape::of(&self.tail);
+        let shapes = self.parts.iter().map(|p| (p.shape, p.messages.len())).chain([(tail, self.tail.len())]);
+        for (shape, len) in shapes {
+            let misplaced = if seen_other { shape.first_system } else { shape.system_after_other };
+            if let Some(i) = misplaced {
+                return Err(ChatError::SystemNotInPrefix { index: offset + i });
+            }
+            seen_other |= shape.first_other.is_some();
+            offset += len;
+        }
+        Ok(())
+    }
+
+    /// Seals the unsealed messages into one segment: validates each, encodes them once and
+    /// hashes the bytes once. A no-op when nothing was appended.
+    pub fn seal(&mut self) -> Result<(), ChatError> {
+        if self.tail.is_empty() {
+            return Ok(());
+        }
+        let offset = self.sealed_messages;
+        for (i, m) in self.tail.iter().enumerate() {
+            m.validate().map_err(|e| ChatError::in_message(offset + i, e))?;
+        }
+        let messages = std::mem::take(&mut self.tail);
+        let text = Json::Array(messages.iter().map(ToJson::to_json).collect()).to_canonical_string();
+        let messages = Arc::new(messages);
+        let segment = Segment::with_decoded(text, messages.clone());
+        self.push_part(messages, segment);
+        Ok(())
+    }
+
+    fn push_part(&mut self, messages: Arc<Vec<Message>>, segment: Arc<Segment>) {
+        self.sealed_messages += messages.len();
+        self.sealed_bytes = self.sealed_bytes.saturating_add(segment.len() as u64);
+        let shape = Shape::of(&messages);
+        self.parts.push(Part { messages, segment, shape });
+    }
+
+    /// Whether every message is sealed.
+    pub fn is_sealed(&self) -> bool {
+        self.tail.is_empty()
+    }
+
+    /// The sealed segments, in order.
+    pub fn segments(&self) -> Vec<Arc<Segment>> {
+        self.parts.iter().map(|p| p.segment.clone()).collect()
+    }
+
+    /// Canonical bytes of the sealed segments (what [`crate::limits::DEFAULT_MAX_CONTEXT_BYTES`]
+    /// bounds).
+    pub fn sealed_bytes(&self) -> u64 {
+        self.sealed_bytes
+    }
+
+    /// The chain digest over the sealed segments.
+    pub fn chain(&self) -> Digest {
+        segment::chain_digest(&self.segments())
+    }
+
+    /// The head of a sealed context.
+    pub fn head(&self) -> ContextHead {
+        ContextHead { chain: self.chain(), messages: self.sealed_messages as u64, options: self.options.clone() }
+    }
+
+    /// Rebuilds a context from its head and segments: a segment that carries its decoded
+    /// messages (the one this process sealed or read before) is reused as is, any other is
+    /// parsed and every message validated once. The count and the chain must match.
+    pub fn attach(head: &ContextHead, segments: &[Arc<Segment>]) -> Result<WorkingContext, String> {
+        let chain = segment::chain_digest(segments);
+        if chain != head.chain {
+            return Err("the segments do not match the context's chain digest (lost, reordered, added or changed)".into());
+        }
+        let mut context = WorkingContext { options: head.options.clone(), ..WorkingContext::default() };
+        for (i, s) in segments.iter().enumerate() {
+            let messages = match s.decoded::<Vec<Message>>() {
+                Some(messages) => messages,
+                None => {
+                    let messages = parse_segment(s).map_err(|e| format!("segments[{i}]: {e}"))?;
+                    s.remember(Arc::new(messages)).ok_or_else(|| format!("segments[{i}] holds another decoded form"))?
+                }
+            };
+            if messages.is_empty() {
+                return Err(format!("segments[{i}] is empty"));
+            }
+            context.push_part(messages, s.clone());
+        }
+        if context.sealed_messages as u64 != head.messages {
+            return Err(format!("the segments hold {} messages, the head names {}", context.sealed_messages, head.messages));
+        }
+        Ok(context)
+    }
+}
+
+fn parse_segment(s: &Segment) -> Result<Vec<Message>, String> {
+    let limits = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
+    let value = crate::json::parse_with(s.text().as_bytes(), &limits).map_err(|e| e.to_string())?;
+    let messages = Vec::<Message>::from_json(&value).map_err(|e| e.to_string())?;
+    for (i, m) in messages.iter().enumerate() {
+        m.validate().map_err(|e| format!("message {i}: {e}"))?;
+    }
+    Ok(messages)
+}
+
+impl PartialEq for WorkingContext {
+    /// The same options and messages, however they are split into segments.
+    fn eq(&self, other: &WorkingContext) -> bool {
+        self.options == other.options && self.len() == other.len() && self.messages().eq(other.messages())
+    }
+}
+impl Eq for WorkingContext {}
+
+impl std::fmt::Debug for WorkingContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkingContext")
+            .field("options", &self.options)
+            .field("segments", &self.parts.len())
+            .field("messages", &self.len())
+            .field("unsealed", &self.tail.len())
+            .finish()
+    }
+}
+
+/// The full form (tests, fuzzing, hosts): the request these messages and options make.
+impl ToJson for WorkingContext {
+    fn to_json(&self) -> Json {
+        self.to_request().to_json()
+    }
+}
+
+impl FromJson for WorkingContext {
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        let request = Request::from_json(value)?;
+        if !request.tools.is_empty() || request.tool_choice != crate::chat::ToolChoice::default() {
+            return Err(DecodeError::invalid("working_context must not hold tool definitions"));
+        }
+        Ok(WorkingContext::from_request(&request))
+    }
+}
+
+impl ToJson for ContextHead {
+    fn to_json(&self) -> Json {
+        let b = ObjectBuilder::new().field("chain", &self.chain).field("messages", &self.messages);
+        if self.options.is_default() { b } else { b.field("options", &self.options) }.build()
+    }
+}
+
+impl FromJson for ContextHead {
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        let mut r = ObjectReader::new(value)?;
+        let head = ContextHead {
+            chain: r.required("chain")?,
+            messages: r.required("messages")?,
+            options: r.optional("options")?.unwrap_or_default(),
+        };
+        r.finish()?;
+        if head.options.is_default() && value.as_object().is_some_and(|o| o.contains_key("options")) {
+            return Err(DecodeError::invalid("default options are omitted").in_member("options"));
+        }
+        Ok(head)
+    }
+}
