@@ -3,8 +3,8 @@
 //!
 //! Prints `step_ratio_1000_over_10 = X`, `step_ratio_10000_over_10 = X` (median step time at
 //! N over the same at 10) and `step_over_serde_10 = X` (step over serde round trip at 10). A
-//! context the runtime refuses (a working context is one payload, capped at 1 MiB) prints
-//! `refused` instead of a ratio.
+//! context the runtime refuses (each message is bounded by one payload, the context by
+//! `max_context_bytes`, 64 MiB by default) prints `refused` instead of a ratio.
 //!
 //! Run: `cargo bench -p keel --bench interaction_step` (release profile; no bench crate).
 //!
@@ -18,7 +18,8 @@
 //! reported figure is the median of the K samples.
 //!
 //! Baseline: the parent's committed state just before that step (decoded from the last
-//! committed cut, so exactly what the step restores) as a `serde_json::Value`, timed through
+//! committed cut, so exactly what the step restores: kind, payload and the segments holding
+//! the messages, in its canonical JSON form) as a `serde_json::Value`, timed through
 //! `serde_json::to_vec` + `serde_json::from_slice::<serde_json::Value>`, median of K' repeats.
 
 use keel::chat::{FinishReason, Message, Request, Response, Usage};
@@ -118,7 +119,9 @@ fn one_step(setup: &Setup, input: &Payload) -> (Duration, String) {
         let (last, ok) = runner.commits.last().expect("the start committed");
         assert!(ok, "the start commit was acknowledged");
         let snapshot = TreeSnapshot::decode(&last.cut().bytes).expect("cut decodes");
-        snapshot.root().committed_state.payload.canonical().to_owned()
+        let mut text = String::new();
+        snapshot.root().committed_state.write_canonical(&mut text);
+        text
     };
     let mut dispatches = runner.take_dispatches();
     assert_eq!(dispatches.len(), 1, "one model dispatch");

@@ -353,6 +353,7 @@ impl Host {
                         effect_id: effect.clone(),
                         attempt_id: None,
                         payload: payload.clone(),
+                        segments: process.prepared.as_ref().map(|p| p.candidate_state.segments.clone()).unwrap_or_default(),
                     };
                     self.truth(engine, handle, request).await?
                 }

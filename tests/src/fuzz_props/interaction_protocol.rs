@@ -203,6 +203,9 @@ fn request(deployment: &Deployment, payload: Payload) -> EffectRequest {
         effect_id: effect_id(),
         attempt_id: None,
         payload,
+        // A decoded effect names its context by digest only; without the declaring Step's
+        // segments the model Dispatcher leaves it Unknown.
+        segments: Vec::new(),
     }
 }
 

@@ -49,7 +49,9 @@ pub fn interaction_state(data: &[u8]) {
     match usize::from(selector) % STATE_SELECTORS.len() {
         0 => {
             if let Some(state) = round_trip::<ParentState>(&value) {
-                state.to_execution_state().unwrap_or_else(|e| panic!("a decoded parent state encodes: {e}"));
+                let encoded = state.to_execution_state().unwrap_or_else(|e| panic!("a decoded parent state encodes: {e}"));
+                // As a stored state the messages are segments named by the payload's head.
+                check_restores(world, &encoded);
             }
             // Offered as stored (not re-encoded), so non-canonical spellings reach restore too.
             if let Some(stored) = stored_state(ParentState::KIND, &value) {

@@ -299,3 +299,79 @@ impl FromJson for ContextHead {
         Ok(head)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sealed(batches: &[Vec<Message>]) -> WorkingContext {
+        let mut c = WorkingContext::default();
+        for b in batches {
+            c.extend(b.iter().cloned());
+            c.seal().unwrap();
+        }
+        c
+    }
+
+    #[test]
+    fn sealing_appends_one_segment_per_seal_and_shares_the_older_ones() {
+        let mut c = sealed(&[vec![Message::system("s"), Message::user("a")]]);
+        let first = c.segments();
+        c.push(Message::assistant("b"));
+        c.push(Message::user("c"));
+        assert!(!c.is_sealed());
+        c.seal().unwrap();
+        c.seal().unwrap();
+        let now = c.segments();
+        assert_eq!(now.len(), 2, "a seal with nothing appended adds nothing");
+        assert!(Arc::ptr_eq(&first[0], &now[0]), "the older segment is shared, not re-encoded");
+        assert_eq!(now[1].text(), Json::Array(vec![Message::assistant("b").to_json(), Message::user("c").to_json()]).to_canonical_string());
+        assert_eq!(c.len(), 4);
+        assert_eq!(c.sealed_bytes(), (now[0].len() + now[1].len()) as u64);
+        assert_eq!(c.chain(), segment::chain_extend(segment::chain_digest(&first), &now[1..]));
+    }
+
+    #[test]
+    fn attach_checks_count_and_chain_and_reuses_or_parses() {
+        let c = sealed(&[vec![Message::user("a")], vec![Message::assistant("b"), Message::user("c")]]);
+        let head = c.head();
+        let again = WorkingContext::attach(&head, &c.segments()).unwrap();
+        assert_eq!(again, c);
+        // Freshly read segments (no decoded form) are parsed once, then remembered.
+        let fresh: Vec<Arc<Segment>> = c.segments().iter().map(|s| Segment::from_canonical(s.text().to_owned())).collect();
+        assert_eq!(WorkingContext::attach(&head, &fresh).unwrap(), c);
+        assert!(fresh.iter().all(|s| s.decoded::<Vec<Message>>().is_some()));
+        let wrong_count = ContextHead { messages: 2, ..head.clone() };
+        assert!(WorkingContext::attach(&wrong_count, &c.segments()).is_err());
+        let mut reordered = c.segments();
+        reordered.swap(0, 1);
+        assert!(WorkingContext::attach(&head, &reordered).unwrap_err().contains("chain digest"));
+        // A segment whose bytes are not messages is refused even under a matching chain.
+        let junk = vec![Segment::from_canonical("[1]".to_owned())];
+        let junk_head = ContextHead { chain: segment::chain_digest(&junk), messages: 1, options: Options::default() };
+        assert!(WorkingContext::attach(&junk_head, &junk).is_err());
+    }
+
+    #[test]
+    fn system_messages_stay_in_the_leading_prefix_across_segments() {
+        let ok = sealed(&[vec![Message::system("a")], vec![Message::system("b"), Message::user("c")]]);
+        assert!(ok.validate().is_ok());
+        let late = sealed(&[vec![Message::user("a")], vec![Message::system("b")]]);
+        assert_eq!(late.validate(), Err(ChatError::SystemNotInPrefix { index: 1 }));
+        let mut tail = sealed(&[vec![Message::user("a")]]);
+        tail.push(Message::system("b"));
+        assert_eq!(tail.validate(), Err(ChatError::SystemNotInPrefix { index: 1 }));
+        let inner = sealed(&[vec![Message::system("s")], vec![Message::user("a"), Message::system("b")]]);
+        assert_eq!(inner.validate(), Err(ChatError::SystemNotInPrefix { index: 2 }));
+        assert_eq!(WorkingContext::default().validate(), Err(ChatError::NoMessages));
+    }
+
+    #[test]
+    fn replacing_starts_a_new_segment_list() {
+        let mut c = sealed(&[vec![Message::user("a")], vec![Message::assistant("b")]]);
+        c.replace(vec![Message::user("summary")]);
+        c.seal().unwrap();
+        assert_eq!(c.segments().len(), 1);
+        assert_eq!(c.to_messages(), vec![Message::user("summary")]);
+    }
+}

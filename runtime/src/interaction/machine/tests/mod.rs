@@ -5,6 +5,7 @@
 mod active_delegates;
 mod codes;
 mod config;
+mod context;
 mod compaction;
 mod delegate_waits;
 mod delegates;
@@ -400,6 +401,20 @@ pub(super) fn user_input(text: &str) -> Payload {
 impl Harness {
     pub fn start(&self, text: &str) -> DirectRunner {
         self.start_with(text, CapabilitySet::empty())
+    }
+
+    /// A root started with a whole start input.
+    pub fn start_input(&self, input: Payload) -> Result<DirectRunner, crate::kernel::owner::StartError> {
+        let owner = Owner::start(
+            self.resolver.clone(),
+            self.parent.clone(),
+            input,
+            ProcessId::root_from_hex(&hex(1)).unwrap(),
+            IncarnationId::from_hex(&hex(100)).unwrap(),
+            RootConfig { budget: Budget::unlimited(), capabilities: CapabilitySet::empty(), limits: TreeLimits::default() },
+            now(),
+        )?;
+        Ok(DirectRunner::new(owner, self.committer.clone() as Arc<dyn Committer>, now()))
     }
 
     /// A root holding `capabilities` (children may be granted at most these).
