@@ -122,7 +122,7 @@ impl StepError {
     /// The Failure this error records when it comes from stage `stage`.
     pub fn into_failure(self, stage: Stage) -> Failure {
         match (self, stage) {
-            (StepError::Classified(f), Stage::Step) => f,
+            (StepError::Classified(f), Stage::Step | Stage::Start) => f,
             (StepError::Classified(f), s) => Failure::new(s.code(), f.message.as_str()),
             (StepError::Other(m), s) => Failure::new(s.code(), &m),
             (StepError::Canceled, s) => Failure::new(s.code(), "step canceled"),
