@@ -95,7 +95,12 @@ pub fn interaction_corpus() -> Vec<CorpusFile> {
                         ToolCallState::KIND => ("ToolCallState", phase_of(state)),
                         _ => return,
                     };
-                    let payload = state.payload.value().to_canonical_bytes();
+                    // A parent state's typed codec is its full form (messages inline); its
+                    // stored payload names the messages, which are the state's segments.
+                    let payload = match ParentState::from_execution_state(state) {
+                        Ok(parent) if state.kind.as_str() == ParentState::KIND => parent.to_json().to_canonical_bytes(),
+                        _ => state.payload.value().to_canonical_bytes(),
+                    };
                     states.push(Found { selector: selector_of(STATE_SELECTORS, selector), class: class.clone(), scenario: name, json: payload });
                     let whole = state.to_json().to_canonical_bytes();
                     states.push(Found { selector: selector_of(STATE_SELECTORS, "ExecutionState"), class, scenario: name, json: whole });
