@@ -192,6 +192,11 @@ fn mistakes_are_refused_at_build_time_with_what_to_change() {
     assert!(matches!(bad_schema, BuildError::Tool { ref tool, .. } if tool == "t"), "{bad_schema}");
     let no_calls = Agent::builder("a").version("1").model(ScriptedModel::new()).max_model_calls(0).build().unwrap_err();
     assert!(matches!(no_calls, BuildError::NoModelCalls { .. }));
+    for bytes in [0, crate::limits::MAX_CONTEXT_BYTES_CEILING + 1] {
+        let bad = Agent::builder("a").version("1").model(ScriptedModel::new()).max_context_bytes(bytes).build().unwrap_err();
+        assert!(matches!(bad, BuildError::ContextLimit { .. }), "{bad}");
+        assert!(bad.to_string().contains("max_context_bytes"), "{bad}");
+    }
 }
 
 #[test]
@@ -205,6 +210,7 @@ fn the_deployment_identity_follows_every_behavioral_setting() {
         Agent::builder("a").version("1").model(ScriptedModel::new()).tool_with(weather(), ToolOptions::new().idempotent()).build().unwrap(),
         base().on_model_unknown(UnknownPolicy::ReportToModel).build().unwrap(),
         base().description("Other.").build().unwrap(),
+        base().max_context_bytes(1 << 20).build().unwrap(),
     ];
     for agent in changed {
         assert_ne!(agent.deployment_ref(), &reference, "{agent:?}");
