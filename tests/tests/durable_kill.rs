@@ -217,7 +217,7 @@ fn recover(kind: Kind, dir: &Path, run: &ChildRun, mode: Mode, context: &str) {
     for ack in &run.acks {
         assert!(recorded.contains(ack), "{context}: acknowledged {ack:?} lost");
     }
-    let snapshot = TreeSnapshot::decode(&head.cut.bytes)
+    let snapshot = TreeSnapshot::from_cut(&head.cut)
         .unwrap_or_else(|e| panic!("{context}: head does not decode: {e}"));
     assert_eq!(snapshot.digest(), head.cut.digest, "{context}");
 
@@ -242,7 +242,7 @@ fn recover(kind: Kind, dir: &Path, run: &ChildRun, mode: Mode, context: &str) {
     let store = Store::open(kind, dir);
     audit_history(&store.history(&root)).unwrap();
     let head = store.head(&root).unwrap();
-    let snapshot = TreeSnapshot::decode(&head.cut.bytes).unwrap();
+    let snapshot = TreeSnapshot::from_cut(&head.cut).unwrap();
     assert!(snapshot.processes().iter().all(|p| p.is_terminal()), "{context}");
 }
 

@@ -792,7 +792,12 @@ pub fn run_world(setup: &Setup, seed: u64, scenario: &str, keep_trace: bool) -> 
 
 /// The payload of dispatcher Effect `effect` of `process` in `snap`.
 pub fn dispatcher_payload(snap: &TreeSnapshot, process: &ProcessId, effect: &EffectId) -> Option<Payload> {
-    let e = snap.process(process)?.prepared.as_ref()?.effects.iter().find(|e| &e.id == effect)?;
+    process_payload(snap.process(process)?, effect)
+}
+
+/// The payload of a dispatcher Effect in one Process's prepared batch.
+pub fn process_payload(p: &keel::kernel::process::Process, effect: &EffectId) -> Option<Payload> {
+    let e = p.prepared.as_ref()?.effects.iter().find(|e| &e.id == effect)?;
     match &e.effect {
         Effect::Dispatcher(p) => Some(p.clone()),
         Effect::Framework(_) => None,
