@@ -237,7 +237,7 @@ fn compact(store: &Store) -> Result<(), Failure> {
 fn export(store: &Store, root: &str) -> Result<(), Failure> {
     let root = parse_root(root)?;
     let (head, _) = load(store, &root)?;
-    let json = keel::json::parse(cut_bytes(&head)).map_err(|e| damage(format!("tree {root}: {e}")))?;
+    let json = keel::json::parse(&cut_bytes(&head)).map_err(|e| damage(format!("tree {root}: {e}")))?;
     let value = json.to_serde_value().map_err(|e| damage(format!("tree {root}: {e}")))?;
     let text = serde_json::to_string_pretty(&value).map_err(|e| damage(format!("tree {root}: {e}")))?;
     println!("{text}");

@@ -14,7 +14,6 @@ use keel::kernel::owner::CommitRequest;
 use keel::kernel::effect::{EffectPhase, Settlement};
 use keel::kernel::ids::{EffectId, ProcessId};
 use keel::kernel::signal::SettlementStatus;
-use keel::kernel::snapshot::TreeSnapshot;
 
 impl World {
     pub(super) fn on_dispatch_request(&mut self, i: usize, request: EffectRequest, cancel: CancelToken) {

@@ -137,7 +137,7 @@ impl Oracle {
             }
         };
         self.check(
-            head.cut.bytes().is_ok_and(|b| *b == *snap.bytes()) && snap.digest() == head.cut.digest && snap.incarnation == head.cut.incarnation,
+            head.cut.bytes().is_ok_and(|b| *b == **snap.bytes()) && snap.digest() == head.cut.digest && snap.incarnation == head.cut.incarnation,
             "f.snapshot_round_trip",
             || format!("head at sequence {} does not re-encode to its bytes, digest and incarnation", head.sequence),
         );

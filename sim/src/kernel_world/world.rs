@@ -379,7 +379,7 @@ impl World {
         let ord = self.instances[i].ordinal;
         let busy = self.instances[i].outstanding.is_some();
         self.oracle.check(!busy, "commit_in_flight", || format!("instance {ord} issued a commit while another was in flight"));
-        self.log(format!("i{ord} commit {} {} bytes={}", request.boundary_name(), describe_request(&request), request.cut().bytes.len()));
+        self.log(format!("i{ord} commit {} {} bytes={}", request.boundary_name(), describe_request(&request), request.cut().carried_bytes()));
         if self.flaw == DriverFlaw::DispatchBeforePending {
             if let CommitRequest::Effect(b) = &request {
                 if b.kind == EffectBoundaryKind::Pending {
@@ -404,8 +404,9 @@ impl World {
         // acknowledgement and answers at once; the owner applies the answer after the ack,
         // before the Process parks.
         if stored && checkpoint && chance(&self.rng, self.swarm.early_answer) {
-            let bytes = self.instances[i].outstanding.as_ref().map(|o| o.request.cut().bytes.clone());
-            if let Some(snap) = bytes.and_then(|b| TreeSnapshot::decode(&b).ok()) {
+            // Stored: the store's head is this cut, whole.
+            let head = self.memory.head(&self.root_id);
+            if let Some(snap) = head.and_then(|h| TreeSnapshot::from_cut(&h.cut).ok()) {
                 self.answer_early(i, &snap);
             }
         }

@@ -177,10 +177,13 @@ fn restore_and_run(snap: &TreeSnapshot) {
     let root = runner.owner.root_id().clone();
     let _ = runner.command(Command::Kill { process: root, reason: "fuzz".into() });
     runner.run_to_idle();
-    for (request, _) in &runner.commits {
-        let bytes = &request.cut().bytes;
-        let cut = TreeSnapshot::decode(bytes).unwrap_or_else(|e| panic!("a committed cut must decode: {e}"));
-        assert_eq!(cut.to_json().to_canonical_bytes(), &bytes[..]);
+    let whole = runner.acknowledged_cuts();
+    assert_eq!(whole.len(), runner.commits.len(), "every commit resolves against the head before it");
+    for cut in whole {
+        let bytes = cut.bytes().unwrap_or_else(|e| panic!("a resolved cut is whole: {e}"));
+        let snap = TreeSnapshot::decode(&bytes).unwrap_or_else(|e| panic!("a committed cut must decode: {e}"));
+        assert_eq!(snap.to_json().to_canonical_bytes(), &bytes[..]);
+        assert_eq!(snap.digest(), cut.digest, "the committed digest is the tree digest of the records");
     }
 }
 
