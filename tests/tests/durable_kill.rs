@@ -80,6 +80,9 @@ impl Drop for TempDir {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
     File,
+    /// The file store, compacted after every acknowledged commit (kills land before, inside
+    /// and after compactions).
+    FileCompacting,
     Sqlite,
 }
 
@@ -87,6 +90,7 @@ impl Kind {
     fn arg(self) -> &'static str {
         match self {
             Kind::File => "file",
+            Kind::FileCompacting => "file-compact",
             Kind::Sqlite => "sqlite",
         }
     }
@@ -101,7 +105,9 @@ enum Store {
 impl Store {
     fn open(kind: Kind, dir: &Path) -> Store {
         match kind {
-            Kind::File => Store::File(open_store(dir).unwrap_or_else(|e| panic!("reopen: {e}"))),
+            Kind::File | Kind::FileCompacting => {
+                Store::File(open_store(dir).unwrap_or_else(|e| panic!("reopen: {e}")))
+            }
             Kind::Sqlite => Store::Sqlite(
                 SqliteCommitter::open(dir.join(durable_world::SQLITE_FILE))
                     .unwrap_or_else(|e| panic!("reopen: {e}")),
@@ -329,6 +335,16 @@ fn sigkill_after_each_acknowledgement(kind: Kind) {
         assert!(run.done.is_none());
         recover(kind, &dir.0, &run, Mode::Step, &format!("{kind:?} step kill at ACK {k}"));
     });
+}
+
+#[test]
+fn compacting_sigkill_right_after_each_acknowledgement_loses_nothing() {
+    sigkill_after_each_acknowledgement(Kind::FileCompacting);
+}
+
+#[test]
+fn compacting_sigkill_of_a_running_child_loses_nothing() {
+    sigkill_of_a_running_child(Kind::FileCompacting);
 }
 
 #[test]

@@ -42,6 +42,7 @@ pub const TARGETS: &[&str] = &[
     "interaction_state",
     "interaction_protocol",
     "interaction_mutation",
+    "commit_log",
 ];
 
 /// Runs the property of the target called `name` on `data` (`false` if there is no such target).
@@ -56,9 +57,35 @@ pub fn run_target(name: &str, data: &[u8]) -> bool {
         "interaction_state" => interaction_state(data),
         "interaction_protocol" => interaction_protocol(data),
         "interaction_mutation" => interaction_mutation(data),
+        "commit_log" => commit_log(data),
         _ => return false,
     }
     true
+}
+
+/// `commit_log`: the file store's v2 record decoder and the whole-cut splitter never panic; an
+/// accepted record re-encodes byte-identically; an accepted whole cut reassembles into exactly
+/// its input, splits again into an equal cut, keeps its tree digest as a delta against itself
+/// and resolves back; where the snapshot decoder also accepts the bytes, both agree on the
+/// tree digest.
+pub fn commit_log(data: &[u8]) {
+    use keel::kernel::commit::TreeCut;
+    if let Ok(again) = keel::kernel::commit::file::reencode_payload(data) {
+        assert_eq!(again, data, "an accepted log record re-encodes byte-identically");
+    }
+    if let Ok(cut) = TreeCut::from_whole(data) {
+        let bytes = cut.bytes().unwrap_or_else(|e| panic!("a split cut is whole: {e}"));
+        assert_eq!(&bytes[..], data, "a split cut reassembles into its input");
+        let again = TreeCut::from_whole(&bytes).unwrap_or_else(|e| panic!("a reassembled cut splits: {e}"));
+        assert_eq!(again, cut);
+        let delta = cut.delta_from(&cut);
+        assert_eq!(delta.digest, cut.digest);
+        assert_eq!(delta.carried().count(), 0);
+        assert_eq!(delta.resolve(Some(&cut)).unwrap_or_else(|e| panic!("a delta resolves against its base: {e}")), cut);
+        if let Ok(snap) = TreeSnapshot::decode(data) {
+            assert_eq!(snap.digest(), cut.digest, "snapshot and cut agree on the tree digest");
+        }
+    }
 }
 
 /// Parses without the payload size cap (re-encodings of accepted values are re-read with it).

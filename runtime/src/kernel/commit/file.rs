@@ -15,15 +15,21 @@
 //! # Layout (all integers little-endian)
 //!
 //! ```text
-//! file    := "keel.commits.v1\n" frame*
+//! file    := "keel.commits.v2\n" frame*
 //! frame   := "KEELREC\n" | len: u64 | check: 8 bytes | sum: 32 bytes | payload (len bytes)
 //!            check = SHA-256("KEELREC\n" ‖ len)[..8], sum = SHA-256(payload)
-//! payload := meta_len: u32 | meta (canonical JSON) | cut bytes
+//! payload := meta_len: u32 | meta (canonical JSON) | envelope head | envelope tail
+//!            | carried record bytes, in cut order
 //! ```
 //!
-//! `meta` names the commit (`checkpoint` / `effect` / `activation`), its identity, content
-//! digest and installed sequence, the root, writer incarnation and cut digest, and every
-//! remaining request field, so replay rebuilds the original request and re-decides it.
+//! `meta` names the commit (`checkpoint` / `effect` / `activation`, or `base` for a compacted
+//! tree), its identity, content digest and installed sequence, the root, writer incarnation
+//! and tree digest, every remaining request field, `envelope: [head_len, tail_len]` and
+//! `records`: one `[key, digest, len]` per record of the cut, `len` null for a record kept
+//! from the head. Replay rebuilds the original request (a delta), re-decides it, and resolves
+//! it against the head it follows; a `base` record holds a whole head and the tree's commit
+//! facts and history. A log of format v1 (whole cuts) is refused with
+//! [`OpenError::UnsupportedVersion`].
 //!
 //! # Recovery
 //!
@@ -70,11 +76,17 @@
 //! be reopened, which decides from what actually reached the disk. That matches the port:
 //! a storage failure proves nothing about the head.
 //!
+//! # Compaction
+//!
+//! [`FileCommitter::compact_now`] (and, after a commit, automatically once the log exceeds
+//! [`FileOptions::compact_ratio`] times the estimated live state) rewrites the log as one
+//! `base` record per tree: written and synced as `commits.log.new`, renamed over the log, the
+//! directory synced. A crash before the rename leaves the old log (the stale new file is
+//! overwritten by the next compaction), after it the new one; both hold the same heads and
+//! facts. Refused while a tree is damaged ([`CompactError::Damaged`]).
+//!
 //! # Not provided
 //!
-//! * Compaction: the log grows by one record per commit forever (like the in-memory store's
-//!   facts, which it must keep to answer retries). Rewriting it to heads plus facts is a
-//!   possible later step; nothing here depends on its absence.
 //! * Async I/O: the returned futures do their blocking I/O when polled, like the in-memory
 //!   store does its work; a host on a multi-threaded runtime should expect a poll to take one
 //!   `fsync`.
@@ -1059,11 +1071,39 @@ enum Logged {
     Base { head: Head, commits: Vec<(CommitRecord, Digest)> },
 }
 
-/// Decodes one record payload (a frame's checksummed bytes). Strict: the metadata is canonical
+/// Decodes one record payload (a frame's checksummed bytes) and encodes what it decoded again:
+/// the decoder's contract for fuzzing and tests. Decoding is strict (the metadata is canonical
 /// JSON naming exactly the blobs that follow it, every carried record matches its listed
-/// digest, and the listed tree digest is the digest of the envelope and entries.
-pub fn decode_payload_v2(payload: &[u8]) -> Result<(), String> {
-    decode_payload(payload).map(|_| ())
+/// digest, the listed tree digest is the digest of the envelope and entries), so an accepted
+/// payload re-encodes byte-identically.
+pub fn reencode_payload(payload: &[u8]) -> Result<Vec<u8>, String> {
+    let record = match decode_payload(payload)? {
+        Logged::Commit { request, identity, content_digest, sequence } => {
+            let kind = match &request {
+                Request::Checkpoint(c) => CommitRecordKind::Checkpoint(c.kind),
+                Request::Effect(b) => CommitRecordKind::Effect {
+                    process_id: b.process_id.clone(),
+                    effect_id: b.effect_id.clone(),
+                    kind: b.kind,
+                },
+                Request::Activation(a) => {
+                    CommitRecordKind::Activation { previous_incarnation: a.previous_incarnation.clone() }
+                }
+            };
+            let cut = request.cut().clone();
+            let installation =
+                Installation { identity, content_digest, kind, sequence, cut: cut.clone(), carried: cut };
+            encode_record(&request, &installation)
+        }
+        Logged::Base { head, commits } => encode_base(&head, &commits),
+    };
+    let meta_len = u32::try_from(record.meta.len()).map_err(|e| e.to_string())?;
+    let mut out = meta_len.to_le_bytes().to_vec();
+    out.extend_from_slice(&record.meta);
+    for b in &record.blobs {
+        out.extend_from_slice(b);
+    }
+    Ok(out)
 }
 
 fn decode_payload(payload: &[u8]) -> Result<Logged, String> {

@@ -642,3 +642,152 @@ fn the_locked_error_says_who_holds_the_store_and_what_to_do() {
     let e = OpenError::Locked { dir: PathBuf::from("/data/agents"), pid: None };
     assert!(e.to_string().contains("in use by another process"), "{e}");
 }
+
+/// A chain of progress checkpoints of the root where only the root's record changes, sent as
+/// deltas the way the kernel sends them (the `process:kept` record travels as key and digest).
+fn delta_chain(n: u8) -> Vec<Request> {
+    let mut out = vec![Request::Checkpoint(start(cut(1, 1)))];
+    for i in 2..=n {
+        let whole = cut(i, 1);
+        out.push(Request::Checkpoint(progress(u64::from(i), i - 1, whole.delta_from(&cut(i - 1, 1)))));
+    }
+    out
+}
+
+#[test]
+fn deltas_log_only_changed_records_and_replay_to_whole_heads() {
+    let dir = TempDir::new();
+    let requests = delta_chain(6);
+    assert!(!requests[1].cut().is_whole(), "the chain sends deltas");
+    let lens = populate(&dir, &requests);
+    let memory = MemoryCommitter::new();
+    for r in &requests {
+        send(&memory, r).unwrap();
+    }
+    // A delta record holds the root's record but not the kept one.
+    let kept = cut(1, 1).entries()[1].bytes().unwrap().len() as u64;
+    let whole_growth = cut(3, 1).whole_len().unwrap();
+    assert!(lens[2] - lens[1] < whole_growth, "a delta record is smaller than the whole cut");
+    assert!(kept > 0);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.head(&root()), memory.head(&root()));
+    let head = f.head(&root()).unwrap();
+    assert!(head.cut.is_whole());
+    assert_eq!(head.cut.bytes().unwrap(), cut(6, 1).bytes().unwrap());
+    assert_eq!(f.history(&root()), memory.history(&root()));
+}
+
+#[test]
+fn a_logged_delta_whose_kept_record_the_head_lacks_damages_its_tree() {
+    let dir = TempDir::new();
+    populate(&dir, &[Request::Checkpoint(start(cut(1, 1)))]);
+    // A delta keeping a record the head never held, written by hand past the rules.
+    let ghost = crate::kernel::commit::conformance::sample_cut(&root(), &inc(1), &[("process:kept", "other")]);
+    let forged = Request::Checkpoint(progress(2, 1, cut(2, 1).delta_from(&ghost)));
+    let i = installation_of(&forged, 2);
+    let (meta, blobs) = record_of(&forged, &i);
+    append_raw(&dir.log(), &meta, &blobs);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    let damage = f.damaged_trees();
+    assert_eq!(damage.len(), 1);
+    assert!(damage[0].reason.contains("lacks"), "{damage:?}");
+    assert!(matches!(block_on(f.load_tree(&root())), Err(CommitError::Damaged { .. })));
+}
+
+#[test]
+fn compaction_keeps_heads_facts_and_history() {
+    let dir = TempDir::new();
+    let memory = MemoryCommitter::new();
+    let mut requests = script();
+    requests.extend(delta_chain(4).into_iter().map(|r| match r {
+        // The same chain under the other root, after its start in `script`.
+        Request::Checkpoint(mut c) if c.kind != CheckpointKind::Start => {
+            let n = u8::try_from(c.sequence).unwrap();
+            let whole = cut_of(other_root(), 49 + n, 7);
+            let before = cut_of(other_root(), 48 + n, 7);
+            c.previous_digest = Some(before.digest);
+            c.cut = whole.delta_from(&before);
+            Request::Checkpoint(c)
+        }
+        other => other,
+    }).filter(|r| !matches!(r, Request::Checkpoint(c) if c.kind == CheckpointKind::Start)));
+    let f = FileCommitter::open(&dir.0).unwrap();
+    for r in &requests {
+        send(&f, r).unwrap();
+        send(&memory, r).unwrap();
+    }
+    let before = f.stats();
+    let after = f.compact_now().unwrap();
+    assert_eq!(after.compactions, 1);
+    assert_eq!(after.log_bytes, file_len(&dir.log()));
+    assert!(before.log_bytes > 0 && after.live_bytes >= after.log_bytes / 2, "{before:?} {after:?}");
+    // Commits continue on the compacted log, and a reopen sees everything.
+    let next = Request::Checkpoint(progress(3, 6, cut(7, 2)));
+    send(&f, &next).unwrap();
+    send(&memory, &next).unwrap();
+    drop(f);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    for r in [root(), other_root()] {
+        assert_eq!(f.head(&r), memory.head(&r), "head of {r}");
+        assert_eq!(f.history(&r), memory.history(&r), "history of {r}");
+    }
+    // The facts survived: the head's retry is acknowledged, a historical one conflicts.
+    send(&f, &next).unwrap();
+    let historical = send(&f, &requests[1]);
+    assert!(matches!(historical, Err(CommitError::CommitConflict { .. } | CommitError::TreeIncarnationConflict { .. })), "{historical:?}");
+    // Compacting twice in a row is harmless.
+    f.compact_now().unwrap();
+    f.compact_now().unwrap();
+    drop(f);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.head(&root()), memory.head(&root()));
+    assert!(!dir.0.join(NEW_LOG_FILE_NAME).exists(), "no temporary log is left behind");
+}
+
+#[test]
+fn the_log_compacts_itself_once_it_outgrows_the_live_state() {
+    let dir = TempDir::new();
+    let options = FileOptions { compact_ratio: 4, compact_min_bytes: 0, ..FileOptions::default() };
+    let f = FileCommitter::open_with_options(&dir.0, options).unwrap();
+    let memory = MemoryCommitter::new();
+    // Large records, so the heads (not the per-commit facts) dominate the live state.
+    let big = |i: u64| {
+        let state = format!("{i}{}", "x".repeat(4000));
+        crate::kernel::commit::conformance::sample_cut(&root(), &inc(1), &[(root().as_str(), &state), ("process:kept", &"k".repeat(4000))])
+    };
+    let mut chain = vec![Request::Checkpoint(start(big(1)))];
+    for i in 2..=60u64 {
+        let (before, whole) = (big(i - 1), big(i));
+        chain.push(Request::Checkpoint(Checkpoint {
+            sequence: i,
+            kind: CheckpointKind::Progress,
+            previous_digest: Some(before.digest),
+            cut: whole.delta_from(&before),
+        }));
+    }
+    for r in chain {
+        send(&f, &r).unwrap();
+        send(&memory, &r).unwrap();
+        let stats = f.stats();
+        assert!(stats.log_bytes <= stats.live_bytes * 4 + 4096, "{stats:?}");
+    }
+    assert!(f.stats().compactions > 0, "{:?}", f.stats());
+    drop(f);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.head(&root()), memory.head(&root()));
+    assert_eq!(f.history(&root()), memory.history(&root()));
+}
+
+#[test]
+fn compaction_is_refused_while_a_tree_is_damaged() {
+    let dir = TempDir::new();
+    let lens = populate(&dir, &script());
+    // Damage the payload of the last record of the first root only (its next record starts
+    // right after it): that tree is isolated, the other served.
+    flip(&dir.log(), lens[1] - 1);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.damaged_trees().len(), 1);
+    let before = fs::read(dir.log()).unwrap();
+    assert!(matches!(f.compact_now(), Err(CompactError::Damaged { .. })));
+    assert_eq!(fs::read(dir.log()).unwrap(), before, "the log is untouched");
+}
