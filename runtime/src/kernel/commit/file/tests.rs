@@ -664,11 +664,16 @@ fn deltas_log_only_changed_records_and_replay_to_whole_heads() {
     for r in &requests {
         send(&memory, r).unwrap();
     }
-    // A delta record holds the root's record but not the kept one.
+    // A delta record holds the root's record but not the kept one: the same chain sent whole
+    // writes more, by about the kept record per commit.
+    let whole_dir = TempDir::new();
+    let whole: Vec<Request> = (1..=6u8)
+        .map(|i| if i == 1 { Request::Checkpoint(start(cut(1, 1))) } else { Request::Checkpoint(progress(u64::from(i), i - 1, cut(i, 1))) })
+        .collect();
+    let whole_lens = populate(&whole_dir, &whole);
     let kept = cut(1, 1).entries()[1].bytes().unwrap().len() as u64;
-    let whole_growth = cut(3, 1).whole_len().unwrap();
-    assert!(lens[2] - lens[1] < whole_growth, "a delta record is smaller than the whole cut");
-    assert!(kept > 0);
+    assert_eq!(lens[0], whole_lens[0], "the start is whole either way");
+    assert!(lens[5] + 5 * (kept - 4) <= whole_lens[5], "{lens:?} {whole_lens:?} kept {kept}");
     let f = FileCommitter::open(&dir.0).unwrap();
     assert_eq!(f.head(&root()), memory.head(&root()));
     let head = f.head(&root()).unwrap();
@@ -682,7 +687,8 @@ fn a_logged_delta_whose_kept_record_the_head_lacks_damages_its_tree() {
     let dir = TempDir::new();
     populate(&dir, &[Request::Checkpoint(start(cut(1, 1)))]);
     // A delta keeping a record the head never held, written by hand past the rules.
-    let ghost = crate::kernel::commit::conformance::sample_cut(&root(), &inc(1), &[("process:kept", "other")]);
+    // It keeps the root's record as cut 2 holds it; the head (cut 1) holds another one.
+    let ghost = crate::kernel::commit::conformance::sample_cut(&root(), &inc(1), &[(root().as_str(), "cut 2 of writer 1")]);
     let forged = Request::Checkpoint(progress(2, 1, cut(2, 1).delta_from(&ghost)));
     let i = installation_of(&forged, 2);
     let (meta, blobs) = record_of(&forged, &i);
