@@ -7,11 +7,12 @@
 //! * A consumption cursor: the count of consumed records. It only moves forward; consuming a
 //!   record releases its payload and keeps its digest ([`RecordBody::Consumed`]).
 //! * The wait table is derived from history, never stored: openings carry their
-//!   [`WaitOpening`] (key, and the child-wait spec) for good, answers are the addressed records
-//!   that are not openings, and a wait closes once the cursor passes its answer. Termination
-//!   closes every wait too; the Process (which knows its status) applies that.
-//! * Every way in ([`Mailbox::from_records`], decoding, admission) checks the same history
-//!   rules, so no reachable `Mailbox` contradicts its own history.
+//!   [`WaitOpening`] (key, and the child-wait spec) as long as the wait is open, answers are
+//!   the addressed records that are not openings, and a wait closes once the cursor passes its
+//!   answer. Termination closes every wait too; the Process (which knows its status) applies
+//!   that. A closed wait's records may be compacted away; its external answer stays.
+//! * Every way in ([`Mailbox::from_records`], [`Mailbox::from_retained`], decoding, admission)
+//!   checks the same history rules, so no reachable `Mailbox` contradicts its own history.
 //!
 //! The mailbox knows nothing about Process status, budgets or schemas: admission takes them in
 //! an [`AdmissionContext`].

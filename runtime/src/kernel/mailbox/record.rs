@@ -6,8 +6,8 @@ use crate::json::{
 use crate::kernel::ids::{SignalId, WaitId, WaitKey};
 use crate::kernel::signal::{required_payload, SettlementStatus, Signal, SignalSource};
 
-/// What an opening record opens. It is kept after consumption (only the payload is released),
-/// so the wait table can always be replayed from history.
+/// What an opening record opens. It is kept after consumption (only the payload is released)
+/// while the wait is open, so the wait table can always be replayed from the retained history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WaitOpening {
     /// An external wait, answered only by Host input addressed to its WaitID.
