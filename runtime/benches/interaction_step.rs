@@ -115,9 +115,10 @@ fn one_step(setup: &Setup, input: &Payload) -> (Duration, String) {
     let mut runner = DirectRunner::new(owner, committer as Arc<dyn Committer>, now());
     let before = runner.commits.len();
     let state = {
-        let (last, ok) = runner.commits.last().expect("the start committed");
+        let (_, ok) = runner.commits.last().expect("the start committed");
         assert!(ok, "the start commit was acknowledged");
-        let snapshot = TreeSnapshot::decode(&last.cut().bytes).expect("cut decodes");
+        let last = runner.acknowledged_cuts().pop().expect("a whole cut");
+        let snapshot = TreeSnapshot::from_cut(&last).expect("cut decodes");
         snapshot.root().committed_state.payload.canonical().to_owned()
     };
     let mut dispatches = runner.take_dispatches();

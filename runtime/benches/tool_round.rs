@@ -76,7 +76,7 @@ impl Tool for Echo {
     }
 }
 
-/// Counts the cut bytes of every commit it forwards.
+/// Counts the bytes every commit it forwards carries (a delta: only its changed records).
 struct Counting<C> {
     inner: C,
     bytes: AtomicU64,
@@ -84,15 +84,15 @@ struct Counting<C> {
 
 impl<C: Committer> Committer for Counting<C> {
     fn commit_checkpoint(&self, c: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
-        self.bytes.fetch_add(c.cut.bytes.len() as u64, Ordering::Relaxed);
+        self.bytes.fetch_add(c.cut.carried_bytes(), Ordering::Relaxed);
         self.inner.commit_checkpoint(c)
     }
     fn commit_effect(&self, b: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
-        self.bytes.fetch_add(b.cut.bytes.len() as u64, Ordering::Relaxed);
+        self.bytes.fetch_add(b.cut.carried_bytes(), Ordering::Relaxed);
         self.inner.commit_effect(b)
     }
     fn activate_tree(&self, a: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
-        self.bytes.fetch_add(a.cut.bytes.len() as u64, Ordering::Relaxed);
+        self.bytes.fetch_add(a.cut.carried_bytes(), Ordering::Relaxed);
         self.inner.activate_tree(a)
     }
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
@@ -175,7 +175,7 @@ fn one_run(store: Store, rounds: u64, run: u64) -> Sample {
         let elapsed = started.elapsed();
         assert!(result.output.is_some(), "the loop completed: {:?}", result.termination);
         let head = counting.load_tree(handle.id()).await.expect("load").expect("a head");
-        Sample { elapsed, committed_bytes: counting.bytes.load(Ordering::Relaxed), final_cut: head.cut.bytes.len() as u64 }
+        Sample { elapsed, committed_bytes: counting.bytes.load(Ordering::Relaxed), final_cut: head.cut.whole_len().unwrap_or(0) }
     });
     let _ = std::fs::remove_dir_all(&dir);
     sample

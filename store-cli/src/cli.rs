@@ -11,7 +11,7 @@ commands:
   show ROOT     one tree: head, processes with status, open input waits, Unknown effects
   verify        read every tree end to end: decode and validate each head cut, check its
                 digest and the commit history; exits 1 naming each damaged tree
-  compact       SQLite: VACUUM the database (the file store has no compaction yet: exits 2)
+  compact       file store: rewrite the log as the live heads; SQLite: VACUUM the database
   export ROOT   the head cut of ROOT as pretty JSON on stdout
 
 stores:

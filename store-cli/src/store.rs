@@ -162,6 +162,13 @@ impl Store {
             Store::File(_) => None,
         }
     }
+
+    pub fn file(&self) -> Option<&FileCommitter> {
+        match self {
+            Store::File(f) => Some(f),
+            Store::Sqlite(_) => None,
+        }
+    }
 }
 
 fn open_file(dir: &Path) -> Result<Store, String> {

@@ -87,13 +87,28 @@ impl Request {
     }
 }
 
-// The only two places that touch a cut's bytes: storing and rebuilding a whole cut.
-fn cut_bytes(cut: &TreeCut) -> &[u8] {
-    &cut.bytes
+// The only two places that touch a cut's bytes: storing and rebuilding a whole cut. This
+// store keeps whole cuts; the rules resolve a delta against the head before it gets here.
+fn cut_bytes(cut: &TreeCut) -> Result<Arc<[u8]>, CommitError> {
+    cut.bytes().map_err(|e| CommitError::from_cut(&cut.root_id, e))
 }
 
-fn stored_cut(root: ProcessId, incarnation: IncarnationId, digest: Digest, bytes: Vec<u8>) -> TreeCut {
-    TreeCut { root_id: root, incarnation, digest, bytes: Arc::from(bytes) }
+/// Splits a stored whole cut into its records and checks it is the cut the row names.
+fn stored_cut(root: ProcessId, incarnation: IncarnationId, digest: Digest, bytes: &[u8]) -> Result<TreeCut, Reason> {
+    let cut = TreeCut::from_whole(bytes).map_err(|e| e.to_string())?;
+    if cut.digest != digest {
+        return Err("the cut does not match its digest".into());
+    }
+    if cut.root_id != root || cut.incarnation != incarnation {
+        return Err("the cut names another root or writer than its row".into());
+    }
+    Ok(cut)
+}
+
+/// A head as the rules compare it when the request carries every record: root, writer and
+/// digest, with no records (the bytes stay on disk).
+fn bodiless_cut(root: ProcessId, incarnation: IncarnationId, digest: Digest) -> TreeCut {
+    TreeCut::named(root, incarnation, digest)
 }
 
 fn storage(e: rusqlite::Error) -> CommitError {
@@ -163,7 +178,8 @@ impl SqliteCommitter {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
         let root = &request.cut().root_id;
-        let stored = read_head(&tx, root)?;
+        // A delta resolves against the head's records, so only then are they read.
+        let stored = read_head(&tx, root, !request.cut().is_whole(), self.max_record_bytes)?;
         let identity = request.identity();
         let fact = read_fact(&tx, root, &identity)?;
         let index = CommitIndex::for_tree(
@@ -180,7 +196,8 @@ impl SqliteCommitter {
     }
 
     fn install(&self, tx: &Transaction<'_>, i: &Installation, position: u64) -> Result<(), CommitError> {
-        let bytes = cut_bytes(&i.cut);
+        let bytes = cut_bytes(&i.cut)?;
+        let bytes = &bytes[..];
         if bytes.len() > self.max_record_bytes {
             return Err(CommitError::RecordTooLarge {
                 bytes: u64::try_from(bytes.len()).unwrap_or(u64::MAX),
@@ -255,10 +272,7 @@ impl SqliteCommitter {
                             self.max_record_bytes
                         ));
                     }
-                    if Digest::of(&bytes) != digest {
-                        return Err("the cut does not match its digest".into());
-                    }
-                    Ok(Head { cut: stored_cut(root.clone(), incarnation, digest, bytes), sequence })
+                    Ok(Head { cut: stored_cut(root.clone(), incarnation, digest, &bytes)?, sequence })
                 })())
             })
             .optional()
@@ -406,11 +420,18 @@ impl SqliteCommitter {
     }
 }
 
-fn read_head(tx: &Transaction<'_>, root: &ProcessId) -> Result<Option<StoredHead>, CommitError> {
+fn read_head(
+    tx: &Transaction<'_>,
+    root: &ProcessId,
+    with_records: bool,
+    max_record_bytes: usize,
+) -> Result<Option<StoredHead>, CommitError> {
     let mut statement = tx
-        .prepare_cached(
-            "SELECT sequence, incarnation_id, cut_digest, commits FROM keel_heads WHERE root_id = ?1",
-        )
+        .prepare_cached(if with_records {
+            "SELECT sequence, incarnation_id, cut_digest, commits, cut FROM keel_heads WHERE root_id = ?1"
+        } else {
+            "SELECT sequence, incarnation_id, cut_digest, commits FROM keel_heads WHERE root_id = ?1"
+        })
         .map_err(storage)?;
     let row = statement
         .query_row([root.as_str()], |row| {
@@ -419,8 +440,15 @@ fn read_head(tx: &Transaction<'_>, root: &ProcessId) -> Result<Option<StoredHead
                 let incarnation = rows::incarnation(row, "incarnation_id")?;
                 let digest = rows::digest(row, "cut_digest")?;
                 let commits = rows::count(row, "commits")?;
-                // The rules compare cuts by root, writer and digest: the bytes stay on disk.
-                let cut = stored_cut(root.clone(), incarnation, digest, Vec::new());
+                let cut = if with_records {
+                    let bytes = rows::blob(row, "cut")?;
+                    if bytes.len() > max_record_bytes {
+                        return Err(format!("cut of {} bytes above the maximum {max_record_bytes}", bytes.len()));
+                    }
+                    stored_cut(root.clone(), incarnation, digest, &bytes)?
+                } else {
+                    bodiless_cut(root.clone(), incarnation, digest)
+                };
                 Ok(StoredHead { head: Head { cut, sequence }, commits })
             })())
         })

@@ -9,7 +9,6 @@ use keel::kernel::commit::{
 use keel::kernel::ids::{EffectId, IncarnationId, ProcessId};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// A fresh database path in its own temp directory, removed on drop.
 struct TempDb(PathBuf);
@@ -75,13 +74,8 @@ fn inc(n: u8) -> IncarnationId {
     IncarnationId::from_hex(&format!("{n:032x}")).unwrap()
 }
 fn cut(root: &ProcessId, state: &str, incarnation: u8) -> TreeCut {
-    let bytes = format!("{root} {state} {incarnation}").into_bytes();
-    TreeCut {
-        root_id: root.clone(),
-        incarnation: inc(incarnation),
-        digest: Digest::of(&bytes),
-        bytes: Arc::from(bytes),
-    }
+    let state = format!("{root} {state} {incarnation}");
+    keel::kernel::commit::conformance::sample_cut(root, &inc(incarnation), &[(root.as_str(), &state)])
 }
 fn start(c: &TreeCut) -> Checkpoint {
     Checkpoint { sequence: 1, kind: CheckpointKind::Start, previous_digest: None, cut: c.clone() }
@@ -281,14 +275,13 @@ fn files_that_are_not_keel_stores_are_refused_with_typed_errors() {
 #[test]
 fn cuts_above_the_bound_are_refused_and_nothing_is_written() {
     let db = TempDb::new();
-    let store = SqliteCommitter::open_with_limit(db.path(), 64).unwrap();
+    let store = SqliteCommitter::open_with_limit(db.path(), 400).unwrap();
     let r = root("big");
     let a = cut(&r, "a", 1);
     block_on(store.commit_checkpoint(&start(&a))).unwrap();
-    let bytes = vec![b'x'; 65];
-    let big = TreeCut { root_id: r.clone(), incarnation: inc(1), digest: Digest::of(&bytes), bytes: Arc::from(bytes) };
+    let big = cut(&r, &"x".repeat(400), 1);
     let got = block_on(store.commit_checkpoint(&progress(2, &a, &big)));
-    assert!(matches!(got, Err(CommitError::RecordTooLarge { max: 64, .. })), "{got:?}");
+    assert!(matches!(got, Err(CommitError::RecordTooLarge { max: 400, .. })), "{got:?}");
     assert_eq!(store.history(&r).unwrap().len(), 1);
     block_on(store.commit_checkpoint(&progress(2, &a, &cut(&r, "b", 1)))).unwrap();
 }

@@ -80,6 +80,9 @@ impl Drop for TempDir {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
     File,
+    /// The file store, compacted after every acknowledged commit (kills land before, inside
+    /// and after compactions).
+    FileCompacting,
     Sqlite,
 }
 
@@ -87,6 +90,7 @@ impl Kind {
     fn arg(self) -> &'static str {
         match self {
             Kind::File => "file",
+            Kind::FileCompacting => "file-compact",
             Kind::Sqlite => "sqlite",
         }
     }
@@ -101,7 +105,9 @@ enum Store {
 impl Store {
     fn open(kind: Kind, dir: &Path) -> Store {
         match kind {
-            Kind::File => Store::File(open_store(dir).unwrap_or_else(|e| panic!("reopen: {e}"))),
+            Kind::File | Kind::FileCompacting => {
+                Store::File(open_store(dir).unwrap_or_else(|e| panic!("reopen: {e}")))
+            }
             Kind::Sqlite => Store::Sqlite(
                 SqliteCommitter::open(dir.join(durable_world::SQLITE_FILE))
                     .unwrap_or_else(|e| panic!("reopen: {e}")),
@@ -217,7 +223,7 @@ fn recover(kind: Kind, dir: &Path, run: &ChildRun, mode: Mode, context: &str) {
     for ack in &run.acks {
         assert!(recorded.contains(ack), "{context}: acknowledged {ack:?} lost");
     }
-    let snapshot = TreeSnapshot::decode(&head.cut.bytes)
+    let snapshot = TreeSnapshot::from_cut(&head.cut)
         .unwrap_or_else(|e| panic!("{context}: head does not decode: {e}"));
     assert_eq!(snapshot.digest(), head.cut.digest, "{context}");
 
@@ -242,7 +248,7 @@ fn recover(kind: Kind, dir: &Path, run: &ChildRun, mode: Mode, context: &str) {
     let store = Store::open(kind, dir);
     audit_history(&store.history(&root)).unwrap();
     let head = store.head(&root).unwrap();
-    let snapshot = TreeSnapshot::decode(&head.cut.bytes).unwrap();
+    let snapshot = TreeSnapshot::from_cut(&head.cut).unwrap();
     assert!(snapshot.processes().iter().all(|p| p.is_terminal()), "{context}");
 }
 
@@ -332,6 +338,16 @@ fn sigkill_after_each_acknowledgement(kind: Kind) {
 }
 
 #[test]
+fn compacting_sigkill_right_after_each_acknowledgement_loses_nothing() {
+    sigkill_after_each_acknowledgement(Kind::FileCompacting);
+}
+
+#[test]
+fn compacting_sigkill_of_a_running_child_loses_nothing() {
+    sigkill_of_a_running_child(Kind::FileCompacting);
+}
+
+#[test]
 fn sigkill_of_a_running_child_loses_nothing() {
     sigkill_of_a_running_child(Kind::File);
 }
@@ -370,14 +386,8 @@ fn commit_cost_per_fsync() {
         let commits = if size > 4096 { 8 } else { 64 };
         let cuts: Vec<TreeCut> = (0..=commits)
             .map(|i: u64| {
-                let mut bytes = vec![b'x'; size];
-                bytes[..8].copy_from_slice(&i.to_le_bytes());
-                TreeCut {
-                    root_id: root.clone(),
-                    incarnation: durable_world::incarnation(1),
-                    digest: keel::json::Digest::of(&bytes),
-                    bytes: Arc::from(bytes),
-                }
+                let state = format!("{i:08}{}", "x".repeat(size - 8));
+                keel::kernel::commit::conformance::sample_cut(&root, &durable_world::incarnation(1), &[(root.as_str(), &state)])
             })
             .collect();
         let checkpoints: Vec<Checkpoint> = cuts
@@ -404,14 +414,14 @@ fn commit_cost_per_fsync() {
         let mut raw = std::fs::File::create(&raw_path).unwrap();
         let began = Instant::now();
         for cut in &cuts {
-            raw.write_all(&cut.bytes).unwrap();
+            raw.write_all(&cut.bytes().unwrap()).unwrap();
             raw.sync_data().unwrap();
         }
         let per_raw = began.elapsed() / cuts.len() as u32;
         // The frame checksum alone (SHA-256 over the cut; slow in a debug build).
         let began = Instant::now();
         for cut in &cuts {
-            std::hint::black_box(keel::json::Digest::of(&cut.bytes));
+            std::hint::black_box(keel::json::Digest::of(&cut.bytes().unwrap()));
         }
         let per_sum = began.elapsed() / cuts.len() as u32;
         println!(

@@ -87,6 +87,61 @@ fn corpus_interaction_mutation() {
 }
 
 #[test]
+fn corpus_commit_log() {
+    replay("commit_log");
+}
+
+/// Writes the `commit_log` seeds: every record payload of a real v2 log (deltas of a kernel
+/// run, then the compacted base record) and a few whole cuts. Run with `--ignored` after a
+/// format change (after deleting the old `log-*` and `cut-*` files).
+#[test]
+#[ignore]
+fn write_commit_log_seeds() {
+    use keel::kernel::commit::{FileCommitter, LOG_FILE_NAME};
+    let out = corpus_root().join("commit_log");
+    std::fs::create_dir_all(&out).unwrap();
+    let dir = std::env::temp_dir().join(format!("keel-commit-log-seeds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let world = keel_tests::durable_world::World::new(&dir);
+    let committer = std::sync::Arc::new(FileCommitter::open(&dir).unwrap());
+    let owner = keel::kernel::owner::Owner::start(
+        world.resolver.clone(),
+        world.root.clone(),
+        keel::kernel::testkit::script_input(&world.script()),
+        keel_tests::durable_world::root_id(),
+        keel_tests::durable_world::incarnation(100),
+        keel_tests::durable_world::root_config(),
+        keel_tests::durable_world::now(),
+    )
+    .unwrap();
+    let mut runner = keel::kernel::direct::DirectRunner::new(owner, committer.clone(), keel_tests::durable_world::now());
+    keel_tests::durable_world::drive_to_completion(&mut runner).unwrap();
+    let frames = |log: &[u8]| -> Vec<Vec<u8>> {
+        let mut at = 16;
+        let mut out = Vec::new();
+        while at + 56 <= log.len() {
+            let len = u64::from_le_bytes(log[at + 8..at + 16].try_into().unwrap()) as usize;
+            out.push(log[at + 56..at + 56 + len].to_vec());
+            at += 56 + len;
+        }
+        out
+    };
+    let mut payloads = frames(&std::fs::read(dir.join(LOG_FILE_NAME)).unwrap());
+    committer.compact_now().unwrap();
+    payloads.extend(frames(&std::fs::read(dir.join(LOG_FILE_NAME)).unwrap()));
+    for (i, p) in payloads.iter().enumerate().filter(|(_, p)| p.len() <= MAX_FILE_BYTES as usize) {
+        std::fs::write(out.join(format!("log-{i:02}")), p).unwrap();
+    }
+    let head = committer.head(&keel_tests::durable_world::root_id()).unwrap();
+    std::fs::write(out.join("cut-head"), &*head.cut.bytes().unwrap()).unwrap();
+    for (i, cut) in runner.acknowledged_cuts().iter().enumerate().take(3) {
+        std::fs::write(out.join(format!("cut-{i:02}")), &*cut.bytes().unwrap()).unwrap();
+    }
+    drop(runner);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn every_corpus_directory_is_a_target() {
     let mut dirs: Vec<String> = std::fs::read_dir(corpus_root())
         .expect("fuzz/corpus")

@@ -211,7 +211,7 @@ impl Run {
         let root = &self.shared.root;
         let head = self.runtime.inner.committer.load_tree(root).await.map_err(|e| e.to_string())?;
         let head = head.ok_or_else(|| format!("run {root} is not in the store"))?;
-        TreeSnapshot::decode(&head.cut.bytes).map_err(|e| format!("the stored run does not decode: {e}"))
+        TreeSnapshot::from_cut(&head.cut).map_err(|e| format!("the stored run does not decode: {e}"))
     }
 
     /// Answers an input request with a text (a JSON string).

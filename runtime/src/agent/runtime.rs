@@ -139,7 +139,7 @@ impl Runtime {
             .await
             .map_err(|e| RunError::Store(e.to_string()))?
             .ok_or_else(|| RunError::NotFound(id.to_string()))?;
-        let snapshot = TreeSnapshot::decode(&head.cut.bytes).map_err(|e| RunError::Store(format!("stored run does not decode: {e}")))?;
+        let snapshot = TreeSnapshot::from_cut(&head.cut).map_err(|e| RunError::Store(format!("stored run does not decode: {e}")))?;
         if snapshot.digest() != head.cut.digest || snapshot.root_id != *root {
             return Err(RunError::Store("the stored head does not match its digest or run id".into()));
         }

@@ -162,7 +162,7 @@ impl Harness {
 
     fn head(&self) -> TreeSnapshot {
         let head = futures::executor::block_on(self.committer.load_tree(&self.root())).unwrap().expect("head");
-        TreeSnapshot::decode(&head.cut.bytes).expect("head decodes")
+        TreeSnapshot::from_cut(&head.cut).expect("head decodes")
     }
 
     fn restore(&self, incarnation: u64) -> DirectRunner {

@@ -81,8 +81,9 @@ impl DirectRunner {
                     // the owner's cached record encodings must never go stale.
                     #[cfg(test)]
                     {
-                        let fresh = self.owner.fresh_cut().map(|c| c.bytes().clone());
-                        assert_eq!(fresh.as_ref().ok(), Some(&request.cut().bytes), "committed cut differs from a fresh build");
+                        // The tree digest covers every record's digest, each recomputed here.
+                        let fresh = self.owner.fresh_cut().map(|c| c.digest());
+                        assert_eq!(fresh.as_ref().ok(), Some(&request.cut().digest), "committed cut differs from a fresh build");
                     }
                     let result = futures::executor::block_on(commit(self.committer.as_ref(), &request));
                     self.commits.push((request, result.is_ok()));
@@ -100,6 +101,23 @@ impl DirectRunner {
     }
 
     /// Runs until nothing is left: dispatches are performed in issue order.
+    /// The whole cut of every acknowledged commit, in order: commits are deltas against the
+    /// previous acknowledged head, so each is resolved against the one before it. A commit
+    /// that does not resolve ends the list (the oracle reports it).
+    pub fn acknowledged_cuts(&self) -> Vec<super::commit::TreeCut> {
+        let mut out: Vec<super::commit::TreeCut> = Vec::new();
+        for (request, ok) in &self.commits {
+            if !ok {
+                continue;
+            }
+            match request.cut().resolve(out.last()) {
+                Ok(cut) => out.push(cut),
+                Err(_) => break,
+            }
+        }
+        out
+    }
+
     pub fn run_to_idle(&mut self) {
         // Bounded by the owner's own budgets; the cap only guards against a kernel bug.
         for _ in 0..1_000_000 {

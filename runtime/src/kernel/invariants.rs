@@ -15,7 +15,7 @@
 //! Checks never panic; every finding is a [`Violation`] naming its invariant number.
 
 use super::child::{Boundary, ChildWaitSpec};
-use super::commit::{audit_history, CheckpointKind, CommitRecord, CommitRecordKind, EffectBoundaryKind};
+use super::commit::{audit_history, CheckpointKind, CommitRecord, CommitRecordKind, EffectBoundaryKind, TreeCut};
 use super::effect::{Effect, EffectPhase, FrameworkEffect};
 use super::engine_signal::ChildWaitSatisfied;
 use super::ids::{EffectId, IncarnationId, ProcessId, SignalId, WaitId};
@@ -27,7 +27,7 @@ use super::result::ProcessResult;
 use super::signal::{SettlementStatus, SignalSource};
 use super::snapshot::TreeSnapshot;
 use super::status::{Cause, IntentOwner, Status};
-use crate::json::{Digest, FromJson, ToJson};
+use crate::json::{FromJson, ToJson};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One broken invariant.
@@ -134,15 +134,17 @@ pub fn check_decoded_snapshot(s: &TreeSnapshot) -> Vec<Violation> {
     r.0
 }
 
-/// 24: decode(encode(s)) == s, the bytes are the canonical encoding, digest = SHA-256(bytes).
+/// 24: decode(encode(s)) == s, the bytes are the canonical encoding, digest = the tree digest
+/// of the records the bytes split into.
 fn round_trip(s: &TreeSnapshot, r: &mut Report) {
-    if Digest::of(s.bytes()) != s.digest() {
-        r.push(24, "digest is not SHA-256 of the canonical bytes");
+    let bytes = s.bytes();
+    if TreeCut::from_whole(&bytes).map(|c| c.digest).ok() != Some(s.digest()) {
+        r.push(24, "digest is not the tree digest of the canonical bytes");
     }
-    if s.to_json().to_canonical_bytes() != **s.bytes() {
+    if s.to_json().to_canonical_bytes() != **bytes {
         r.push(24, "bytes are not the canonical encoding of the cut");
     }
-    match TreeSnapshot::decode(s.bytes()) {
+    match TreeSnapshot::decode(bytes) {
         Ok(decoded) if decoded == *s => {}
         Ok(_) => r.push(24, "decoding the bytes yields a different cut"),
         Err(e) => r.push(24, format!("the cut does not decode: {e}")),
@@ -1045,21 +1047,30 @@ fn intents_transition(b: &Process, a: &Process, r: &mut Report) {
 /// head where the Effect was pending), 22 (an activation changes only the incarnation).
 pub fn check_commit(previous: Option<&TreeSnapshot>, request: &CommitRequest) -> (Option<TreeSnapshot>, Vec<Violation>) {
     let mut r = Report::default();
-    let cut = request.cut();
-    // One decode of the stored bytes: it parses them, re-encodes the records, checks the
-    // re-encoding is byte-identical and hashes those bytes once (the digest below).
-    let snap = match TreeSnapshot::decode(&cut.bytes) {
+    // A delta names its unchanged records by key and digest: resolve it against the
+    // previous acknowledged head, as the store does.
+    let cut = match request.cut().resolve(previous.map(TreeSnapshot::tree_cut)) {
+        Ok(c) => c,
+        Err(e) => {
+            r.push(24, format!("{} commit: the delta does not resolve against the previous head: {e}", request.boundary_name()));
+            return (None, r.0);
+        }
+    };
+    let bytes = cut.bytes().unwrap_or_else(|_| std::sync::Arc::from(&[][..]));
+    // One decode of the whole bytes: it parses them, re-encodes the records, checks the
+    // re-encoding is byte-identical and computes the tree digest (compared below).
+    let snap = match TreeSnapshot::decode(&bytes) {
         Ok(s) => s,
         Err(e) => {
-            if Digest::of(&cut.bytes) != cut.digest {
-                r.push(24, format!("{} commit: cut digest is not SHA-256 of its bytes", request.boundary_name()));
+            if TreeCut::from_whole(&bytes).map(|c| c.digest).ok() != Some(cut.digest) {
+                r.push(24, format!("{} commit: cut digest is not the tree digest of its records", request.boundary_name()));
             }
             r.push(24, format!("{} commit: the cut does not decode: {e}", request.boundary_name()));
             return (None, r.0);
         }
     };
     if snap.digest() != cut.digest {
-        r.push(24, format!("{} commit: cut digest is not SHA-256 of its bytes", request.boundary_name()));
+        r.push(24, format!("{} commit: cut digest is not the tree digest of its records", request.boundary_name()));
     }
     if snap.root_id != cut.root_id || snap.incarnation != cut.incarnation {
         r.push(22, format!("{} commit: cut root/incarnation differ from the request's", request.boundary_name()));

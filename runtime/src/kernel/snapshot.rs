@@ -1,5 +1,6 @@
 //! TreeSnapshot: the recovery unit, with strict canonical encoding, a
-//! digest over the canonical bytes, and full validation on decode (pair assertion: the owner
+//! tree digest over its envelope and per-record digests (see `kernel::commit::cut`), and full
+//! validation on decode (pair assertion: the owner
 //! validates every cut before committing it, and restore validates it again after reading).
 //!
 //! Decision: live child-wait registrations are *derived* from the parents' mailboxes (an open,
@@ -12,6 +13,7 @@ use super::process::Process;
 use super::resource::Allocation;
 use super::status::Status;
 use super::tree_limits::TreeLimits;
+use super::commit::{CutEntry, CutEnvelope, TreeCut};
 use crate::json::{DecodeError, Digest, Json, ObjectBuilder, ObjectReader, ToJson};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -35,11 +37,12 @@ fn perr(p: &Process, reason: impl Into<String>) -> SnapshotError {
 
 /// One Process record's canonical bytes, encoded once and shared by every cut that holds the
 /// unchanged record (the owner caches one per Process and re-encodes only changed ones). The
-/// digest is computed on first use: cuts are digested whole, per-record digests are for
-/// stores that keep records apart.
+/// digest is computed once, on first use, and the tree digest is built from these.
 #[derive(Debug)]
 pub struct EncodedProcess {
-    text: String,
+    /// The record's key in a cut: the Process id text.
+    key: Arc<str>,
+    text: Arc<str>,
     digest: std::sync::OnceLock<Digest>,
 }
 
@@ -48,7 +51,11 @@ impl EncodedProcess {
     pub fn encode(p: &Process) -> EncodedProcess {
         let mut text = String::with_capacity(p.committed_state.payload.len() + 1024);
         p.write_canonical(&mut text);
-        EncodedProcess { text, digest: std::sync::OnceLock::new() }
+        EncodedProcess { key: Arc::from(p.id.as_str()), text: Arc::from(text), digest: std::sync::OnceLock::new() }
+    }
+    /// The record as a cut entry carrying its bytes.
+    pub fn entry(&self) -> CutEntry {
+        CutEntry::trusted(self.key.clone(), Arc::<[u8]>::from(self.text.clone()), self.digest())
     }
     /// The canonical bytes of the record.
     pub fn bytes(&self) -> &[u8] {
@@ -83,8 +90,8 @@ pub struct TreeSnapshot {
     processes: Vec<Process>,
     /// The canonical bytes of each record of `processes`, in the same order.
     encoded: Vec<Arc<EncodedProcess>>,
-    bytes: Arc<[u8]>,
-    digest: Digest,
+    /// The cut of these records (whole); its digest is the snapshot's.
+    cut: TreeCut,
 }
 
 impl TreeSnapshot {
@@ -113,7 +120,21 @@ impl TreeSnapshot {
         members: Vec<(Process, Arc<EncodedProcess>)>,
     ) -> Result<TreeSnapshot, SnapshotError> {
         let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members);
-        snap.validate()?;
+        snap.validate(&|_| true)?;
+        Ok(snap)
+    }
+
+    /// [`TreeSnapshot::assemble`] for records of which only those `fresh` says are new since
+    /// a cut that validated: per-record rules run only for those, tree-wide rules for all.
+    pub(crate) fn assemble_changed(
+        root_id: ProcessId,
+        incarnation: IncarnationId,
+        limits: TreeLimits,
+        members: Vec<(Process, Arc<EncodedProcess>)>,
+        fresh: &dyn Fn(&ProcessId) -> bool,
+    ) -> Result<TreeSnapshot, SnapshotError> {
+        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members);
+        snap.validate(fresh)?;
         Ok(snap)
     }
 
@@ -125,9 +146,11 @@ impl TreeSnapshot {
     ) -> TreeSnapshot {
         members.sort_by(|a, b| (a.0.relation.depth, &a.0.id).cmp(&(b.0.relation.depth, &b.0.id)));
         let (processes, encoded): (Vec<Process>, Vec<Arc<EncodedProcess>>) = members.into_iter().unzip();
-        let bytes: Arc<[u8]> = write_cut(&root_id, &incarnation, &limits, &encoded).into_bytes().into();
-        let digest = Digest::of(&bytes);
-        TreeSnapshot { root_id, incarnation, limits, processes, encoded, bytes, digest }
+        let envelope = CutEnvelope::keel(&root_id, &incarnation, &limits.to_json());
+        let entries = encoded.iter().map(|e| e.entry()).collect();
+        // Keys are Process ids, unique in a validated cut; duplicates fail `validate`.
+        let cut = TreeCut::new_unchecked(root_id.clone(), incarnation.clone(), envelope, entries);
+        TreeSnapshot { root_id, incarnation, limits, processes, encoded, cut }
     }
 
     /// Strictly decodes and fully validates canonical snapshot bytes.
@@ -142,17 +165,38 @@ impl TreeSnapshot {
         r.finish()?;
         let snap = TreeSnapshot::build(root_id, incarnation, tree_limits, processes)?;
         // Canonical form is part of the contract: accepted input re-encodes byte-identically.
-        if *snap.bytes != *bytes {
+        if **snap.bytes() != *bytes {
             return Err(SnapshotError::Tree("snapshot bytes are not in canonical form".into()));
         }
         Ok(snap)
     }
 
-    pub fn bytes(&self) -> &Arc<[u8]> {
-        &self.bytes
+    /// The whole canonical cut text (built on first use, then shared).
+    /// Decodes a stored head strictly and checks it is exactly the cut the store named: the
+    /// whole text decodes, and its root, writer and tree digest are the cut's (the reading
+    /// half of the pair assertion).
+    pub fn from_cut(cut: &TreeCut) -> Result<TreeSnapshot, SnapshotError> {
+        let bytes = cut.bytes().map_err(|e| SnapshotError::Tree(format!("a stored head is whole: {e}")))?;
+        let snap = TreeSnapshot::decode(&bytes)?;
+        if snap.digest() != cut.digest || snap.root_id != cut.root_id || snap.incarnation != cut.incarnation {
+            return Err(SnapshotError::Tree("the cut's digest, root or writer differ from its records".into()));
+        }
+        Ok(snap)
     }
+
+    pub fn bytes(&self) -> &Arc<[u8]> {
+        // A snapshot's cut carries every record, so it always has whole bytes; the empty text
+        // (which no decoder accepts) is never returned.
+        static NONE: std::sync::OnceLock<Arc<[u8]>> = std::sync::OnceLock::new();
+        self.cut.whole_ref().unwrap_or_else(|| NONE.get_or_init(|| Arc::from(&[][..])))
+    }
+    /// The tree digest (see `kernel::commit::cut`).
     pub fn digest(&self) -> Digest {
-        self.digest
+        self.cut.digest
+    }
+    /// The whole cut of this snapshot, as committed.
+    pub fn tree_cut(&self) -> &TreeCut {
+        &self.cut
     }
     pub fn processes(&self) -> &[Process] {
         &self.processes
@@ -174,12 +218,12 @@ impl TreeSnapshot {
         TreeSnapshot::assemble(self.root_id.clone(), incarnation, self.limits, members)
     }
 
-    fn validate(&self) -> Result<(), SnapshotError> {
+    fn validate(&self, fresh: &dyn Fn(&ProcessId) -> bool) -> Result<(), SnapshotError> {
         // Byte limits, as simple caps in place of live byte reservations held for every
         // admission. The owner checks the candidate cut at preparation and fails the
         // Process with `engine.limit.snapshot`; this check is the backstop that keeps an
         // oversized cut from ever being committed.
-        let total = self.bytes.len() as u64;
+        let total = self.cut.whole_len().unwrap_or(u64::MAX);
         if let Some(limit) = self.limits.max_snapshot_bytes().maximum() {
             if total > limit {
                 return Err(SnapshotError::TooLarge { what: "tree snapshot".into(), bytes: total, limit });
@@ -212,7 +256,9 @@ impl TreeSnapshot {
             if p.relation.root_id != self.root_id {
                 return Err(perr(p, "belongs to another root"));
             }
-            validate_process(p, &self.limits)?;
+            if fresh(&p.id) {
+                validate_process(p, &self.limits)?;
+            }
             // A retired child keeps its key and identity for good and never comes back.
             for r in &p.retired.children {
                 if by_id.contains_key(&r.process_id) || !retired_ids.insert(&r.process_id) {
@@ -309,9 +355,9 @@ impl TreeSnapshot {
         });
         TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members.collect())
     }
-    /// Replaces the digest WITHOUT checking it against the bytes.
+    /// Replaces the digest WITHOUT checking it against the records.
     pub(crate) fn with_digest_unchecked_for_tests(mut self, digest: Digest) -> TreeSnapshot {
-        self.digest = digest;
+        self.cut.digest = digest;
         self
     }
 }
@@ -320,7 +366,7 @@ impl TreeSnapshot {
 /// [`TreeSnapshot::to_json`], with every record copied rather than re-encoded.
 fn write_cut(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, encoded: &[Arc<EncodedProcess>]) -> String {
     use crate::json::Member;
-    let records: Vec<&str> = encoded.iter().map(|e| e.text.as_str()).collect();
+    let records: Vec<&str> = encoded.iter().map(|e| &*e.text).collect();
     let (root, inc, limits) = (root.to_json(), inc.to_json(), limits.to_json());
     let size = records.iter().map(|r| r.len() + 1).sum::<usize>() + 1024;
     let mut out = String::with_capacity(size);

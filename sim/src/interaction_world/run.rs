@@ -32,7 +32,17 @@ impl RunOutcome {
     /// real snapshots for the fuzz corpus (`capture-cuts`).
     pub fn acknowledged_cuts(&self) -> Vec<Arc<[u8]>> {
         let records = self.store.as_ref().map(|s| s.records()).unwrap_or_default();
-        records.into_iter().filter(|r| r.acknowledged).map(|r| r.request.cut().bytes.clone()).collect()
+        // Commits are deltas against the head before them: resolve each acknowledged one
+        // against the previous acknowledged cut (starts and activations are whole).
+        let mut head: Option<keel::kernel::commit::TreeCut> = None;
+        let mut out = Vec::new();
+        for r in records.into_iter().filter(|r| r.acknowledged) {
+            if let Ok(whole) = r.request.cut().resolve(head.as_ref()) {
+                out.extend(whole.bytes().ok());
+                head = Some(whole);
+            }
+        }
+        out
     }
 }
 

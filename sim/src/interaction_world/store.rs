@@ -121,7 +121,7 @@ impl Store {
     /// The store's current head of `root`, decoded.
     pub fn head_snapshot(&self, root: &ProcessId) -> Option<keel::kernel::snapshot::TreeSnapshot> {
         let head = self.memory().head(root)?;
-        keel::kernel::snapshot::TreeSnapshot::decode(&head.cut.bytes).ok()
+        keel::kernel::snapshot::TreeSnapshot::from_cut(&head.cut).ok()
     }
 
     /// Whether the writer `incarnation` had the `pending` boundary of `effect` acknowledged.

@@ -6,7 +6,7 @@ use super::dispatcher::{effect_number, replay_of};
 use super::ledger::PhysicalCall;
 use super::swarm::{chance, weighted};
 use super::trace::short;
-use super::world::{dispatcher_payload, settlement, DriverFlaw, Queued, World};
+use super::world::{process_payload, settlement, DriverFlaw, Queued, World};
 use keel::env::CancelToken;
 use keel::json::{ObjectBuilder, Payload};
 use keel::kernel::dispatcher::{DispatchError, EffectRequest};
@@ -14,7 +14,6 @@ use keel::kernel::owner::CommitRequest;
 use keel::kernel::effect::{EffectPhase, Settlement};
 use keel::kernel::ids::{EffectId, ProcessId};
 use keel::kernel::signal::SettlementStatus;
-use keel::kernel::snapshot::TreeSnapshot;
 
 impl World {
     pub(super) fn on_dispatch_request(&mut self, i: usize, request: EffectRequest, cancel: CancelToken) {
@@ -43,8 +42,14 @@ impl World {
     /// the boundary is sent.
     pub(super) fn pre_dispatch(&mut self, i: usize, request: &CommitRequest) {
         let CommitRequest::Effect(b) = request else { return };
-        let Ok(snap) = TreeSnapshot::decode(&b.cut.bytes) else { return };
-        let Some(payload) = dispatcher_payload(&snap, &b.process_id, &b.effect_id) else { return };
+        // The boundary's Process changed (its Effect became pending), so the delta carries its
+        // record: decode that one record.
+        let record = b.cut.entries().iter().find(|e| e.key() == b.process_id.as_str()).and_then(|e| e.bytes());
+        let Some(record) = record else { return };
+        let limits = keel::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
+        let Ok(value) = keel::json::parse_with(record, &limits) else { return };
+        let Ok(process) = <keel::kernel::process::Process as keel::json::FromJson>::from_json(&value) else { return };
+        let Some(payload) = process_payload(&process, &b.effect_id) else { return };
         self.physical(Some(i), &b.effect_id, &b.process_id, &payload, false);
         self.instances[i].pre_dispatched.insert(b.effect_id.clone());
     }

@@ -134,7 +134,7 @@ impl Oracle {
     /// `f`: decodes a stored head with the real decoder; it must re-encode to the same bytes
     /// and digest.
     pub fn round_trip(&mut self, head: &Head) -> Option<Arc<TreeSnapshot>> {
-        let snap = match TreeSnapshot::decode(&head.cut.bytes) {
+        let snap = match TreeSnapshot::from_cut(&head.cut) {
             Ok(s) => s,
             Err(e) => {
                 self.check(false, "f.snapshot_round_trip", || format!("head at sequence {} does not decode: {e}", head.sequence));
@@ -142,7 +142,7 @@ impl Oracle {
             }
         };
         self.check(
-            **snap.bytes() == *head.cut.bytes && snap.digest() == head.cut.digest && snap.incarnation == head.cut.incarnation,
+            head.cut.bytes().is_ok_and(|b| *b == **snap.bytes()) && snap.digest() == head.cut.digest && snap.incarnation == head.cut.incarnation,
             "f.snapshot_round_trip",
             || format!("head at sequence {} does not re-encode to its bytes, digest and incarnation", head.sequence),
         );
@@ -159,7 +159,8 @@ impl Oracle {
     /// Checks a stored head through the snapshot its writer built, once the writer's
     /// acknowledged head proves to be byte-identical to what the store holds (saves a decode).
     pub fn on_head_built(&mut self, head: &Head, snap: &TreeSnapshot, ledger: &Ledger) {
-        let same = **snap.bytes() == *head.cut.bytes && snap.digest() == head.cut.digest;
+        // Records compare by key, digest and bytes; shared records compare by pointer.
+        let same = snap.digest() == head.cut.digest && *snap.tree_cut() == head.cut;
         if self.check(same, "f.snapshot_round_trip", || format!("head at sequence {} differs from the cut its writer built", head.sequence)) {
             self.check_contents(snap, ledger);
         }

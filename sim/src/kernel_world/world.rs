@@ -379,7 +379,7 @@ impl World {
         let ord = self.instances[i].ordinal;
         let busy = self.instances[i].outstanding.is_some();
         self.oracle.check(!busy, "commit_in_flight", || format!("instance {ord} issued a commit while another was in flight"));
-        self.log(format!("i{ord} commit {} {} bytes={}", request.boundary_name(), describe_request(&request), request.cut().bytes.len()));
+        self.log(format!("i{ord} commit {} {} bytes={}", request.boundary_name(), describe_request(&request), request.cut().carried_bytes()));
         if self.flaw == DriverFlaw::DispatchBeforePending {
             if let CommitRequest::Effect(b) = &request {
                 if b.kind == EffectBoundaryKind::Pending {
@@ -404,8 +404,9 @@ impl World {
         // acknowledgement and answers at once; the owner applies the answer after the ack,
         // before the Process parks.
         if stored && checkpoint && chance(&self.rng, self.swarm.early_answer) {
-            let bytes = self.instances[i].outstanding.as_ref().map(|o| o.request.cut().bytes.clone());
-            if let Some(snap) = bytes.and_then(|b| TreeSnapshot::decode(&b).ok()) {
+            // Stored: the store's head is this cut, whole.
+            let head = self.memory.head(&self.root_id);
+            if let Some(snap) = head.and_then(|h| TreeSnapshot::from_cut(&h.cut).ok()) {
                 self.answer_early(i, &snap);
             }
         }
@@ -792,7 +793,12 @@ pub fn run_world(setup: &Setup, seed: u64, scenario: &str, keep_trace: bool) -> 
 
 /// The payload of dispatcher Effect `effect` of `process` in `snap`.
 pub fn dispatcher_payload(snap: &TreeSnapshot, process: &ProcessId, effect: &EffectId) -> Option<Payload> {
-    let e = snap.process(process)?.prepared.as_ref()?.effects.iter().find(|e| &e.id == effect)?;
+    process_payload(snap.process(process)?, effect)
+}
+
+/// The payload of a dispatcher Effect in one Process's prepared batch.
+pub fn process_payload(p: &keel::kernel::process::Process, effect: &EffectId) -> Option<Payload> {
+    let e = p.prepared.as_ref()?.effects.iter().find(|e| &e.id == effect)?;
     match &e.effect {
         Effect::Dispatcher(p) => Some(p.clone()),
         Effect::Framework(_) => None,

@@ -87,16 +87,16 @@ impl<C: Committer> Committer for Counting<C> {
     fn commit_checkpoint(&self, c: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
         let c = c.clone();
         Box::pin(
-            async move { self.count(self.inner.commit_checkpoint(&c).await, c.cut.bytes.len()) },
+            async move { self.count(self.inner.commit_checkpoint(&c).await, c.cut.carried_bytes() as usize) },
         )
     }
     fn commit_effect(&self, b: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
         let b = b.clone();
-        Box::pin(async move { self.count(self.inner.commit_effect(&b).await, b.cut.bytes.len()) })
+        Box::pin(async move { self.count(self.inner.commit_effect(&b).await, b.cut.carried_bytes() as usize) })
     }
     fn activate_tree(&self, a: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
         let a = a.clone();
-        Box::pin(async move { self.count(self.inner.activate_tree(&a).await, a.cut.bytes.len()) })
+        Box::pin(async move { self.count(self.inner.activate_tree(&a).await, a.cut.carried_bytes() as usize) })
     }
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
         self.inner.load_tree(root)

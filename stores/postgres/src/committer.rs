@@ -151,9 +151,9 @@ impl PostgresCommitter {
         identity: String,
         decide: impl Fn(&CommitIndex) -> Result<Decision, CommitError>,
     ) -> Result<(), CommitError> {
-        if stored_cut_bytes(cut).len() > MAX_CUT_BYTES {
+        if cut.carried_bytes() > to_u64(MAX_CUT_BYTES) {
             return Err(CommitError::RecordTooLarge {
-                bytes: to_u64(stored_cut_bytes(cut).len()),
+                bytes: cut.carried_bytes(),
                 max: to_u64(MAX_CUT_BYTES),
             });
         }
@@ -190,6 +190,12 @@ impl PostgresCommitter {
                 Decision::Current => return tx.rollback().await.map_err(pg),
                 Decision::Install(installation) => installation,
             };
+            // This store keeps whole cuts: the rules resolved a delta against the head.
+            let whole = stored_cut_bytes(&installation.cut)?;
+            if whole.len() > MAX_CUT_BYTES {
+                return Err(CommitError::RecordTooLarge { bytes: to_u64(whole.len()), max: to_u64(MAX_CUT_BYTES) });
+            }
+            let whole: &[u8] = &whole;
             let advanced = match &head {
                 None => tx
                     .execute(
@@ -200,7 +206,7 @@ impl PostgresCommitter {
                             &installation.cut.incarnation.as_str(),
                             &stored_sequence(installation.sequence)?,
                             &&installation.cut.digest.0[..],
-                            &stored_cut_bytes(&installation.cut),
+                            &whole,
                         ],
                     )
                     .await
@@ -215,7 +221,7 @@ impl PostgresCommitter {
                             &installation.cut.incarnation.as_str(),
                             &stored_sequence(installation.sequence)?,
                             &&installation.cut.digest.0[..],
-                            &stored_cut_bytes(&installation.cut),
+                            &whole,
                             &old.cut.incarnation.as_str(),
                             &stored_sequence(old.sequence)?,
                             &&old.cut.digest.0[..],
@@ -341,8 +347,8 @@ async fn insert_commit(
 }
 
 /// The bytes stored for a cut (the one place that reads them).
-fn stored_cut_bytes(cut: &TreeCut) -> &[u8] {
-    &cut.bytes
+fn stored_cut_bytes(cut: &TreeCut) -> Result<Arc<[u8]>, CommitError> {
+    cut.bytes().map_err(|e| CommitError::from_cut(&cut.root_id, e))
 }
 
 /// Builds the `TreeCut` a head row stores (the one place that does).
@@ -351,12 +357,11 @@ fn cut_from_row(root: &ProcessId, row: &Row) -> Result<TreeCut, PostgresError> {
         .map_err(|e| corrupt(format!("head incarnation of {root}: {e}")))?;
     let digest = digest_from(row.get("digest"), "head digest")?;
     let bytes: Vec<u8> = row.get("cut");
-    Ok(TreeCut {
-        root_id: root.clone(),
-        incarnation,
-        digest,
-        bytes: Arc::from(bytes),
-    })
+    let cut = TreeCut::from_whole(&bytes).map_err(|e| corrupt(format!("head cut of {root}: {e}")))?;
+    if cut.digest != digest || cut.root_id != *root || cut.incarnation != incarnation {
+        return Err(corrupt(format!("head cut of {root} does not match its row's digest, root or writer")));
+    }
+    Ok(cut)
 }
 
 fn head_from_row(root: &ProcessId, row: &Row) -> Result<Head, PostgresError> {

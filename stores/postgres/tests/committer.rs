@@ -4,28 +4,22 @@
 
 mod support;
 
-use keel::json::Digest;
 use keel::kernel::commit::conformance::check_committer;
 use keel::kernel::commit::{
     audit_history, Activation, Checkpoint, CheckpointKind, CommitError, Committer, TreeCut,
 };
 use keel::kernel::ids::{IncarnationId, ProcessId};
 use keel_store_postgres::{PostgresCommitter, SCHEMA_VERSION};
-use sha2::{Digest as _, Sha256};
-use std::sync::{Arc, Mutex};
+
+use std::sync::Mutex;
 
 fn inc(n: u8) -> IncarnationId {
     IncarnationId::from_hex(&format!("{n:032x}")).unwrap()
 }
 
 fn cut(root: &ProcessId, incarnation: u8, state: &str) -> TreeCut {
-    let bytes = format!("{root} {incarnation} {state}").into_bytes();
-    TreeCut {
-        root_id: root.clone(),
-        incarnation: inc(incarnation),
-        digest: Digest(Sha256::digest(&bytes).into()),
-        bytes: Arc::from(bytes),
-    }
+    let state = format!("{root} {incarnation} {state}");
+    keel::kernel::commit::conformance::sample_cut(root, &inc(incarnation), &[(root.as_str(), &state)])
 }
 
 fn start(cut: &TreeCut) -> Checkpoint {

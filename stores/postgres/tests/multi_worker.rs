@@ -553,7 +553,7 @@ async fn check(
             .await
             .unwrap()
             .unwrap_or_else(|| panic!("{key}: no head"));
-        let snapshot = TreeSnapshot::decode(&head.cut.bytes)
+        let snapshot = TreeSnapshot::from_cut(&head.cut)
             .unwrap_or_else(|e| panic!("{key}: head does not decode: {e}"));
         let detail = row.detail.as_deref().unwrap_or_default();
         match row.state {

@@ -3,8 +3,9 @@
 //! after every acknowledged commit, i.e. once the inner commit returned Ok (so the record is
 //! already fsync'd), before the kernel learns of it.
 //!
-//! Usage: `keel-crash-child <dir> step|free [file|sqlite]`. The store is a `FileCommitter`
-//! on `<dir>` (the default) or a `SqliteCommitter` on `<dir>/store.sqlite` (`sqlite`, built
+//! Usage: `keel-crash-child <dir> step|free [file|file-compact|sqlite]`. The store is a
+//! `FileCommitter` on `<dir>` (the default; `file-compact` compacts its log after every
+//! acknowledged commit) or a `SqliteCommitter` on `<dir>/store.sqlite` (`sqlite`, built
 //! with the default `sqlite` feature). In `step` mode the child then waits for one
 //! line on stdin before going on, so a kill lands exactly between acknowledgement and use; in
 //! `free` mode it runs on and the kill lands wherever it lands. Prints `DONE <status>` at the
@@ -71,12 +72,43 @@ impl Committer for Announcing {
     }
 }
 
+/// A file store compacted after every acknowledged commit.
+struct Compacting(FileCommitter);
+
+impl Compacting {
+    fn then_compact<'a>(
+        &'a self,
+        commit: impl Future<Output = Result<(), CommitError>> + Send + 'a,
+    ) -> BoxFuture<'a, Result<(), CommitError>> {
+        Box::pin(async move {
+            commit.await?;
+            self.0.compact_now().map_err(|e| CommitError::Storage { message: e.to_string() })?;
+            Ok(())
+        })
+    }
+}
+
+impl Committer for Compacting {
+    fn commit_checkpoint(&self, c: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
+        self.then_compact(self.0.commit_checkpoint(c))
+    }
+    fn commit_effect(&self, b: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
+        self.then_compact(self.0.commit_effect(b))
+    }
+    fn activate_tree(&self, a: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
+        self.then_compact(self.0.activate_tree(a))
+    }
+    fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
+        self.0.load_tree(root)
+    }
+}
+
 fn run() -> Result<String, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (dir, mode, store) = match args.as_slice() {
         [dir, mode] => (dir, mode, "file"),
         [dir, mode, store] => (dir, mode, store.as_str()),
-        _ => return Err("usage: keel-crash-child <dir> step|free [file|sqlite]".into()),
+        _ => return Err("usage: keel-crash-child <dir> step|free [file|file-compact|sqlite]".into()),
     };
     let step = match mode.as_str() {
         "step" => true,
@@ -87,12 +119,13 @@ fn run() -> Result<String, String> {
     let world = World::new(dir);
     let inner: Box<dyn Committer> = match store {
         "file" => Box::new(FileCommitter::open(dir).map_err(|e| e.to_string())?),
+        "file-compact" => Box::new(Compacting(FileCommitter::open(dir).map_err(|e| e.to_string())?)),
         #[cfg(feature = "sqlite")]
         "sqlite" => Box::new(
             keel_store_sqlite::SqliteCommitter::open(dir.join(durable_world::SQLITE_FILE))
                 .map_err(|e| e.to_string())?,
         ),
-        other => return Err(format!("unknown store `{other}` (file or sqlite)")),
+        other => return Err(format!("unknown store `{other}` (file, file-compact or sqlite)")),
     };
     let committer: Arc<dyn Committer> = Arc::new(Announcing { inner, step });
     let owner = Owner::start(

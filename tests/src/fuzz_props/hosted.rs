@@ -104,7 +104,8 @@ impl HostedRun {
 
     /// Moves the current writer's acknowledged cuts into the run's list.
     fn collect(&mut self) {
-        let acknowledged = self.runner.commits.iter().filter(|(_, ok)| *ok).map(|(c, _)| c.cut().bytes.to_vec());
+        // Commits are deltas: the runner resolves each against the head before it.
+        let acknowledged = self.runner.acknowledged_cuts().into_iter().filter_map(|c| c.bytes().ok()).map(|b| b.to_vec());
         self.cuts.extend(acknowledged);
     }
 }

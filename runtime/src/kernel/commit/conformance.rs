@@ -3,9 +3,10 @@
 //! successful commit is re-sent once (an identical retry must be acknowledged while current); a
 //! failed call is never retried unless the retry is itself the point of the check.
 //!
-//! Cuts are synthetic: their bytes name (root, incarnation, state) and their digest is the
-//! SHA-256 of those bytes, so a backend that re-checks digests accepts them and a pause/resume
-//! cycle reproduces an identical cut.
+//! Cuts are synthetic but keel-shaped ([`sample_cut`]): records name (root, incarnation,
+//! state), the digest is the tree digest, so a backend that keeps whole cuts and splits them
+//! again (`TreeCut::from_whole`) reproduces an identical cut. Deltas ("delta rules") are
+//! built with `TreeCut::delta_from` exactly as the kernel builds them.
 
 use super::port::{
     Activation, Checkpoint, CheckpointKind, CommitError, Committer, EffectBoundary,
@@ -14,7 +15,6 @@ use super::port::{
 use crate::json::Digest;
 use crate::kernel::ids::{EffectId, IncarnationId, ProcessId};
 use sha2::{Digest as _, Sha256};
-use std::sync::Arc;
 
 /// Runs every scenario; the error names the scenario and the failed check.
 pub async fn check_committer<C: Committer>(make: impl Fn() -> C) -> Result<(), String> {
@@ -35,6 +35,7 @@ pub async fn check_committer<C: Committer>(make: impl Fn() -> C) -> Result<(), S
         "activation fencing" => activation_fencing,
         "concurrent activation" => concurrent_activation,
         "load_tree" => load_tree,
+        "delta rules" => delta_rules,
     }
     Ok(())
 }
@@ -74,15 +75,7 @@ impl Fixture {
     }
 
     fn cut_of(&self, root: &ProcessId, incarnation: &IncarnationId, state: &str) -> TreeCut {
-        let bytes = format!(
-            "{{\"root\":\"{root}\",\"incarnation\":\"{incarnation}\",\"state\":\"{state}\"}}"
-        );
-        TreeCut {
-            root_id: root.clone(),
-            incarnation: incarnation.clone(),
-            digest: sha256(bytes.as_bytes()),
-            bytes: Arc::from(bytes.into_bytes()),
-        }
+        sample_cut(root, incarnation, &[(root.as_str(), state)])
     }
 
     fn effect(&self, step_sequence: u64, batch_index: u32) -> Effect {
@@ -94,6 +87,22 @@ impl Fixture {
             digest: sha256(format!("effect {step_sequence} {batch_index}").as_bytes()),
         }
     }
+}
+
+/// A small keel-shaped whole cut of `records` (key, state): each record is the canonical
+/// object `{"process_id":key,"state":state}`. It survives `TreeCut::from_whole`, so stores that
+/// keep whole cuts run this suite unchanged. Keys must be valid and distinct.
+pub fn sample_cut(root: &ProcessId, incarnation: &IncarnationId, records: &[(&str, &str)]) -> TreeCut {
+    use crate::json::ObjectBuilder;
+    let entries = records
+        .iter()
+        .map(|(key, state)| {
+            let record = ObjectBuilder::new().field("process_id", *key).field("state", *state).build();
+            super::cut::CutEntry::new(*key, record.to_canonical_bytes())
+        })
+        .collect();
+    let envelope = super::cut::CutEnvelope::keel(root, incarnation, &crate::json::Json::Null);
+    TreeCut::new_unchecked(root.clone(), incarnation.clone(), envelope, entries)
 }
 
 fn sha256(bytes: &[u8]) -> Digest {
@@ -206,7 +215,8 @@ async fn head_is<C: Committer>(
 ) -> Result<(), String> {
     match c.load_tree(&cut.root_id).await {
         Ok(Some(head)) => {
-            if !head.cut.same_cut(cut) || head.cut.bytes != cut.bytes {
+            let whole = cut.resolve(None).ok();
+            if !head.cut.same_cut(cut) || Some(&head.cut) != whole.as_ref() || !head.cut.is_whole() {
                 Err(format!("{what}: head holds another cut"))
             } else if head.sequence != sequence {
                 Err(format!("{what}: head sequence {} instead of {sequence}", head.sequence))
@@ -539,14 +549,12 @@ async fn concurrent_activation<C: Committer>(c: &C, fx: &Fixture) -> Result<(), 
 
 async fn load_tree<C: Committer>(c: &C, fx: &Fixture) -> Result<(), String> {
     no_head(c, &fx.root, "unknown root").await?;
-    // Binary-safe bytes: every byte value, including NUL and invalid UTF-8.
-    let all_bytes: Vec<u8> = (0..=255u8).collect();
-    let s0 = TreeCut {
-        root_id: fx.root.clone(),
-        incarnation: fx.i1.clone(),
-        digest: sha256(&all_bytes),
-        bytes: Arc::from(all_bytes),
-    };
+    // Text that needs escaping, and several records: reloaded records equal the sent ones.
+    let s0 = sample_cut(
+        &fx.root,
+        &fx.i1,
+        &[(fx.root.as_str(), "quote \" backslash \\ nul \u{0} é"), ("process:conformance-child", "child")],
+    );
     let o0 = fx.cut_of(&fx.other_root, &fx.i1, "start");
     accept(c, Req::Checkpoint(&start(&s0)), "start").await?;
     head_is(c, &s0, 1, "binary cut round trip").await?;
@@ -561,4 +569,44 @@ async fn load_tree<C: Committer>(c: &C, fx: &Fixture) -> Result<(), String> {
     let q = fx.cut(&fx.i1, "after load");
     accept(c, Req::Checkpoint(&progress(3, &p, &q)), "advance after load").await?;
     head_is(c, &q, 3, "end").await
+}
+
+/// Deltas: a delta advances the head to the whole cut it names; a retry of it is acknowledged
+/// while current; a delta keeping a record the head lacks (or holds with another digest) is
+/// refused with `MissingRecord` and stores nothing; a start cannot be a delta.
+async fn delta_rules<C: Committer>(c: &C, fx: &Fixture) -> Result<(), String> {
+    let (root, i1) = (&fx.root, &fx.i1);
+    let child = "process:conformance-child";
+    let s0 = sample_cut(root, i1, &[(root.as_str(), "a"), (child, "a")]);
+    let ghost = sample_cut(root, i1, &[("process:conformance-ghost", "g")]);
+    let lacking = sample_cut(root, i1, &[(root.as_str(), "a"), ("process:conformance-ghost", "g")]).delta_from(&ghost);
+    let got = c.commit_checkpoint(&start(&lacking)).await;
+    if !matches!(got, Err(CommitError::MissingRecord { .. })) {
+        return Err(format!("a start delta: expected MissingRecord, got {got:?}"));
+    }
+    no_head(c, root, "after a refused start delta").await?;
+    accept(c, Req::Checkpoint(&start(&s0)), "start").await?;
+    let s1 = sample_cut(root, i1, &[(root.as_str(), "b"), (child, "a")]);
+    let d1 = s1.delta_from(&s0);
+    if d1.is_whole() || d1.carried().count() != 1 {
+        return Err("the delta should carry exactly the changed record".into());
+    }
+    accept(c, Req::Checkpoint(&progress(2, &s0, &d1)), "advance by a delta").await?;
+    head_is(c, &s1, 2, "delta resolved into the whole cut").await?;
+    // Keeps the child "as in s0", but names a digest the head does not hold for it.
+    let s2 = sample_cut(root, i1, &[(root.as_str(), "c"), (child, "z")]);
+    let stale = s2.delta_from(&sample_cut(root, i1, &[(root.as_str(), "x"), (child, "z")]));
+    let got = c.commit_checkpoint(&progress(3, &s1, &stale)).await;
+    if !matches!(&got, Err(CommitError::MissingRecord { key, .. }) if key == child) {
+        return Err(format!("a delta keeping an unknown record: expected MissingRecord, got {got:?}"));
+    }
+    head_is(c, &s1, 2, "nothing stored by a refused delta").await?;
+    let e = fx.effect(3, 0);
+    let s3 = sample_cut(root, i1, &[(root.as_str(), "c"), (child, "b")]);
+    let b = boundary(3, EffectBoundaryKind::Pending, &e, None, &s1, &s3.delta_from(&s1));
+    accept(c, Req::Effect(&b), "effect boundary by a delta").await?;
+    head_is(c, &s3, 3, "effect delta resolved").await?;
+    let a1 = sample_cut(root, &fx.i2, &[(root.as_str(), "c"), (child, "b")]);
+    accept(c, Req::Activation(&activation(&s3, &a1.delta_from(&s3))), "activation by a delta").await?;
+    head_is(c, &a1, 0, "activation delta resolved").await
 }

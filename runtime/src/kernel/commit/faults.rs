@@ -191,12 +191,7 @@ mod tests {
         IncarnationId::from_hex(&format!("{n:032x}")).unwrap()
     }
     fn cut(n: u8, incarnation: u8) -> TreeCut {
-        TreeCut {
-            root_id: root(),
-            incarnation: inc(incarnation),
-            digest: Digest([n; 32]),
-            bytes: Arc::from(vec![n]),
-        }
+        crate::kernel::commit::cut::test_cut(root(), inc(incarnation), Digest([n; 32]), vec![n])
     }
     fn start() -> Checkpoint {
         Checkpoint {

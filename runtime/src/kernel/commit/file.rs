@@ -15,15 +15,21 @@
 //! # Layout (all integers little-endian)
 //!
 //! ```text
-//! file    := "keel.commits.v1\n" frame*
+//! file    := "keel.commits.v2\n" frame*
 //! frame   := "KEELREC\n" | len: u64 | check: 8 bytes | sum: 32 bytes | payload (len bytes)
 //!            check = SHA-256("KEELREC\n" ‖ len)[..8], sum = SHA-256(payload)
-//! payload := meta_len: u32 | meta (canonical JSON) | cut bytes
+//! payload := meta_len: u32 | meta (canonical JSON) | envelope head | envelope tail
+//!            | carried record bytes, in cut order
 //! ```
 //!
-//! `meta` names the commit (`checkpoint` / `effect` / `activation`), its identity, content
-//! digest and installed sequence, the root, writer incarnation and cut digest, and every
-//! remaining request field, so replay rebuilds the original request and re-decides it.
+//! `meta` names the commit (`checkpoint` / `effect` / `activation`, or `base` for a compacted
+//! tree), its identity, content digest and installed sequence, the root, writer incarnation
+//! and tree digest, every remaining request field, `envelope: [head_len, tail_len]` and
+//! `records`: one `[key, digest, len]` per record of the cut, `len` null for a record kept
+//! from the head. Replay rebuilds the original request (a delta), re-decides it, and resolves
+//! it against the head it follows; a `base` record holds a whole head and the tree's commit
+//! facts and history. A log of format v1 (whole cuts) is refused with
+//! [`OpenError::UnsupportedVersion`].
 //!
 //! # Recovery
 //!
@@ -70,16 +76,23 @@
 //! be reopened, which decides from what actually reached the disk. That matches the port:
 //! a storage failure proves nothing about the head.
 //!
+//! # Compaction
+//!
+//! [`FileCommitter::compact_now`] (and, after a commit, automatically once the log exceeds
+//! [`FileOptions::compact_ratio`] times the estimated live state) rewrites the log as one
+//! `base` record per tree: written and synced as `commits.log.new`, renamed over the log, the
+//! directory synced. A crash before the rename leaves the old log (the stale new file is
+//! overwritten by the next compaction), after it the new one; both hold the same heads and
+//! facts. Refused while a tree is damaged ([`CompactError::Damaged`]).
+//!
 //! # Not provided
 //!
-//! * Compaction: the log grows by one record per commit forever (like the in-memory store's
-//!   facts, which it must keep to answer retries). Rewriting it to heads plus facts is a
-//!   possible later step; nothing here depends on its absence.
 //! * Async I/O: the returned futures do their blocking I/O when polled, like the in-memory
 //!   store does its work; a host on a multi-threaded runtime should expect a poll to take one
 //!   `fsync`.
 
-use super::index::{CommitIndex, Decision, Installation};
+use super::cut::{CutEntry, CutEnvelope};
+use super::index::{CommitIndex, CommitRecordKind, Decision, Installation};
 use super::port::{
     Activation, Checkpoint, CheckpointKind, CommitError, Committer, EffectBoundary,
     EffectBoundaryKind, Head, TreeCut,
@@ -88,7 +101,7 @@ use super::{CommitRecord, TreeDamage};
 use std::collections::BTreeMap;
 use lock::StoreLock;
 use crate::env::BoxFuture;
-use crate::json::{Digest, Json, ObjectBuilder, ObjectReader};
+use crate::json::{Digest, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
 use crate::kernel::ids::{EffectId, IncarnationId, ProcessId};
 use crate::limits::DEFAULT_MAX_COMMIT_RECORD_BYTES;
 use sha2::{Digest as _, Sha256};
@@ -104,11 +117,15 @@ pub use lock::LOCK_FILE_NAME;
 pub const LOG_FILE_NAME: &str = "commits.log";
 /// Where a new log is prepared before it is linked into place.
 const NEW_LOG_FILE_NAME: &str = "commits.log.new";
-const FILE_HEADER: &[u8; 16] = b"keel.commits.v1\n";
+const FILE_HEADER: &[u8; 16] = b"keel.commits.v2\n";
+/// The header of the first format, which stored every commit's whole cut.
+const V1_HEADER: &[u8; 16] = b"keel.commits.v1\n";
 const FRAME_MAGIC: &[u8; 8] = b"KEELREC\n";
 const FRAME_HEADER_BYTES: usize = 8 + 8 + 8 + 32;
-/// The metadata part of a record is a few identities and digests; anything larger is damage.
-const MAX_META_BYTES: usize = 64 << 10;
+/// The metadata part of a record is a few identities and digests plus one key and digest per
+/// record of the cut (and, in a compacted tree, one entry per installed commit); anything
+/// larger is damage.
+const MAX_META_BYTES: usize = 64 << 20;
 
 /// Why a store directory could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +140,14 @@ pub enum OpenError {
     /// The file exists but does not start with the log header.
     #[error("{} is not a keel commit log", path.display())]
     NotALog { path: PathBuf },
+    /// A log of another format version.
+    #[error(
+        "{} is a keel commit log of format {found}, which this version cannot read (it reads \
+         format v2); open it with the keel release that wrote it and `keel-store export` its \
+         trees, then start this version on a new store directory",
+        path.display()
+    )]
+    UnsupportedVersion { path: PathBuf, found: String },
     /// Damage before the end of the log that cannot be pinned to one record of one known tree
     /// (damage that can is reported per tree, see [`FileCommitter::damaged_trees`]).
     #[error("commit log corrupt at byte {offset}: {reason}")]
@@ -153,10 +178,60 @@ pub struct Recovery {
     pub truncated_bytes: u64,
 }
 
+/// How a [`FileCommitter`] is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileOptions {
+    /// No record payload may exceed this, neither on replay nor on commit.
+    pub max_record_bytes: usize,
+    /// Compact automatically once the log exceeds this many times the live state
+    /// (0: never automatically).
+    pub compact_ratio: u64,
+    /// ... and is at least this large (a small log is not worth rewriting).
+    pub compact_min_bytes: u64,
+}
+
+impl Default for FileOptions {
+    fn default() -> FileOptions {
+        FileOptions {
+            max_record_bytes: DEFAULT_MAX_COMMIT_RECORD_BYTES,
+            compact_ratio: 4,
+            compact_min_bytes: 1 << 20,
+        }
+    }
+}
+
+/// Sizes of a store, as `stats` reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStats {
+    /// The log file's length.
+    pub log_bytes: u64,
+    /// What a compacted log of the current heads and facts would take (records of every
+    /// head once, plus per-commit metadata), estimated without writing it.
+    pub live_bytes: u64,
+    /// Compactions this committer performed (automatic and on demand).
+    pub compactions: u64,
+}
+
+/// Why a compaction was not performed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CompactError {
+    /// A damaged tree's records cannot be rewritten faithfully; compaction would drop the
+    /// evidence.
+    #[error(
+        "the store holds damaged trees ({roots}); compaction would discard their records: \
+         restore the store from a backup first"
+    )]
+    Damaged { roots: String },
+    /// The store stopped after an earlier failure, or the rewrite failed before it replaced
+    /// the log (the log is unchanged).
+    #[error("compaction failed: {message}")]
+    Storage { message: String },
+}
+
 /// The durable committer over one directory (see the module docs).
 pub struct FileCommitter {
     path: PathBuf,
-    max_record_bytes: usize,
+    options: FileOptions,
     recovery: Recovery,
     /// Trees whose records are damaged, by root id text (fixed at open).
     damaged: BTreeMap<String, TreeDamage>,
@@ -168,6 +243,9 @@ pub struct FileCommitter {
 struct State {
     index: CommitIndex,
     log: File,
+    /// The log's length (every append adds its frame).
+    log_bytes: u64,
+    compactions: u64,
     /// Set by the first failed write or `fsync`; the committer refuses every call after it.
     failed: Option<String>,
 }
@@ -211,6 +289,12 @@ impl FileCommitter {
         dir: impl AsRef<Path>,
         max_record_bytes: usize,
     ) -> Result<FileCommitter, OpenError> {
+        FileCommitter::open_with_options(dir, FileOptions { max_record_bytes, ..FileOptions::default() })
+    }
+
+    /// Opens (creating if needed) the store in `dir` with `options`.
+    pub fn open_with_options(dir: impl AsRef<Path>, options: FileOptions) -> Result<FileCommitter, OpenError> {
+        let max_record_bytes = options.max_record_bytes;
         let dir = dir.as_ref();
         let path = dir.join(LOG_FILE_NAME);
         ensure_dir(dir)?;
@@ -232,14 +316,14 @@ impl FileCommitter {
         }
         Ok(FileCommitter {
             path,
-            max_record_bytes,
+            options,
             recovery: Recovery {
                 created,
                 records: scan.records,
                 truncated_bytes: scan.truncated_bytes,
             },
             damaged,
-            state: Mutex::new(State { index, log, failed: None }),
+            state: Mutex::new(State { index, log, log_bytes: scan.valid_end, compactions: 0, failed: None }),
             _lock: lock,
         })
     }
@@ -298,23 +382,121 @@ impl FileCommitter {
         let Decision::Install(installation) = request.decide(&state.index)? else {
             return Ok(());
         };
-        let meta = encode_meta(request, &installation);
-        let cut = request.cut().bytes.clone();
-        let payload_len = 4 + meta.len() + cut.len();
-        if payload_len > self.max_record_bytes {
+        let record = encode_record(request, &installation);
+        let payload_len = record.payload_len();
+        if payload_len > self.options.max_record_bytes {
             return Err(CommitError::RecordTooLarge {
                 bytes: to_u64(payload_len),
-                max: to_u64(self.max_record_bytes),
+                max: to_u64(self.options.max_record_bytes),
             });
         }
-        if let Err(e) = append_frame(&mut state.log, &meta, &cut) {
+        if let Err(e) = append_frame(&mut state.log, &record) {
             let reason = format!("appending to {}: {e}", self.path.display());
             state.failed = Some(reason.clone());
             return Err(CommitError::Storage { message: reason });
         }
+        state.log_bytes += to_u64(FRAME_HEADER_BYTES + payload_len);
         state.index.install(installation);
+        let (ratio, min) = (self.options.compact_ratio, self.options.compact_min_bytes);
+        if ratio > 0 && self.damaged.is_empty() && state.log_bytes >= min {
+            let live = live_bytes(&state.index);
+            if state.log_bytes > live.saturating_mul(ratio) {
+                // The commit is durable already; a compaction that fails before it replaces
+                // the log leaves the log as it was, so only a failure after that stops the
+                // store (inside `compact_locked`).
+                let _ = self.compact_locked(&mut state);
+            }
+        }
         Ok(())
     }
+
+    /// Sizes of the log and of its live state.
+    pub fn stats(&self) -> FileStats {
+        let state = self.lock();
+        FileStats { log_bytes: state.log_bytes, live_bytes: live_bytes(&state.index), compactions: state.compactions }
+    }
+
+    /// Rewrites the log as one record per tree (its whole head, sequence and commit facts),
+    /// crash-safely: the new log is written and synced under a temporary name, renamed over
+    /// the log, and the directory is synced; a crash at any point leaves either the old or
+    /// the new log, which hold the same heads. Refused while a tree is damaged.
+    pub fn compact_now(&self) -> Result<FileStats, CompactError> {
+        let mut state = self.lock();
+        if !self.damaged.is_empty() {
+            let roots: Vec<&str> = self.damaged.keys().map(String::as_str).collect();
+            return Err(CompactError::Damaged { roots: roots.join(", ") });
+        }
+        self.compact_locked(&mut state)?;
+        Ok(FileStats { log_bytes: state.log_bytes, live_bytes: live_bytes(&state.index), compactions: state.compactions })
+    }
+
+    fn compact_locked(&self, state: &mut State) -> Result<(), CompactError> {
+        if let Some(reason) = &state.failed {
+            return Err(CompactError::Storage { message: stopped(reason).to_string() });
+        }
+        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
+        let new = dir.join(NEW_LOG_FILE_NAME);
+        let storage = |what: &str, e: io::Error| CompactError::Storage { message: format!("{what} {}: {e}", new.display()) };
+        let written = (|| -> io::Result<u64> {
+            let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&new)?;
+            file.write_all(FILE_HEADER)?;
+            let mut len = to_u64(FILE_HEADER.len());
+            for root in state.index.roots() {
+                let Some(head) = state.index.head(&root) else { continue };
+                let record = encode_base(head, &state.index.commits(&root));
+                write_frame(&mut file, &record)?;
+                len += to_u64(FRAME_HEADER_BYTES + record.payload_len());
+            }
+            file.sync_all()?;
+            Ok(len)
+        })();
+        let len = match written {
+            Ok(len) => len,
+            Err(e) => {
+                let _ = fs::remove_file(&new);
+                return Err(storage("writing", e));
+            }
+        };
+        if let Err(e) = fs::rename(&new, &self.path) {
+            let _ = fs::remove_file(&new);
+            return Err(storage("renaming", e));
+        }
+        // From here the new log is in place: a failure leaves the committer unsure which log
+        // the directory durably names, so it stops like after a failed append.
+        let reopened = sync_dir(dir).and_then(|()| OpenOptions::new().read(true).append(true).open(&self.path));
+        match reopened {
+            Ok(log) => {
+                state.log = log;
+                state.log_bytes = len;
+                state.compactions += 1;
+                Ok(())
+            }
+            Err(e) => {
+                let reason = format!("compacting {}: {e}", self.path.display());
+                state.failed = Some(reason.clone());
+                Err(CompactError::Storage { message: reason })
+            }
+        }
+    }
+}
+
+/// The estimated size of a compacted log: every head's records once plus a bound on the
+/// metadata of each record and commit fact.
+fn live_bytes(index: &CommitIndex) -> u64 {
+    const PER_RECORD: u64 = 160;
+    const PER_COMMIT: u64 = 400;
+    let mut sum = to_u64(FILE_HEADER.len());
+    for root in index.roots() {
+        if let Some(head) = index.head(&root) {
+            let records = to_u64(head.cut.entries().len());
+            sum = sum
+                .saturating_add(head.cut.whole_len().unwrap_or(0))
+                .saturating_add(records.saturating_mul(PER_RECORD))
+                .saturating_add(to_u64(FRAME_HEADER_BYTES) + 512);
+        }
+        sum = sum.saturating_add(to_u64(index.history(&root).len()).saturating_mul(PER_COMMIT));
+    }
+    sum
 }
 
 fn stopped(reason: &str) -> CommitError {
@@ -421,14 +603,25 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// Writes one frame and makes it durable.
-fn append_frame(log: &mut File, meta: &[u8], cut: &[u8]) -> io::Result<()> {
+fn append_frame(log: &mut File, record: &Record) -> io::Result<()> {
+    write_frame(log, record)?;
+    log.sync_data()
+}
+
+/// Writes one frame (not synced).
+fn write_frame(log: &mut File, record: &Record) -> io::Result<()> {
+    let meta = &record.meta;
     let meta_len = u32::try_from(meta.len())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "record metadata too large"))?;
-    let payload_len = to_u64(4 + meta.len() + cut.len());
+        .ok()
+        .filter(|&n| n as usize <= MAX_META_BYTES)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "record metadata too large"))?;
+    let payload_len = to_u64(record.payload_len());
     let mut sum = Sha256::new();
     sum.update(meta_len.to_le_bytes());
     sum.update(meta);
-    sum.update(cut);
+    for b in &record.blobs {
+        sum.update(b);
+    }
     let mut head = Vec::with_capacity(FRAME_HEADER_BYTES + 4 + meta.len());
     head.extend_from_slice(FRAME_MAGIC);
     head.extend_from_slice(&payload_len.to_le_bytes());
@@ -436,9 +629,13 @@ fn append_frame(log: &mut File, meta: &[u8], cut: &[u8]) -> io::Result<()> {
     head.extend_from_slice(&sum.finalize());
     head.extend_from_slice(&meta_len.to_le_bytes());
     head.extend_from_slice(meta);
-    log.write_all(&head)?;
-    log.write_all(cut)?;
-    log.sync_data()
+    // One write of the frame: fewer syscalls, and a torn write stays a torn tail.
+    let body: usize = record.blobs.iter().map(|b| b.len()).sum();
+    head.reserve(body);
+    for b in &record.blobs {
+        head.extend_from_slice(b);
+    }
+    log.write_all(&head)
 }
 
 fn header_check(payload_len: u64) -> [u8; 8] {
@@ -488,10 +685,13 @@ fn replay(
     };
     let len = log.metadata().map_err(io_err("inspect"))?.len();
     let mut header = [0u8; FILE_HEADER.len()];
-    if len < to_u64(FILE_HEADER.len())
-        || read_at(log, 0, &mut header).is_err()
-        || header != *FILE_HEADER
-    {
+    if len < to_u64(FILE_HEADER.len()) || read_at(log, 0, &mut header).is_err() {
+        return Err(OpenError::NotALog { path: path.to_path_buf() });
+    }
+    if header == *V1_HEADER {
+        return Err(OpenError::UnsupportedVersion { path: path.to_path_buf(), found: "v1".into() });
+    }
+    if header != *FILE_HEADER {
         return Err(OpenError::NotALog { path: path.to_path_buf() });
     }
     let mut offset = to_u64(FILE_HEADER.len());
@@ -617,7 +817,27 @@ fn replay_record(
     offset: u64,
 ) -> Result<bool, OpenError> {
     let (logged, identity, content_digest, sequence) = match decode_payload(payload) {
-        Ok(decoded) => decoded,
+        Ok(Logged::Commit { request, identity, content_digest, sequence }) => {
+            (request, identity, content_digest, sequence)
+        }
+        Ok(Logged::Base { head, commits }) => {
+            let root = head.cut.root_id.as_str().to_owned();
+            if damaged.contains_key(&root) {
+                return Ok(false);
+            }
+            // A compacted tree opens a log: it never follows records of its own tree.
+            if index.head(&head.cut.root_id).is_some() || !index.history(&head.cut.root_id).is_empty() {
+                mark_damaged(damaged, root, offset, "a compacted tree follows records of the same tree".into());
+                return Ok(false);
+            }
+            return match index.restore(head, commits) {
+                Ok(()) => Ok(true),
+                Err(reason) => {
+                    mark_damaged(damaged, root, offset, format!("compacted tree: {reason}"));
+                    Ok(false)
+                }
+            };
+        }
         Err(reason) => match meta_root(payload) {
             Some(root) => {
                 mark_damaged(damaged, root, offset, format!("record does not decode: {reason}"));
@@ -713,17 +933,55 @@ fn damaged_frame_root(file: &mut File, offset: u64, next: u64, max: usize) -> io
 // ---------------------------------------------------------------------------------------------
 // Record payload
 
-fn encode_meta(request: &Request, installation: &Installation) -> Vec<u8> {
-    let cut = request.cut();
+/// One log record: canonical metadata plus the byte blobs it lists (envelope head and tail,
+/// then every carried record in cut order).
+struct Record {
+    meta: Vec<u8>,
+    blobs: Vec<Arc<[u8]>>,
+}
+
+impl Record {
+    fn payload_len(&self) -> usize {
+        4 + self.meta.len() + self.blobs.iter().map(|b| b.len()).sum::<usize>()
+    }
+}
+
+/// The cut part of a record's metadata: `envelope: [head_len, tail_len]` and `records`: one
+/// `[key, digest, len]` per entry in cut order, `len` null for a record kept from the head.
+fn cut_fields(builder: ObjectBuilder, cut: &TreeCut) -> (ObjectBuilder, Vec<Arc<[u8]>>) {
+    let envelope = cut.envelope();
+    let mut blobs: Vec<Arc<[u8]>> = vec![Arc::from(envelope.head()), Arc::from(envelope.tail())];
+    let lens = Json::Array(vec![to_u64(envelope.head().len()).to_json(), to_u64(envelope.tail().len()).to_json()]);
+    let records = cut
+        .entries()
+        .iter()
+        .map(|e| {
+            let len = match e.bytes() {
+                Some(b) => {
+                    blobs.push(b.clone());
+                    to_u64(b.len()).to_json()
+                }
+                None => Json::Null,
+            };
+            Json::Array(vec![Json::String(e.key().to_owned()), e.digest().to_json(), len])
+        })
+        .collect();
+    let builder = builder
+        .field("root_id", &cut.root_id)
+        .field("incarnation_id", &cut.incarnation)
+        .field("cut_digest", &cut.digest)
+        .value("envelope", lens)
+        .value("records", Json::Array(records));
+    (builder, blobs)
+}
+
+fn encode_record(request: &Request, installation: &Installation) -> Record {
     let common = |commit: &str| {
         ObjectBuilder::new()
             .field("commit", commit)
             .field("identity", &installation.identity)
             .field("content_digest", &installation.content_digest)
             .field("sequence", &installation.sequence)
-            .field("root_id", &cut.root_id)
-            .field("incarnation_id", &cut.incarnation)
-            .field("cut_digest", &cut.digest)
     };
     let meta = match request {
         Request::Checkpoint(c) => common("checkpoint")
@@ -742,86 +1000,242 @@ fn encode_meta(request: &Request, installation: &Installation) -> Vec<u8> {
             .field("previous_incarnation", &a.previous_incarnation)
             .field("previous_digest", &a.previous_digest),
     };
-    meta.build().to_canonical_bytes()
+    // The request's own cut: a delta writes only its changed records.
+    let (meta, blobs) = cut_fields(meta, request.cut());
+    Record { meta: meta.build().to_canonical_bytes(), blobs }
 }
 
-/// Splits a payload and rebuilds its request; also returns the stored identity, content
-/// digest and sequence for the replay cross-check.
-fn decode_payload(payload: &[u8]) -> Result<(Request, String, Digest, u64), String> {
+/// A compacted tree: its whole head, its sequence and every installed commit (identity,
+/// content digest and history entry), so the rules answer after compaction as before.
+fn encode_base(head: &Head, commits: &[(CommitRecord, Digest)]) -> Record {
+    let commits = commits.iter().map(|(c, content)| encode_commit(c, *content)).collect();
+    let meta = ObjectBuilder::new()
+        .field("commit", "base")
+        .field("sequence", &head.sequence)
+        .value("commits", Json::Array(commits));
+    let (meta, blobs) = cut_fields(meta, &head.cut);
+    Record { meta: meta.build().to_canonical_bytes(), blobs }
+}
+
+fn encode_commit(c: &CommitRecord, content: Digest) -> Json {
+    let b = ObjectBuilder::new()
+        .field("identity", &c.identity)
+        .field("content_digest", &content)
+        .field("sequence", &c.sequence)
+        .field("incarnation_id", &c.incarnation)
+        .field("cut_digest", &c.cut_digest);
+    match &c.kind {
+        CommitRecordKind::Checkpoint(k) => b.field("checkpoint", k.as_str()),
+        CommitRecordKind::Effect { process_id, effect_id, kind } => b
+            .field("effect", kind.as_str())
+            .field("process_id", process_id)
+            .field("effect_id", effect_id),
+        CommitRecordKind::Activation { previous_incarnation } => {
+            b.field("previous_incarnation", previous_incarnation)
+        }
+    }
+    .build()
+}
+
+fn decode_commit(value: &Json) -> Result<(CommitRecord, Digest), crate::json::DecodeError> {
+    use crate::json::DecodeError;
+    let mut r = ObjectReader::new(value)?;
+    let identity: String = r.required("identity")?;
+    let content: Digest = r.required("content_digest")?;
+    let sequence: u64 = r.required("sequence")?;
+    let incarnation: IncarnationId = r.required("incarnation_id")?;
+    let cut_digest: Digest = r.required("cut_digest")?;
+    let kind = if let Some(k) = r.optional::<String>("checkpoint")? {
+        CommitRecordKind::Checkpoint(
+            CheckpointKind::from_name(&k).ok_or_else(|| DecodeError::invalid(format!("unknown checkpoint kind `{k}`")))?,
+        )
+    } else if let Some(k) = r.optional::<String>("effect")? {
+        CommitRecordKind::Effect {
+            kind: EffectBoundaryKind::from_name(&k).ok_or_else(|| DecodeError::invalid(format!("unknown boundary kind `{k}`")))?,
+            process_id: r.required("process_id")?,
+            effect_id: r.required("effect_id")?,
+        }
+    } else {
+        CommitRecordKind::Activation { previous_incarnation: r.required("previous_incarnation")? }
+    };
+    r.finish()?;
+    Ok((CommitRecord { identity, kind, sequence, incarnation, cut_digest }, content))
+}
+
+/// What one log record holds once decoded.
+enum Logged {
+    /// A commit request, with the stored identity, content digest and installed sequence for
+    /// the replay cross-check.
+    Commit { request: Request, identity: String, content_digest: Digest, sequence: u64 },
+    /// A compacted tree.
+    Base { head: Head, commits: Vec<(CommitRecord, Digest)> },
+}
+
+/// Decodes one record payload (a frame's checksummed bytes) and encodes what it decoded again:
+/// the decoder's contract for fuzzing and tests. Decoding is strict (the metadata is canonical
+/// JSON naming exactly the blobs that follow it, every carried record matches its listed
+/// digest, the listed tree digest is the digest of the envelope and entries), so an accepted
+/// payload re-encodes byte-identically.
+pub fn reencode_payload(payload: &[u8]) -> Result<Vec<u8>, String> {
+    let record = match decode_payload(payload)? {
+        Logged::Commit { request, identity, content_digest, sequence } => {
+            let kind = match &request {
+                Request::Checkpoint(c) => CommitRecordKind::Checkpoint(c.kind),
+                Request::Effect(b) => CommitRecordKind::Effect {
+                    process_id: b.process_id.clone(),
+                    effect_id: b.effect_id.clone(),
+                    kind: b.kind,
+                },
+                Request::Activation(a) => {
+                    CommitRecordKind::Activation { previous_incarnation: a.previous_incarnation.clone() }
+                }
+            };
+            let cut = request.cut().clone();
+            let installation =
+                Installation { identity, content_digest, kind, sequence, cut: cut.clone(), carried: cut };
+            encode_record(&request, &installation)
+        }
+        Logged::Base { head, commits } => encode_base(&head, &commits),
+    };
+    let meta_len = u32::try_from(record.meta.len()).map_err(|e| e.to_string())?;
+    let mut out = meta_len.to_le_bytes().to_vec();
+    out.extend_from_slice(&record.meta);
+    for b in &record.blobs {
+        out.extend_from_slice(b);
+    }
+    Ok(out)
+}
+
+fn decode_payload(payload: &[u8]) -> Result<Logged, String> {
     let (len_bytes, rest) =
         payload.split_first_chunk::<4>().ok_or("payload shorter than its metadata length")?;
     let meta_len = usize::try_from(u32::from_le_bytes(*len_bytes)).map_err(|e| e.to_string())?;
     if meta_len > MAX_META_BYTES || meta_len > rest.len() {
         return Err(format!("metadata length {meta_len} out of bounds"));
     }
-    let (meta, cut_bytes) = rest.split_at(meta_len);
-    let value = crate::json::parse(meta).map_err(|e| format!("metadata: {e}"))?;
+    let (meta, blobs) = rest.split_at(meta_len);
+    let value = crate::json::parse_with(meta, &meta_limits()).map_err(|e| format!("metadata: {e}"))?;
     if value.to_canonical_bytes() != meta {
         return Err("metadata is not canonical JSON".into());
     }
-    decode_meta(&value, cut_bytes).map_err(|e| format!("metadata: {e}"))
+    decode_meta(&value, blobs)
 }
 
-fn decode_meta(
-    value: &Json,
-    cut_bytes: &[u8],
-) -> Result<(Request, String, Digest, u64), crate::json::DecodeError> {
+fn meta_limits() -> crate::json::ParseLimits {
+    crate::json::ParseLimits { max_bytes: MAX_META_BYTES, ..Default::default() }
+}
+
+fn decode_cut(r: &mut ObjectReader<'_>, blobs: &[u8]) -> Result<TreeCut, String> {
+    let e = |e: crate::json::DecodeError| e.to_string();
+    let root_id: ProcessId = r.required("root_id").map_err(e)?;
+    let incarnation: IncarnationId = r.required("incarnation_id").map_err(e)?;
+    let digest: Digest = r.required("cut_digest").map_err(e)?;
+    let lens: Vec<u64> = r.required("envelope").map_err(e)?;
+    let records = r.required_value("records").map_err(e)?.as_array().ok_or("records is not an array")?;
+    let mut at = 0usize;
+    let mut take = |len: u64| -> Result<Arc<[u8]>, String> {
+        let len = usize::try_from(len).map_err(|e| e.to_string())?;
+        let end = at.checked_add(len).filter(|&end| end <= blobs.len()).ok_or("a listed blob runs past the record")?;
+        let blob = Arc::from(&blobs[at..end]);
+        at = end;
+        Ok(blob)
+    };
+    let [head_len, tail_len] = lens[..] else { return Err("envelope lists two lengths".into()) };
+    let envelope = CutEnvelope::new(take(head_len)?, take(tail_len)?);
+    let mut entries = Vec::with_capacity(records.len());
+    for record in records {
+        let [key, listed, len] = record.as_array().unwrap_or_default() else {
+            return Err("a record entry is not [key, digest, len]".into());
+        };
+        let key = key.as_str().ok_or("a record key is not text")?;
+        let listed = Digest::from_json(listed).map_err(e)?;
+        let entry = match len {
+            Json::Null => CutEntry::kept(key, listed),
+            len => {
+                let entry = CutEntry::new(key, take(u64::from_json(len).map_err(e)?)?);
+                if entry.digest() != listed {
+                    return Err(format!("record {key:?} does not match its digest"));
+                }
+                entry
+            }
+        };
+        entries.push(entry);
+    }
+    if at != blobs.len() {
+        return Err("bytes after the listed blobs".into());
+    }
+    let cut = TreeCut::new(root_id, incarnation, envelope, entries).map_err(|e| e.to_string())?;
+    if cut.digest != digest {
+        return Err("the tree digest does not match the envelope and records".into());
+    }
+    Ok(cut)
+}
+
+fn decode_meta(value: &Json, blobs: &[u8]) -> Result<Logged, String> {
     use crate::json::DecodeError;
-    let mut r = ObjectReader::new(value)?;
-    let commit: String = r.required("commit")?;
-    let identity: String = r.required("identity")?;
-    let content_digest: Digest = r.required("content_digest")?;
-    let sequence: u64 = r.required("sequence")?;
-    let cut = TreeCut {
-        root_id: r.required("root_id")?,
-        incarnation: r.required("incarnation_id")?,
-        digest: r.required("cut_digest")?,
-        bytes: Arc::from(cut_bytes),
-    };
-    let request = match commit.as_str() {
-        "checkpoint" => {
-            let kind: String = r.required("kind")?;
-            let kind = CheckpointKind::from_name(&kind)
-                .ok_or_else(|| DecodeError::invalid(format!("unknown checkpoint kind `{kind}`")))?;
-            Request::Checkpoint(Checkpoint {
-                sequence,
-                kind,
-                previous_digest: r.optional("previous_digest")?,
-                cut,
-            })
+    let e = |e: DecodeError| format!("metadata: {e}");
+    let mut r = ObjectReader::new(value).map_err(e)?;
+    let commit: String = r.required("commit").map_err(e)?;
+    let sequence: u64 = r.required("sequence").map_err(e)?;
+    let cut = decode_cut(&mut r, blobs)?;
+    if commit == "base" {
+        let commits = r.required_value("commits").map_err(e)?.as_array().ok_or("commits is not an array")?;
+        let commits = commits.iter().map(decode_commit).collect::<Result<Vec<_>, _>>().map_err(e)?;
+        r.finish().map_err(e)?;
+        if !cut.is_whole() {
+            return Err("a compacted tree keeps a record it does not carry".into());
         }
-        "effect" => {
-            let kind: String = r.required("kind")?;
-            let kind = EffectBoundaryKind::from_name(&kind)
-                .ok_or_else(|| DecodeError::invalid(format!("unknown boundary kind `{kind}`")))?;
-            let process_id: ProcessId = r.required("process_id")?;
-            let effect_id: EffectId = r.required("effect_id")?;
-            Request::Effect(EffectBoundary {
-                sequence,
-                kind,
-                process_id,
-                effect_id,
-                step_sequence: r.required("step_sequence")?,
-                batch_index: r.required("batch_index")?,
-                effect_digest: r.required("effect_digest")?,
-                settlement_digest: r.optional("settlement_digest")?,
-                previous_digest: r.required("previous_digest")?,
-                cut,
-            })
-        }
-        "activation" => {
-            let previous_incarnation: IncarnationId = r.required("previous_incarnation")?;
-            Request::Activation(Activation {
-                previous_incarnation,
-                previous_digest: r.required("previous_digest")?,
-                new_incarnation: cut.incarnation.clone(),
-                cut,
-            })
-        }
-        other => return Err(DecodeError::invalid(format!("unknown commit `{other}`"))),
-    };
-    r.finish()?;
-    Ok((request, identity, content_digest, sequence))
+        return Ok(Logged::Base { head: Head { cut, sequence }, commits });
+    }
+    let identity: String = r.required("identity").map_err(e)?;
+    let content_digest: Digest = r.required("content_digest").map_err(e)?;
+    let request = (|| -> Result<Request, DecodeError> {
+        Ok(match commit.as_str() {
+            "checkpoint" => {
+                let kind: String = r.required("kind")?;
+                let kind = CheckpointKind::from_name(&kind)
+                    .ok_or_else(|| DecodeError::invalid(format!("unknown checkpoint kind `{kind}`")))?;
+                Request::Checkpoint(Checkpoint {
+                    sequence,
+                    kind,
+                    previous_digest: r.optional("previous_digest")?,
+                    cut,
+                })
+            }
+            "effect" => {
+                let kind: String = r.required("kind")?;
+                let kind = EffectBoundaryKind::from_name(&kind)
+                    .ok_or_else(|| DecodeError::invalid(format!("unknown boundary kind `{kind}`")))?;
+                let process_id: ProcessId = r.required("process_id")?;
+                let effect_id: EffectId = r.required("effect_id")?;
+                Request::Effect(EffectBoundary {
+                    sequence,
+                    kind,
+                    process_id,
+                    effect_id,
+                    step_sequence: r.required("step_sequence")?,
+                    batch_index: r.required("batch_index")?,
+                    effect_digest: r.required("effect_digest")?,
+                    settlement_digest: r.optional("settlement_digest")?,
+                    previous_digest: r.required("previous_digest")?,
+                    cut,
+                })
+            }
+            "activation" => {
+                let previous_incarnation: IncarnationId = r.required("previous_incarnation")?;
+                Request::Activation(Activation {
+                    previous_incarnation,
+                    previous_digest: r.required("previous_digest")?,
+                    new_incarnation: cut.incarnation.clone(),
+                    cut,
+                })
+            }
+            other => return Err(DecodeError::invalid(format!("unknown commit `{other}`"))),
+        })
+    })()
+    .map_err(e)?;
+    r.finish().map_err(e)?;
+    Ok(Logged::Commit { request, identity, content_digest, sequence })
 }
 
 #[cfg(test)]

@@ -51,7 +51,12 @@ pub struct Installation {
     pub kind: CommitRecordKind,
     /// The sequence the head will carry.
     pub sequence: u64,
+    /// The whole cut the head will hold: the request's cut resolved against the head it
+    /// advances from.
     pub cut: TreeCut,
+    /// The request's cut as sent (a delta: only changed records carry bytes). A store that
+    /// keeps records apart writes this; one that keeps whole cuts writes `cut`.
+    pub carried: TreeCut,
 }
 
 /// The answer to a request that the rules accept.
@@ -139,6 +144,34 @@ impl CommitIndex {
         self.trees.get(root).and_then(|t| t.head.as_ref())
     }
 
+    /// Every installed commit of `root` with its content digest, in installation order (what
+    /// a compacted store keeps of the tree besides its head).
+    pub fn commits(&self, root: &ProcessId) -> Vec<(CommitRecord, Digest)> {
+        let Some(tree) = self.trees.get(root) else { return Vec::new() };
+        tree.history
+            .iter()
+            .filter_map(|c| tree.facts.get(&c.identity).map(|d| (c.clone(), *d)))
+            .collect()
+    }
+
+    /// Installs a tree as a compacted store kept it: its head and every installed commit with
+    /// its content digest, so facts and history answer as before compaction. The caller
+    /// checked that the tree is not in the index yet; the last commit must be the head.
+    pub fn restore(&mut self, head: Head, commits: Vec<(CommitRecord, Digest)>) -> Result<(), String> {
+        let Some((last, _)) = commits.last() else {
+            return Err("a compacted tree lists no commits".into());
+        };
+        if last.sequence != head.sequence || last.cut_digest != head.cut.digest || last.incarnation != head.cut.incarnation {
+            return Err("a compacted tree's last commit is not its head".into());
+        }
+        let history: Vec<CommitRecord> = commits.iter().map(|(c, _)| c.clone()).collect();
+        super::memory::audit_history(&history)?;
+        let facts = commits.into_iter().map(|(c, d)| (c.identity, d)).collect();
+        let root = head.cut.root_id.clone();
+        self.trees.insert(root, TreeRecord { head: Some(head), facts, history });
+        Ok(())
+    }
+
     /// Every installed commit of `root`, in installation order.
     pub fn history(&self, root: &ProcessId) -> &[CommitRecord] {
         self.trees.get(root).map(|t| t.history.as_slice()).unwrap_or_default()
@@ -183,7 +216,7 @@ impl CommitIndex {
         if head.is_some() && !self.skips(Rule::StartNeedsNoHead) {
             return Err(CommitError::fence("start over an existing head"));
         }
-        Ok(install(identity, content, kind, 1, &c.cut))
+        install(identity, content, kind, 1, &c.cut, None)
     }
 
     /// Decides an Effect boundary.
@@ -239,7 +272,7 @@ impl CommitIndex {
         if previous != Some(head.cut.digest) && !self.skips(Rule::PreviousMatchesHead) {
             return Err(CommitError::fence("previous digest is not the head"));
         }
-        Ok(install(identity, content, kind, sequence, cut))
+        install(identity, content, kind, sequence, cut, Some(&head.cut))
     }
 
     /// Decides an activation (change of writer).
@@ -269,7 +302,7 @@ impl CommitIndex {
         }
         let kind =
             CommitRecordKind::Activation { previous_incarnation: a.previous_incarnation.clone() };
-        Ok(install(identity, content, kind, 0, &a.cut))
+        install(identity, content, kind, 0, &a.cut, Some(&head.cut))
     }
 
     /// A recorded identity is acknowledged only for identical content that is still the head.
@@ -304,12 +337,23 @@ impl CommitIndex {
     }
 }
 
+/// An installation of `cut`, resolved against `base` (the head it advances from): a delta
+/// keeping a record the head lacks is refused with `MissingRecord`, before anything is stored.
 fn install(
     identity: String,
     content_digest: Digest,
     kind: CommitRecordKind,
     sequence: u64,
     cut: &TreeCut,
-) -> Decision {
-    Decision::Install(Installation { identity, content_digest, kind, sequence, cut: cut.clone() })
+    base: Option<&TreeCut>,
+) -> Result<Decision, CommitError> {
+    let whole = cut.resolve(base).map_err(|e| CommitError::from_cut(&cut.root_id, e))?;
+    Ok(Decision::Install(Installation {
+        identity,
+        content_digest,
+        kind,
+        sequence,
+        cut: whole,
+        carried: cut.clone(),
+    }))
 }

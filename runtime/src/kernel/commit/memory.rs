@@ -151,7 +151,6 @@ mod tests {
     use crate::kernel::commit::{EffectBoundaryKind, TreeCut};
     use crate::kernel::ids::{EffectId, IncarnationId};
     use futures::executor::block_on;
-    use std::sync::Arc;
 
     fn root() -> ProcessId {
         ProcessId::parse("process:root").unwrap()
@@ -160,12 +159,7 @@ mod tests {
         IncarnationId::from_hex(&format!("{n:032x}")).unwrap()
     }
     fn cut(n: u8, incarnation: u8) -> TreeCut {
-        TreeCut {
-            root_id: root(),
-            incarnation: inc(incarnation),
-            digest: Digest([n; 32]),
-            bytes: Arc::from(vec![n]),
-        }
+        crate::kernel::commit::cut::test_cut(root(), inc(incarnation), Digest([n; 32]), vec![n; 4])
     }
     fn start(c: u8) -> Checkpoint {
         Checkpoint {

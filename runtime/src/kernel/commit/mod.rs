@@ -1,6 +1,8 @@
 //! The durability port: the kernel hands a committer already-encoded tree
 //! cuts and the committer installs them under one compare-and-advance head per root.
 //!
+//! * `cut` — a cut as an envelope plus keyed records, its tree digest, deltas and their
+//!   resolution against a head.
 //! * `port` — request types, commit identities and content digests, the `Committer` trait.
 //! * `index` — the commit rules over an in-memory index every store shares.
 //! * `memory` — the in-memory store and its commit history (oracle input).
@@ -9,10 +11,12 @@
 //! * `faults` — a fault-injecting wrapper for the simulator.
 //! * `conformance` — the reusable store-level conformance suite every committer runs.
 //!
-//! The committer never parses snapshots: it trusts `TreeCut::digest` to be the digest of
-//! `TreeCut::bytes` (the kernel computed both) and compares cuts by digest and incarnation.
+//! The committer never parses snapshots: it trusts `TreeCut::digest` to be the tree digest of
+//! the cut's envelope and records (the kernel computed it), compares cuts by digest and
+//! incarnation, and resolves a delta's kept records against its head by key and digest.
 
 pub mod conformance;
+pub mod cut;
 pub mod damage;
 pub mod faults;
 pub mod file;
@@ -20,9 +24,13 @@ pub mod index;
 pub mod memory;
 pub mod port;
 
+pub use cut::{CutEntry, CutEnvelope, CutError};
 pub use damage::TreeDamage;
 pub use faults::{CommitCall, CommitCallKind, Fault, FaultPlan, FaultyCommitter};
-pub use file::{FileCommitter, OpenError, Recovery, LOCK_FILE_NAME, LOG_FILE_NAME};
+pub use file::{
+    CompactError, FileCommitter, FileOptions, FileStats, OpenError, Recovery, LOCK_FILE_NAME,
+    LOG_FILE_NAME,
+};
 pub use index::{CommitIndex, Decision, Installation};
 pub use memory::{audit_history, CommitRecord, CommitRecordKind, MemoryCommitter};
 pub use port::{

@@ -16,36 +16,7 @@ use crate::json::Digest;
 use sha2::{Digest as _, Sha256};
 use std::sync::Arc;
 
-/// An already-encoded tree snapshot as produced by the kernel: the unit a committer stores as
-/// head. `digest` is the digest of `bytes`; the committer never re-derives or parses either.
-#[derive(Clone, PartialEq, Eq)]
-pub struct TreeCut {
-    pub root_id: ProcessId,
-    pub incarnation: IncarnationId,
-    pub digest: Digest,
-    pub bytes: Arc<[u8]>,
-}
-
-impl TreeCut {
-    /// Whether two cuts name the same snapshot of the same writer ("head == snapshot").
-    pub fn same_cut(&self, other: &TreeCut) -> bool {
-        self.digest == other.digest
-            && self.incarnation == other.incarnation
-            && self.root_id == other.root_id
-    }
-}
-
-impl std::fmt::Debug for TreeCut {
-    // The bytes can be a megabyte; their length is what a diagnostic needs.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TreeCut")
-            .field("root_id", &self.root_id)
-            .field("incarnation", &self.incarnation)
-            .field("digest", &self.digest)
-            .field("bytes_len", &self.bytes.len())
-            .finish()
-    }
-}
+pub use super::cut::TreeCut;
 
 /// Checkpoint kinds. The kernel picks the kind; the store records it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -186,6 +157,10 @@ pub enum CommitError {
          unaffected: inspect it with `keel-store show` and restore the store from a backup"
     )]
     Damaged { root: ProcessId, reason: String },
+    /// A delta keeps a record (by key and digest) that the head it advances from lacks;
+    /// nothing was stored.
+    #[error("the commit keeps record {key:?} of tree {root} unchanged, but the head lacks it")]
+    MissingRecord { root: ProcessId, key: String },
     /// A fault hook fired (simulation only).
     #[error("injected fault: {fault}")]
     Injected { fault: String },
@@ -197,6 +172,15 @@ impl CommitError {
     }
     pub(crate) fn invalid(reason: impl Into<String>) -> CommitError {
         CommitError::InvalidCommit { reason: reason.into() }
+    }
+    /// The typed refusal of a delta that cannot be resolved against the head.
+    pub fn from_cut(root: &ProcessId, e: super::cut::CutError) -> CommitError {
+        match e {
+            super::cut::CutError::MissingRecord { key, .. } => {
+                CommitError::MissingRecord { root: root.clone(), key }
+            }
+            other => CommitError::invalid(other.to_string()),
+        }
     }
 }
 
@@ -437,12 +421,7 @@ mod tests {
         IncarnationId::from_hex(&format!("{n:032x}")).unwrap()
     }
     fn cut(n: u8, incarnation: u8) -> TreeCut {
-        TreeCut {
-            root_id: root(),
-            incarnation: inc(incarnation),
-            digest: Digest([n; 32]),
-            bytes: Arc::from(vec![n; 4]),
-        }
+        crate::kernel::commit::cut::test_cut(root(), inc(incarnation), Digest([n; 32]), vec![n; 4])
     }
     fn checkpoint(sequence: u64, kind: CheckpointKind, previous: Option<u8>, c: u8) -> Checkpoint {
         Checkpoint {

@@ -218,7 +218,7 @@ impl Engine {
             .await
             .map_err(EngineError::Commit)?
             .ok_or_else(|| EngineError::NotFound(root.clone()))?;
-        let snapshot = TreeSnapshot::decode(&head.cut.bytes)?;
+        let snapshot = TreeSnapshot::from_cut(&head.cut)?;
         // Pair check: what we read must be exactly what the store says it holds.
         if snapshot.digest() != head.cut.digest {
             return Err(EngineError::CorruptHead(

@@ -398,12 +398,14 @@ impl Owner {
         }
     }
 
-    fn tree_cut(snap: &TreeSnapshot) -> TreeCut {
-        TreeCut {
-            root_id: snap.root_id.clone(),
-            incarnation: snap.incarnation.clone(),
-            digest: snap.digest(),
-            bytes: snap.bytes().clone(),
+    /// The cut to commit for `snap`: a delta against the acknowledged head (records whose
+    /// key and digest the head holds travel as `(key, digest)` only), or whole when there is
+    /// no head yet. The store resolves the delta against the head it holds, which fencing on
+    /// the previous digest makes this same head.
+    fn tree_cut(&self, snap: &TreeSnapshot) -> TreeCut {
+        match &self.head {
+            Some((head, _)) => snap.tree_cut().delta_from(head.tree_cut()),
+            None => snap.tree_cut().clone(),
         }
     }
 
@@ -416,7 +418,7 @@ impl Owner {
     fn commit_checkpoint_cut(&mut self, kind: CheckpointKind, after: AfterCommit, cut: Arc<TreeSnapshot>) {
         let sequence = self.next_sequence();
         let previous_digest = self.head.as_ref().map(|(h, _)| h.digest());
-        let checkpoint = Checkpoint { sequence, kind, previous_digest, cut: Self::tree_cut(&cut) };
+        let checkpoint = Checkpoint { sequence, kind, previous_digest, cut: self.tree_cut(&cut) };
         self.in_flight = Some(InFlight { after, prospective: cut, sequence, effect: None });
         self.actions.push_back(Action::Commit(CommitRequest::Checkpoint(checkpoint)));
     }
@@ -444,7 +446,7 @@ impl Owner {
             effect_digest,
             settlement_digest: if kind == EffectBoundaryKind::Pending { None } else { settlement_digest },
             previous_digest: head.digest(),
-            cut: Self::tree_cut(&cut),
+            cut: self.tree_cut(&cut),
         };
         let counted = (kind != EffectBoundaryKind::Pending).then(|| effect.clone());
         self.in_flight = Some(InFlight { after, prospective: cut, sequence, effect: counted });

@@ -110,7 +110,7 @@ impl Owner {
         owner.live.insert(root_id.clone(), Live { deployment, execution: Some(execution), candidate: None });
         let cut = Arc::new(owner.snapshot()?);
         owner.stage_event(&root_id, crate::kernel::event::names::PROCESS_STARTED, None, None);
-        let checkpoint = Checkpoint { sequence: 1, kind: CheckpointKind::Start, previous_digest: None, cut: Owner::tree_cut(&cut) };
+        let checkpoint = Checkpoint { sequence: 1, kind: CheckpointKind::Start, previous_digest: None, cut: cut.tree_cut().clone() };
         owner.in_flight = Some(InFlight { after: AfterCommit::PublishStart { restored: false }, prospective: cut, sequence: 1, effect: None });
         owner.actions.push_back(Action::Commit(CommitRequest::Checkpoint(checkpoint)));
         Ok(owner)
@@ -161,7 +161,7 @@ impl Owner {
         for p in snapshot.processes().iter().filter(|p| !p.is_terminal()) {
             owner.stage_event(&p.id, crate::kernel::event::names::PROCESS_RESTORED, None, None);
         }
-        let activation = Activation { previous_incarnation, previous_digest, new_incarnation: incarnation, cut: Owner::tree_cut(&cut) };
+        let activation = Activation { previous_incarnation, previous_digest, new_incarnation: incarnation, cut: cut.tree_cut().clone() };
         owner.in_flight = Some(InFlight { after: AfterCommit::PublishStart { restored: true }, prospective: cut, sequence: 0, effect: None });
         owner.actions.push_back(Action::Commit(CommitRequest::Activation(activation)));
         Ok(owner)

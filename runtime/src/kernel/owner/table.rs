@@ -6,7 +6,10 @@
 //!   and reads go through `Deref` to the map, which cannot mutate;
 //! * `changed` is set by every mutable access and cleared only when a cut is assembled, so a
 //!   table that is not `changed` holds exactly the records of the last assembled cut, whose
-//!   digest is `last_cut`.
+//!   digest is `last_cut`;
+//! * `valid` holds only records that passed the per-record rules in a cut that validated (or
+//!   came from a validated snapshot) and were not reached mutably since, so assembling a cut
+//!   checks the per-record rules only for the others (tree-wide rules always run).
 //!
 //! So a cut costs one encoding per *changed* record plus a copy of the others' bytes, and an
 //! idle owner can tell that nothing differs from its head without building anything.
@@ -24,6 +27,7 @@ pub(super) struct ProcessTable {
     map: BTreeMap<ProcessId, Process>,
     encoded: BTreeMap<ProcessId, Arc<EncodedProcess>>,
     changed: bool,
+    valid: std::collections::BTreeSet<ProcessId>,
     /// Digest of the last assembled cut (valid while `changed` is false).
     last_cut: Option<Digest>,
     /// Cuts assembled so far (observation for tests: an idle owner assembles none).
@@ -41,12 +45,14 @@ impl ProcessTable {
     /// Mutable access to one record; its cached encoding is dropped.
     pub(super) fn get_mut(&mut self, id: &ProcessId) -> Option<&mut Process> {
         self.encoded.remove(id);
+        self.valid.remove(id);
         self.changed = true;
         self.map.get_mut(id)
     }
 
     pub(super) fn insert(&mut self, id: ProcessId, p: Process) -> Option<Process> {
         self.encoded.remove(&id);
+        self.valid.remove(&id);
         self.changed = true;
         self.map.insert(id, p)
     }
@@ -55,6 +61,7 @@ impl ProcessTable {
     /// from a validated snapshot that already holds their bytes).
     pub(super) fn insert_encoded(&mut self, p: Process, encoded: Arc<EncodedProcess>) {
         self.changed = true;
+        self.valid.insert(p.id.clone());
         self.encoded.insert(p.id.clone(), encoded);
         self.map.insert(p.id.clone(), p);
     }
@@ -62,6 +69,7 @@ impl ProcessTable {
     #[allow(dead_code)] // compaction removes finished records
     pub(super) fn remove(&mut self, id: &ProcessId) -> Option<Process> {
         self.encoded.remove(id);
+        self.valid.remove(id);
         self.changed = true;
         self.map.remove(id)
     }
@@ -133,11 +141,14 @@ impl ProcessTable {
             members.push((p.clone(), encoded));
         }
         self.builds += 1;
-        let cut = TreeSnapshot::assemble(root_id.clone(), incarnation.clone(), limits, members);
+        let valid = &self.valid;
+        let fresh = |id: &ProcessId| !valid.contains(id);
+        let cut = TreeSnapshot::assemble_changed(root_id.clone(), incarnation.clone(), limits, members, &fresh);
         match &cut {
             Ok(c) => {
                 self.changed = false;
                 self.last_cut = Some(c.digest());
+                self.valid = self.map.keys().cloned().collect();
             }
             Err(_) => self.last_cut = None,
         }

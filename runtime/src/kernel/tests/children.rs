@@ -123,12 +123,19 @@ fn start_children(w: &World, plans: Vec<ChildPlan>, config: crate::kernel::owner
 /// The child-start checkpoint cuts' view of the parent's start effects: (index, status).
 fn start_settlements(r: &DirectRunner) -> Vec<(usize, crate::kernel::signal::SettlementStatus)> {
     let mut out = Vec::new();
+    // Commits are deltas against the acknowledged head: resolve each acknowledged one in turn.
+    let mut head: Option<crate::kernel::commit::TreeCut> = None;
     for (c, ok) in &r.commits {
-        let CommitRequest::Checkpoint(cp) = c else { continue };
-        if !*ok || cp.kind != CheckpointKind::ChildStart {
+        if !*ok {
             continue;
         }
-        let cut = TreeSnapshot::decode(&cp.cut.bytes).unwrap();
+        let whole = c.cut().resolve(head.as_ref()).unwrap();
+        head = Some(whole.clone());
+        let CommitRequest::Checkpoint(cp) = c else { continue };
+        if cp.kind != CheckpointKind::ChildStart {
+            continue;
+        }
+        let cut = TreeSnapshot::from_cut(&whole).unwrap();
         for (i, e) in cut.root().prepared.as_ref().unwrap().effects.iter().enumerate() {
             if let EffectPhase::Settled(s) = &e.phase {
                 if !out.iter().any(|(j, _)| *j == i) {

@@ -293,13 +293,13 @@ fn child_start_crash_restarts_under_the_same_derived_process_id() {
         dead.run_to_idle();
         assert!(stopped(&dead));
         let head = futures::executor::block_on(committer.load_tree(&root)).unwrap().unwrap();
-        let snap = TreeSnapshot::decode(&head.cut.bytes).unwrap();
+        let snap = TreeSnapshot::from_cut(&head.cut).unwrap();
         let owner = Owner::restore(resolver, parent, &snap, IncarnationId::from_hex(&hex(10)).unwrap(), now()).unwrap();
         let mut r = DirectRunner::new(owner, committer.clone() as Arc<dyn Committer>, now());
         r.run_to_idle();
         assert_eq!(root_result(&r).unwrap().status(), Status::Completed);
         let head = futures::executor::block_on(committer.load_tree(&root)).unwrap().unwrap();
-        let snap = TreeSnapshot::decode(&head.cut.bytes).unwrap();
+        let snap = TreeSnapshot::from_cut(&head.cut).unwrap();
         assert_eq!(snap.processes().len(), 2);
         let child_p = snap.processes().iter().find(|p| !p.relation.is_root()).unwrap();
         let start_effect = crate::kernel::ids::EffectId::derive(&root, 1, 0);
@@ -383,14 +383,14 @@ fn subtree_cancellation_after_commit_restores_the_canceled_child_and_the_parent_
     let owner = Owner::start(resolver.clone(), parent.clone(), script_input(&ops), root.clone(), IncarnationId::from_hex(&hex(9)).unwrap(), config(Budget::unlimited()), now()).unwrap();
     let mut r = DirectRunner::new(owner, faulty as Arc<dyn Committer>, now());
     r.run_to_idle();
-    let head = TreeSnapshot::decode(&futures::executor::block_on(committer.load_tree(&root)).unwrap().unwrap().cut.bytes).unwrap();
+    let head = TreeSnapshot::from_cut(&futures::executor::block_on(committer.load_tree(&root)).unwrap().unwrap().cut).unwrap();
     let child_id = head.processes().iter().find(|p| !p.relation.is_root()).unwrap().id.clone();
     // Cancel only the child; the next commit (the cut with the canceled child) crashes.
     armed.store(true, Ordering::SeqCst);
     let _ = r.command(Command::Cancel { process: child_id.clone(), reason: "host".into() });
     r.run_to_idle();
     assert!(stopped(&r));
-    let head = TreeSnapshot::decode(&futures::executor::block_on(committer.load_tree(&root)).unwrap().unwrap().cut.bytes).unwrap();
+    let head = TreeSnapshot::from_cut(&futures::executor::block_on(committer.load_tree(&root)).unwrap().unwrap().cut).unwrap();
     let owner = Owner::restore(resolver, parent, &head, IncarnationId::from_hex(&hex(10)).unwrap(), now()).unwrap();
     let mut r2 = DirectRunner::new(owner, committer.clone() as Arc<dyn Committer>, now());
     r2.run_to_idle();

@@ -164,7 +164,7 @@ fn child_runs_drains_and_its_budget_is_debited_permanently() {
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     let root = ProcessId::root_from_hex(&hex(1)).unwrap();
     let head = futures::executor::block_on(committer.load_tree(&root)).unwrap().unwrap();
-    let snap = TreeSnapshot::decode(&head.cut.bytes).unwrap();
+    let snap = TreeSnapshot::from_cut(&head.cut).unwrap();
     assert_eq!(snap.processes().len(), 2);
     let parent_p = snap.root();
     assert_eq!((parent_p.allocated.steps, parent_p.allocated.effects, parent_p.allocated.signals), (5, 2, 5));

@@ -95,7 +95,7 @@ impl World {
     pub fn head(&self) -> TreeSnapshot {
         let root = ProcessId::root_from_hex(&hex(1)).unwrap();
         let head = futures::executor::block_on(self.committer.load_tree(&root)).unwrap().expect("head");
-        TreeSnapshot::decode(&head.cut.bytes).expect("head decodes")
+        TreeSnapshot::from_cut(&head.cut).expect("head decodes")
     }
 
     /// Restores the committer's head in a new owner with a new incarnation.
@@ -154,7 +154,7 @@ pub(crate) fn check_run(r: &DirectRunner, committer: &MemoryCommitter) {
         r.commits.iter().filter(|(_, ok)| *ok).map(|(c, _)| c).collect();
     let mut violations = check_commits(acknowledged.iter().copied());
     let heads: Vec<TreeSnapshot> =
-        acknowledged.iter().filter_map(|c| TreeSnapshot::decode(&c.cut().bytes).ok()).collect();
+        r.acknowledged_cuts().iter().filter_map(|c| TreeSnapshot::from_cut(c).ok()).collect();
     violations.extend(check_publications(&r.published, &heads));
     violations.extend(check_history(&committer.history(r.owner.root_id())));
     let report: Vec<String> = violations.iter().map(ToString::to_string).collect();

@@ -4,7 +4,7 @@
 use super::*;
 use crate::kernel::capability::CapabilitySet;
 use crate::kernel::child::Boundary;
-use crate::kernel::commit::{Checkpoint, CheckpointKind, CommitRecordKind, EffectBoundaryKind, TreeCut};
+use crate::kernel::commit::{Checkpoint, CheckpointKind, CommitRecordKind, EffectBoundaryKind};
 use crate::kernel::effect::{Effect, EffectPhase, PreparedEffect};
 use crate::kernel::engine_signal::{ChildOutcome, ChildWaitSatisfied};
 use crate::kernel::failure::{codes, Failure};
@@ -37,7 +37,7 @@ fn assert_clean(violations: &[Violation]) {
 
 /// Every acknowledged head a runner committed, in order.
 fn heads(r: &DirectRunner) -> Vec<TreeSnapshot> {
-    r.commits.iter().filter(|(_, ok)| *ok).map(|(c, _)| TreeSnapshot::decode(&c.cut().bytes).unwrap()).collect()
+    r.acknowledged_cuts().iter().map(|c| TreeSnapshot::from_cut(c).unwrap()).collect()
 }
 
 /// The cut with its processes mutated, built WITHOUT validation.
@@ -516,7 +516,7 @@ fn checkpoint_of(previous: &TreeSnapshot, sequence: u64, cut: &TreeSnapshot) -> 
         sequence,
         kind: CheckpointKind::Progress,
         previous_digest: Some(previous.digest()),
-        cut: TreeCut { root_id: cut.root_id.clone(), incarnation: cut.incarnation.clone(), digest: cut.digest(), bytes: cut.bytes().clone() },
+        cut: cut.tree_cut().clone(),
     })
 }
 
@@ -531,7 +531,7 @@ fn an_unknown_settles_only_through_a_resolved_boundary() {
     assert!(reply.is_ok(), "{reply:?}");
     w.check(&r);
     let (resolved_request, _) = r.commits.iter().find(|(c, ok)| *ok && c.boundary_name() == "resolved").unwrap();
-    let resolved = TreeSnapshot::decode(&resolved_request.cut().bytes).unwrap();
+    let resolved = TreeSnapshot::from_cut(&resolved_request.cut().resolve(Some(unknown.tree_cut())).unwrap()).unwrap();
     let (_, genuine) = check_commit(Some(&unknown), resolved_request);
     assert_clean(&genuine);
     // The same cut smuggled in as a progress checkpoint.
@@ -544,14 +544,16 @@ fn a_settled_boundary_needs_a_pending_head_before_it() {
     let (_, r) = finished_run(&[Op::Dispatch(Json::str("a"))], Budget::unlimited());
     let acked: Vec<&CommitRequest> = r.commits.iter().map(|(c, _)| c).collect();
     assert_eq!(acked.iter().map(|c| c.boundary_name()).collect::<Vec<_>>(), ["start", "pending", "settled", "terminal"]);
-    let start = TreeSnapshot::decode(&acked[0].cut().bytes).unwrap();
+    let cuts = r.acknowledged_cuts();
+    assert_eq!(cuts.len(), acked.len(), "every commit acknowledged");
+    let start = TreeSnapshot::from_cut(&cuts[0]).unwrap();
     let (_, v) = check_commit(Some(&start), acked[2]);
     assert_reports(&v, 2);
     // A terminal checkpoint that claims the wrong cut class.
-    let settled = TreeSnapshot::decode(&acked[2].cut().bytes).unwrap();
+    let settled = TreeSnapshot::from_cut(&cuts[2]).unwrap();
     let (_, v) = check_commit(Some(&start), &checkpoint_of(&start, 2, &settled));
     assert!(v.iter().all(|v| v.invariant != 23), "settled cut is progress: {v:?}");
-    let terminal = TreeSnapshot::decode(&acked[3].cut().bytes).unwrap();
+    let terminal = TreeSnapshot::from_cut(&cuts[3]).unwrap();
     let (_, v) = check_commit(Some(&settled), &checkpoint_of(&settled, 4, &terminal));
     assert_reports(&v, 23);
 }
@@ -669,12 +671,12 @@ fn remaining_one_cut_rules_are_each_reported() {
     assert_reports(&v, 14);
     // 16: a child start that succeeded with capabilities the parent lacks.
     let (pr, _) = parent_child_run();
-    let start_cut = pr
-        .commits
+    let acked: Vec<&CommitRequest> = pr.commits.iter().filter(|(_, ok)| *ok).map(|(c, _)| c).collect();
+    let at = acked
         .iter()
-        .find(|(c, _)| matches!(c, CommitRequest::Checkpoint(cp) if cp.kind == CheckpointKind::ChildStart))
-        .map(|(c, _)| TreeSnapshot::decode(&c.cut().bytes).unwrap())
+        .position(|c| matches!(c, CommitRequest::Checkpoint(cp) if cp.kind == CheckpointKind::ChildStart))
         .unwrap();
+    let start_cut = TreeSnapshot::from_cut(&pr.acknowledged_cuts()[at]).unwrap();
     let v = check_snapshot(&mutate(&start_cut, |ps| {
         let e = &mut root_mut(ps).prepared.as_mut().unwrap().effects[0];
         if let Effect::Framework(crate::kernel::effect::FrameworkEffect::StartChild(spec)) = &mut e.effect {
@@ -794,7 +796,7 @@ fn remaining_transition_rules_are_each_reported() {
 fn remaining_commit_rules_are_each_reported() {
     let (cuts, requests) = dispatch_cuts();
     let with_cut = |request: &CommitRequest, cut: &TreeSnapshot| -> CommitRequest {
-        let tree_cut = TreeCut { root_id: cut.root_id.clone(), incarnation: cut.incarnation.clone(), digest: cut.digest(), bytes: cut.bytes().clone() };
+        let tree_cut = cut.tree_cut().clone();
         match request.clone() {
             CommitRequest::Effect(mut b) => {
                 b.cut = tree_cut;
@@ -826,7 +828,7 @@ fn remaining_commit_rules_are_each_reported() {
         previous_incarnation: cuts[1].incarnation.clone(),
         previous_digest: cuts[1].digest(),
         new_incarnation: cuts[2].incarnation.clone(),
-        cut: TreeCut { root_id: cuts[2].root_id.clone(), incarnation: cuts[2].incarnation.clone(), digest: cuts[2].digest(), bytes: cuts[2].bytes().clone() },
+        cut: cuts[2].tree_cut().clone(),
     });
     let (_, v) = check_commit(Some(&cuts[1]), &activation);
     assert_reports(&v, 22);

@@ -96,9 +96,9 @@ fn an_answer_before_the_wait_transition_is_consumed_by_the_next_step() {
     assert_eq!(result.status(), Status::Completed, "{:?}", result.termination);
     assert_eq!(output_text(&result), r#"[{"payload":"early"},{"payload":"answer-1","status":"succeeded"}]"#);
     // The Wait transition found its answer already there: the process never parked.
-    for (c, _) in r.commits.iter().filter(|(_, ok)| *ok) {
-        let cut = TreeSnapshot::decode(&c.cut().bytes).unwrap();
-        assert_ne!(cut.root().status, Status::Waiting, "{} cut shows Waiting", c.boundary_name());
+    for whole in r.acknowledged_cuts() {
+        let cut = TreeSnapshot::from_cut(&whole).unwrap();
+        assert_ne!(cut.root().status, Status::Waiting, "cut at {} shows Waiting", whole.digest);
     }
     // Open (1), dispatch (2), Wait with the early answer queued: stays Running (3), then the
     // next Step consumes the answer (4).

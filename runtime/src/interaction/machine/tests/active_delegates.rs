@@ -18,7 +18,7 @@ fn with_upper(responses: Vec<Response>) -> Harness {
 
 fn head(h: &Harness, r: &DirectRunner) -> TreeSnapshot {
     let head = futures::executor::block_on(h.committer.load_tree(r.owner.root_id())).unwrap().unwrap();
-    TreeSnapshot::decode(&head.cut.bytes).unwrap()
+    TreeSnapshot::from_cut(&head.cut).unwrap()
 }
 
 fn root(snapshot: &TreeSnapshot) -> Process {

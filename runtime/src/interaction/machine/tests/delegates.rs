@@ -66,7 +66,7 @@ fn delegate_argument_errors_are_model_visible_and_start_nothing() {
     // Blank arguments become `{}`, which lacks the required `text`.
     assert!(results[2].output.content.contains("input contract"));
     let head = futures::executor::block_on(h.committer.load_tree(r.owner.root_id())).unwrap().unwrap();
-    let snapshot = crate::kernel::snapshot::TreeSnapshot::decode(&head.cut.bytes).unwrap();
+    let snapshot = crate::kernel::snapshot::TreeSnapshot::from_cut(&head.cut).unwrap();
     assert_eq!(snapshot.processes().len(), 1, "no child was started");
 }
 
@@ -110,7 +110,7 @@ fn a_waiting_delegate_tree_restores_without_restarting_the_child() {
     assert!(root_result(&r).is_none());
     let load = |h: &Harness| {
         let head = futures::executor::block_on(h.committer.load_tree(&ProcessId::root_from_hex(&hex(1)).unwrap()));
-        TreeSnapshot::decode(&head.unwrap().unwrap().cut.bytes).unwrap()
+        TreeSnapshot::from_cut(&head.unwrap().unwrap().cut).unwrap()
     };
     let before = load(&h);
     assert_eq!(before.processes().len(), 2);

@@ -125,7 +125,7 @@ fn truncated_calls_get_feedback_and_another_model_call() {
         "error: tool \"weather\" was not executed because model output reached its token limit; emit the complete call again"
     );
     let head = futures::executor::block_on(h.committer.load_tree(r.owner.root_id())).unwrap().unwrap();
-    let snapshot = crate::kernel::snapshot::TreeSnapshot::decode(&head.cut.bytes).unwrap();
+    let snapshot = crate::kernel::snapshot::TreeSnapshot::from_cut(&head.cut).unwrap();
     assert_eq!(snapshot.processes().len(), 1, "no tool child was started");
 }
 
@@ -358,7 +358,7 @@ fn a_restored_tree_resumes_mid_batch() {
     r.complete(e, o);
     // Every committed cut restores through the Definition (restore-before-adopt runs it too).
     let head = futures::executor::block_on(h.committer.load_tree(r.owner.root_id())).unwrap().unwrap();
-    let snapshot = crate::kernel::snapshot::TreeSnapshot::decode(&head.cut.bytes).unwrap();
+    let snapshot = crate::kernel::snapshot::TreeSnapshot::from_cut(&head.cut).unwrap();
     let state = snapshot.root().committed_state.clone();
     let parent = h.definition.restore_state(&state).unwrap();
     assert!(parent.tool_round.is_some());
@@ -374,7 +374,7 @@ fn a_sibling_waiting_for_input_stays_active_while_others_finish() {
     assert!(root_result(&r).is_none(), "the parent keeps waiting for the paused sibling");
     assert_eq!(h.model.calls(), 1);
     let head = futures::executor::block_on(h.committer.load_tree(r.owner.root_id())).unwrap().unwrap();
-    let snapshot = crate::kernel::snapshot::TreeSnapshot::decode(&head.cut.bytes).unwrap();
+    let snapshot = crate::kernel::snapshot::TreeSnapshot::from_cut(&head.cut).unwrap();
     let pending = pending_tool_inputs(&snapshot).unwrap();
     assert_eq!(pending.len(), 1);
     let request = pending[0].response_signal(SignalId::parse("signal:answer").unwrap(), &Json::str("blue")).unwrap();
@@ -421,7 +421,7 @@ fn a_restored_tree_keeps_settled_siblings_and_waits_for_the_unknown_one() {
     // The owner dies with s2's dispatch in flight; a new incarnation restores the head.
     let load = |h: &Harness| {
         let head = futures::executor::block_on(h.committer.load_tree(&ProcessId::root_from_hex(&hex(1)).unwrap()));
-        TreeSnapshot::decode(&head.unwrap().unwrap().cut.bytes).unwrap()
+        TreeSnapshot::from_cut(&head.unwrap().unwrap().cut).unwrap()
     };
     let owner = Owner::restore(
         h.resolver.clone(),

@@ -433,7 +433,7 @@ impl Harness {
             r.commits.iter().filter(|(_, ok)| *ok).map(|(c, _)| c).collect();
         let mut violations = check_commits(acknowledged.iter().copied());
         let heads: Vec<TreeSnapshot> =
-            acknowledged.iter().filter_map(|c| TreeSnapshot::decode(&c.cut().bytes).ok()).collect();
+            r.acknowledged_cuts().iter().filter_map(|c| TreeSnapshot::from_cut(c).ok()).collect();
         violations.extend(check_publications(&r.published, &heads));
         violations.extend(check_history(&self.committer.history(r.owner.root_id())));
         let report: Vec<String> = violations.iter().map(ToString::to_string).collect();
@@ -446,7 +446,7 @@ impl Harness {
     pub fn head(&self) -> crate::kernel::snapshot::TreeSnapshot {
         let root = ProcessId::root_from_hex(&hex(1)).unwrap();
         let head = futures::executor::block_on(self.committer.load_tree(&root)).unwrap().expect("a head");
-        crate::kernel::snapshot::TreeSnapshot::decode(&head.cut.bytes).unwrap()
+        crate::kernel::snapshot::TreeSnapshot::from_cut(&head.cut).unwrap()
     }
 
     /// A new owner over the head under incarnation `hex(incarnation)` (the old one is fenced).

@@ -64,13 +64,24 @@ fn other_root() -> ProcessId {
 fn inc(n: u8) -> IncarnationId {
     IncarnationId::from_hex(&format!("{n:032x}")).unwrap()
 }
+/// A keel-shaped whole cut whose records say which cut it is; its digest is the real tree
+/// digest (replay recomputes and checks it).
 fn cut_of(root: ProcessId, n: u8, incarnation: u8) -> TreeCut {
-    TreeCut {
-        root_id: root,
-        incarnation: inc(incarnation),
-        digest: Digest([n; 32]),
-        bytes: Arc::from(format!("cut {n} of writer {incarnation}").into_bytes()),
-    }
+    let state = format!("cut {n} of writer {incarnation}");
+    crate::kernel::commit::conformance::sample_cut(
+        &root,
+        &inc(incarnation),
+        &[(root.as_str(), &state), ("process:kept", "unchanged")],
+    )
+}
+/// The digest of `cut(n, incarnation)` of the root `c` belongs to.
+fn digest_of(c: &TreeCut, n: u8, incarnation: u8) -> Digest {
+    cut_of(c.root_id.clone(), n, incarnation).digest
+}
+/// The writer number `inc` was made from.
+fn writer(c: &TreeCut) -> u8 {
+    let hex = c.incarnation.as_str();
+    u8::from_str_radix(&hex[hex.len() - 2..], 16).unwrap()
 }
 fn cut(n: u8, incarnation: u8) -> TreeCut {
     cut_of(root(), n, incarnation)
@@ -82,7 +93,7 @@ fn progress(sequence: u64, previous: u8, c: TreeCut) -> Checkpoint {
     Checkpoint {
         sequence,
         kind: CheckpointKind::Progress,
-        previous_digest: Some(Digest([previous; 32])),
+        previous_digest: Some(digest_of(&c, previous, writer(&c))),
         cut: c,
     }
 }
@@ -96,14 +107,14 @@ fn boundary(sequence: u64, kind: EffectBoundaryKind, previous: u8, c: TreeCut) -
         batch_index: 0,
         effect_digest: Digest([200; 32]),
         settlement_digest: (kind != EffectBoundaryKind::Pending).then_some(Digest([201; 32])),
-        previous_digest: Digest([previous; 32]),
+        previous_digest: digest_of(&c, previous, writer(&c)),
         cut: c,
     }
 }
 fn activation(previous_incarnation: u8, previous: u8, c: TreeCut) -> Activation {
     Activation {
         previous_incarnation: inc(previous_incarnation),
-        previous_digest: Digest([previous; 32]),
+        previous_digest: digest_of(&c, previous, previous_incarnation),
         new_incarnation: c.incarnation.clone(),
         cut: c,
     }
@@ -162,9 +173,15 @@ fn flip(path: &Path, at: u64) {
     fs::write(path, bytes).unwrap();
 }
 
-fn append_raw(path: &Path, meta: &[u8], cut: &[u8]) {
+fn append_raw(path: &Path, meta: &[u8], blobs: &[u8]) {
     let mut f = OpenOptions::new().append(true).open(path).unwrap();
-    append_frame(&mut f, meta, cut).unwrap();
+    append_frame(&mut f, &Record { meta: meta.to_vec(), blobs: vec![Arc::from(blobs)] }).unwrap();
+}
+
+/// The metadata and the concatenated blobs of the record a request would write.
+fn record_of(r: &Request, i: &Installation) -> (Vec<u8>, Vec<u8>) {
+    let record = encode_record(r, i);
+    (record.meta, record.blobs.iter().flat_map(|b| b.iter().copied()).collect())
 }
 
 #[test]
@@ -195,7 +212,7 @@ fn reopen_rebuilds_the_same_heads_and_history_as_the_reference() {
         assert_eq!(block_on(f.load_tree(&r)).unwrap(), memory.head(&r));
     }
     // The cut bytes themselves survive, not just their digests.
-    assert_eq!(&*f.head(&root()).unwrap().cut.bytes, b"cut 6 of writer 2");
+    assert_eq!(f.head(&root()).unwrap().cut.bytes().unwrap(), cut(6, 2).bytes().unwrap());
 }
 
 #[test]
@@ -387,22 +404,39 @@ fn damage_inside_the_last_record_is_treated_as_a_torn_write() {
 fn a_file_without_the_header_is_not_a_log() {
     let dir = TempDir::new();
     fs::create_dir_all(&dir.0).unwrap();
-    for content in [&b""[..], b"keel.commits.v1", b"keel.commits.v2\n", b"{\"not\":\"a log\"}"] {
+    for content in [&b""[..], b"keel.commits.v2", b"keel.commits.v3\n", b"{\"not\":\"a log\"}"] {
         fs::write(dir.log(), content).unwrap();
         assert!(matches!(open_err(&dir), OpenError::NotALog { .. }), "{content:?}");
     }
 }
 
 #[test]
+fn a_format_v1_log_is_refused_with_what_to_do() {
+    let dir = TempDir::new();
+    fs::create_dir_all(&dir.0).unwrap();
+    let mut v1 = b"keel.commits.v1\n".to_vec();
+    v1.extend_from_slice(b"KEELREC\n and whatever followed");
+    fs::write(dir.log(), &v1).unwrap();
+    let err = open_err(&dir);
+    assert!(matches!(&err, OpenError::UnsupportedVersion { found, .. } if found == "v1"), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("format v1") && text.contains("keel-store export"), "{text}");
+    assert_eq!(fs::read(dir.log()).unwrap(), v1, "the old log is left untouched");
+}
+
+#[test]
 fn records_above_the_bound_are_refused_on_commit_and_on_replay() {
     let dir = TempDir::new();
-    let f = FileCommitter::open_with_limit(&dir.0, 600).unwrap();
+    let f = FileCommitter::open_with_limit(&dir.0, 1200).unwrap();
     send(&f, &Request::Checkpoint(start(cut(1, 1)))).unwrap();
     let before = file_len(&dir.log());
-    let mut big = cut(2, 1);
-    big.bytes = Arc::from(vec![b'x'; 600]);
+    let big_of = |n: u8| {
+        let state = format!("{n}{}", "x".repeat(1200));
+        crate::kernel::commit::conformance::sample_cut(&root(), &inc(1), &[(root().as_str(), &state)])
+    };
+    let big = big_of(2);
     let got = send(&f, &Request::Checkpoint(progress(2, 1, big.clone())));
-    assert!(matches!(got, Err(CommitError::RecordTooLarge { max: 600, .. })), "{got:?}");
+    assert!(matches!(got, Err(CommitError::RecordTooLarge { max: 1200, .. })), "{got:?}");
     assert_eq!(file_len(&dir.log()), before, "nothing written");
     assert_eq!(f.history(&root()).len(), 1, "nothing installed");
     // The store keeps working, and the same identity is still free.
@@ -410,17 +444,12 @@ fn records_above_the_bound_are_refused_on_commit_and_on_replay() {
     drop(f);
     // A record written under a larger bound is refused (typed) when opened with a smaller one.
     let f = FileCommitter::open(&dir.0).unwrap();
-    send(
-        &f,
-        &Request::Checkpoint(progress(3, 2, {
-            big.digest = Digest([3; 32]);
-            big
-        })),
-    )
-    .unwrap();
+    let mut third = progress(3, 2, big_of(3));
+    third.previous_digest = Some(cut(2, 1).digest);
+    send(&f, &Request::Checkpoint(third)).unwrap();
     drop(f);
-    match FileCommitter::open_with_limit(&dir.0, 600) {
-        Err(OpenError::RecordTooLarge { max: 600, .. }) => {}
+    match FileCommitter::open_with_limit(&dir.0, 1200) {
+        Err(OpenError::RecordTooLarge { max: 1200, .. }) => {}
         other => panic!("{:?}", other.map(|f| f.recovery().clone())),
     }
     assert_eq!(FileCommitter::open(&dir.0).unwrap().recovery().records, 3);
@@ -448,13 +477,14 @@ fn installation_of(r: &Request, sequence: u64) -> Installation {
             CommitRecordKind::Activation { previous_incarnation: a.previous_incarnation.clone() },
         ),
     };
-    Installation { identity, content_digest, kind, sequence, cut: r.cut().clone() }
+    Installation { identity, content_digest, kind, sequence, cut: r.cut().clone(), carried: r.cut().clone() }
 }
 
 #[test]
 fn a_checksum_valid_record_that_does_not_decode_is_corrupt() {
     let first = Request::Checkpoint(start(cut(1, 1)));
-    let meta = String::from_utf8(encode_meta(&first, &installation_of(&first, 1))).unwrap();
+    let (meta, blobs) = record_of(&first, &installation_of(&first, 1));
+    let meta = String::from_utf8(meta).unwrap();
     let spaced = meta.replacen(':', ": ", 1);
     let unknown_member = meta.replacen('{', "{\"extra\":1,", 1);
     let unknown_commit = meta.replacen("\"checkpoint\"", "\"snapshot\"", 1);
@@ -463,14 +493,14 @@ fn a_checksum_valid_record_that_does_not_decode_is_corrupt() {
     for bad in ["not json", "{}"] {
         let dir = TempDir::new();
         populate(&dir, &[]);
-        append_raw(&dir.log(), bad.as_bytes(), b"cut");
+        append_raw(&dir.log(), bad.as_bytes(), &blobs);
         assert!(matches!(open_err(&dir), OpenError::Corrupt { .. }), "{bad}");
     }
     // Metadata that names its tree (intact: the checksum holds) damages only that tree.
     for bad in [&spaced, &unknown_member, &unknown_commit, &unknown_kind] {
         let dir = TempDir::new();
         populate(&dir, &[]);
-        append_raw(&dir.log(), bad.as_bytes(), b"cut");
+        append_raw(&dir.log(), bad.as_bytes(), &blobs);
         let f = FileCommitter::open(&dir.0).unwrap();
         assert_eq!(f.damaged_trees().len(), 1, "{bad}");
         assert_eq!(f.damaged_trees()[0].root, root().as_str(), "{bad}");
@@ -492,7 +522,7 @@ fn a_checksum_valid_record_that_does_not_decode_is_corrupt() {
     // The well-formed version of the same record replays.
     let dir = TempDir::new();
     populate(&dir, &[]);
-    append_raw(&dir.log(), meta.as_bytes(), &first.cut().bytes);
+    append_raw(&dir.log(), meta.as_bytes(), &blobs);
     let f = FileCommitter::open(&dir.0).unwrap();
     assert_eq!(f.recovery().records, 1);
     assert_eq!(f.head(&root()).unwrap().cut, *first.cut());
@@ -515,7 +545,8 @@ fn a_record_that_breaks_the_rules_damages_its_tree() {
     for (before, record, installation, what) in cases {
         let dir = TempDir::new();
         populate(&dir, before);
-        append_raw(&dir.log(), &encode_meta(record, &installation), &record.cut().bytes);
+        let (meta, blobs) = record_of(record, &installation);
+        append_raw(&dir.log(), &meta, &blobs);
         let f = FileCommitter::open(&dir.0).unwrap();
         let damage = f.damaged_trees();
         assert_eq!(damage.len(), 1, "{what}");
@@ -528,7 +559,8 @@ fn a_record_that_breaks_the_rules_damages_its_tree() {
     let dir = TempDir::new();
     populate(&dir, &requests[..1]);
     let honest = installation_of(&requests[1], 2);
-    append_raw(&dir.log(), &encode_meta(&requests[1], &honest), &requests[1].cut().bytes);
+    let (meta, blobs) = record_of(&requests[1], &honest);
+    append_raw(&dir.log(), &meta, &blobs);
     assert_eq!(FileCommitter::open(&dir.0).unwrap().recovery().records, 2);
 }
 
@@ -609,4 +641,159 @@ fn the_locked_error_says_who_holds_the_store_and_what_to_do() {
     );
     let e = OpenError::Locked { dir: PathBuf::from("/data/agents"), pid: None };
     assert!(e.to_string().contains("in use by another process"), "{e}");
+}
+
+/// A chain of progress checkpoints of the root where only the root's record changes, sent as
+/// deltas the way the kernel sends them (the `process:kept` record travels as key and digest).
+fn delta_chain(n: u8) -> Vec<Request> {
+    let mut out = vec![Request::Checkpoint(start(cut(1, 1)))];
+    for i in 2..=n {
+        let whole = cut(i, 1);
+        out.push(Request::Checkpoint(progress(u64::from(i), i - 1, whole.delta_from(&cut(i - 1, 1)))));
+    }
+    out
+}
+
+#[test]
+fn deltas_log_only_changed_records_and_replay_to_whole_heads() {
+    let dir = TempDir::new();
+    let requests = delta_chain(6);
+    assert!(!requests[1].cut().is_whole(), "the chain sends deltas");
+    let lens = populate(&dir, &requests);
+    let memory = MemoryCommitter::new();
+    for r in &requests {
+        send(&memory, r).unwrap();
+    }
+    // A delta record holds the root's record but not the kept one: the same chain sent whole
+    // writes more, by about the kept record per commit.
+    let whole_dir = TempDir::new();
+    let whole: Vec<Request> = (1..=6u8)
+        .map(|i| if i == 1 { Request::Checkpoint(start(cut(1, 1))) } else { Request::Checkpoint(progress(u64::from(i), i - 1, cut(i, 1))) })
+        .collect();
+    let whole_lens = populate(&whole_dir, &whole);
+    let kept = cut(1, 1).entries()[1].bytes().unwrap().len() as u64;
+    assert_eq!(lens[0], whole_lens[0], "the start is whole either way");
+    assert!(lens[5] + 5 * (kept - 4) <= whole_lens[5], "{lens:?} {whole_lens:?} kept {kept}");
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.head(&root()), memory.head(&root()));
+    let head = f.head(&root()).unwrap();
+    assert!(head.cut.is_whole());
+    assert_eq!(head.cut.bytes().unwrap(), cut(6, 1).bytes().unwrap());
+    assert_eq!(f.history(&root()), memory.history(&root()));
+}
+
+#[test]
+fn a_logged_delta_whose_kept_record_the_head_lacks_damages_its_tree() {
+    let dir = TempDir::new();
+    populate(&dir, &[Request::Checkpoint(start(cut(1, 1)))]);
+    // A delta keeping a record the head never held, written by hand past the rules.
+    // It keeps the root's record as cut 2 holds it; the head (cut 1) holds another one.
+    let ghost = crate::kernel::commit::conformance::sample_cut(&root(), &inc(1), &[(root().as_str(), "cut 2 of writer 1")]);
+    let forged = Request::Checkpoint(progress(2, 1, cut(2, 1).delta_from(&ghost)));
+    let i = installation_of(&forged, 2);
+    let (meta, blobs) = record_of(&forged, &i);
+    append_raw(&dir.log(), &meta, &blobs);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    let damage = f.damaged_trees();
+    assert_eq!(damage.len(), 1);
+    assert!(damage[0].reason.contains("lacks"), "{damage:?}");
+    assert!(matches!(block_on(f.load_tree(&root())), Err(CommitError::Damaged { .. })));
+}
+
+#[test]
+fn compaction_keeps_heads_facts_and_history() {
+    let dir = TempDir::new();
+    let memory = MemoryCommitter::new();
+    let mut requests = script();
+    requests.extend(delta_chain(4).into_iter().map(|r| match r {
+        // The same chain under the other root, after its start in `script`.
+        Request::Checkpoint(mut c) if c.kind != CheckpointKind::Start => {
+            let n = u8::try_from(c.sequence).unwrap();
+            let whole = cut_of(other_root(), 49 + n, 7);
+            let before = cut_of(other_root(), 48 + n, 7);
+            c.previous_digest = Some(before.digest);
+            c.cut = whole.delta_from(&before);
+            Request::Checkpoint(c)
+        }
+        other => other,
+    }).filter(|r| !matches!(r, Request::Checkpoint(c) if c.kind == CheckpointKind::Start)));
+    let f = FileCommitter::open(&dir.0).unwrap();
+    for r in &requests {
+        send(&f, r).unwrap();
+        send(&memory, r).unwrap();
+    }
+    let before = f.stats();
+    let after = f.compact_now().unwrap();
+    assert_eq!(after.compactions, 1);
+    assert_eq!(after.log_bytes, file_len(&dir.log()));
+    assert!(before.log_bytes > 0 && after.live_bytes >= after.log_bytes / 2, "{before:?} {after:?}");
+    // Commits continue on the compacted log, and a reopen sees everything.
+    let next = Request::Checkpoint(progress(3, 6, cut(7, 2)));
+    send(&f, &next).unwrap();
+    send(&memory, &next).unwrap();
+    drop(f);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    for r in [root(), other_root()] {
+        assert_eq!(f.head(&r), memory.head(&r), "head of {r}");
+        assert_eq!(f.history(&r), memory.history(&r), "history of {r}");
+    }
+    // The facts survived: the head's retry is acknowledged, a historical one conflicts.
+    send(&f, &next).unwrap();
+    let historical = send(&f, &requests[1]);
+    assert!(matches!(historical, Err(CommitError::CommitConflict { .. } | CommitError::TreeIncarnationConflict { .. })), "{historical:?}");
+    // Compacting twice in a row is harmless.
+    f.compact_now().unwrap();
+    f.compact_now().unwrap();
+    drop(f);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.head(&root()), memory.head(&root()));
+    assert!(!dir.0.join(NEW_LOG_FILE_NAME).exists(), "no temporary log is left behind");
+}
+
+#[test]
+fn the_log_compacts_itself_once_it_outgrows_the_live_state() {
+    let dir = TempDir::new();
+    let options = FileOptions { compact_ratio: 4, compact_min_bytes: 0, ..FileOptions::default() };
+    let f = FileCommitter::open_with_options(&dir.0, options).unwrap();
+    let memory = MemoryCommitter::new();
+    // Large records, so the heads (not the per-commit facts) dominate the live state.
+    let big = |i: u64| {
+        let state = format!("{i}{}", "x".repeat(4000));
+        crate::kernel::commit::conformance::sample_cut(&root(), &inc(1), &[(root().as_str(), &state), ("process:kept", &"k".repeat(4000))])
+    };
+    let mut chain = vec![Request::Checkpoint(start(big(1)))];
+    for i in 2..=60u64 {
+        let (before, whole) = (big(i - 1), big(i));
+        chain.push(Request::Checkpoint(Checkpoint {
+            sequence: i,
+            kind: CheckpointKind::Progress,
+            previous_digest: Some(before.digest),
+            cut: whole.delta_from(&before),
+        }));
+    }
+    for r in chain {
+        send(&f, &r).unwrap();
+        send(&memory, &r).unwrap();
+        let stats = f.stats();
+        assert!(stats.log_bytes <= stats.live_bytes * 4 + 4096, "{stats:?}");
+    }
+    assert!(f.stats().compactions > 0, "{:?}", f.stats());
+    drop(f);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.head(&root()), memory.head(&root()));
+    assert_eq!(f.history(&root()), memory.history(&root()));
+}
+
+#[test]
+fn compaction_is_refused_while_a_tree_is_damaged() {
+    let dir = TempDir::new();
+    let lens = populate(&dir, &script());
+    // Damage the payload of the last record of the first root only (its next record starts
+    // right after it): that tree is isolated, the other served.
+    flip(&dir.log(), lens[1] - 1);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.damaged_trees().len(), 1);
+    let before = fs::read(dir.log()).unwrap();
+    assert!(matches!(f.compact_now(), Err(CompactError::Damaged { .. })));
+    assert_eq!(fs::read(dir.log()).unwrap(), before, "the log is untouched");
 }
