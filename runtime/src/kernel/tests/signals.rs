@@ -140,7 +140,7 @@ fn a_restored_waiting_tree_keeps_its_wait_ids_and_takes_answers() {
 }
 
 fn acknowledged(r: &DirectRunner) -> Vec<TreeSnapshot> {
-    r.commits.iter().filter(|(_, ok)| *ok).map(|(c, _)| TreeSnapshot::decode(&c.cut().bytes).unwrap()).collect()
+    r.acknowledged_cuts().iter().map(|c| TreeSnapshot::from_cut(c).unwrap()).collect()
 }
 
 /// The host's view of one redelivery round against a live root: the identical answer is a
