@@ -30,16 +30,20 @@ pub enum Mutation {
     /// Compaction retires a finished child even when it ended with unresolved Unknown
     /// Effects, so those Unknowns leave the cut without a resolution.
     DropUnknownOnCompaction,
+    /// Mailbox compaction also drops consumed external Signals, so a redelivery of one is
+    /// admitted again instead of being a duplicate (or a conflict).
+    DropExternalOnCompaction,
 }
 
 impl Mutation {
     /// Every mutation, in declaration order.
-    pub const ALL: [Mutation; 5] = [
+    pub const ALL: [Mutation; 6] = [
         Mutation::DispatchBeforePending,
         Mutation::FoldInCompletionOrder,
         Mutation::RedispatchUnknown,
         Mutation::SteerAppliedTwice,
         Mutation::DropUnknownOnCompaction,
+        Mutation::DropExternalOnCompaction,
     ];
 
     /// The stable snake_case name (for CLIs and reports).
@@ -50,6 +54,7 @@ impl Mutation {
             Mutation::RedispatchUnknown => "redispatch_unknown",
             Mutation::SteerAppliedTwice => "steer_applied_twice",
             Mutation::DropUnknownOnCompaction => "drop_unknown_on_compaction",
+            Mutation::DropExternalOnCompaction => "drop_external_on_compaction",
         }
     }
 
@@ -65,6 +70,7 @@ impl Mutation {
             Mutation::RedispatchUnknown => 3,
             Mutation::SteerAppliedTwice => 4,
             Mutation::DropUnknownOnCompaction => 5,
+            Mutation::DropExternalOnCompaction => 6,
         }
     }
 

@@ -51,6 +51,7 @@ fn every_mutation_has_a_test_below() {
         Mutation::RedispatchUnknown,
         Mutation::SteerAppliedTwice,
         Mutation::DropUnknownOnCompaction,
+        Mutation::DropExternalOnCompaction,
     ];
     assert_eq!(Mutation::ALL, tested, "a new mutation needs its own `caught_by` test");
 }
@@ -97,6 +98,18 @@ fn drop_unknown_on_compaction_is_caught() {
     // without a resolved boundary (kernel invariant 4 across heads; the Interaction world's
     // own stickiness check).
     caught_by(Mutation::DropUnknownOnCompaction, &["kernel_4", "unknown_sticky", "c.unknown_sticky"]);
+}
+
+#[test]
+fn drop_external_on_compaction_is_caught() {
+    // Mailbox compaction drops consumed external Signals too: the record that makes a
+    // redelivery a duplicate or a conflict is gone (kernel invariant 11 across heads, the
+    // kernel world's mailbox history; a redelivery admitted again would fail the hosts'
+    // dedup checks).
+    caught_by(
+        Mutation::DropExternalOnCompaction,
+        &["kernel_11", "mailbox_monotone", "signal_admission", "signal_dedupe", "signal_conflict_refused"],
+    );
 }
 
 #[test]

@@ -195,12 +195,22 @@ fn check_process(
 /// 8 and 7: every Engine-namespace record has its derived identity, and Effect-owned records
 /// (settlements, framework results, wait openings) appear in (step, batch index) order with a
 /// contiguous index run per Step. No external record uses the Engine namespace.
+///
+/// Compaction drops consumed Engine records, so after a gap in the arrivals the next
+/// Effect-owned record is only known to come later: it is located by a bounded search
+/// ([`locate_after`]) instead of the next-coordinate scan.
 fn mailbox_identities(p: &Process, r: &mut Report) {
     let pid = &p.id;
     let max_step = p.committed_steps;
     // (step, index) of the last Effect-owned record.
     let mut cursor: Option<(u64, u32)> = None;
-    for (arrival, rec) in (1u64..).zip(p.mailbox.records()) {
+    let mut previous_arrival = 0u64;
+    // Whether a record was dropped since the last Effect-owned record.
+    let mut gap = false;
+    for rec in p.mailbox.records() {
+        let arrival = rec.arrival();
+        gap |= arrival != previous_arrival.saturating_add(1);
+        previous_arrival = arrival;
         match rec.source() {
             SignalSource::External => {
                 if rec.id().is_engine_owned() {
@@ -219,13 +229,25 @@ fn mailbox_identities(p: &Process, r: &mut Report) {
                     Some(w) => WaitId::of_effect(e) == *w && *rec.id() == SignalId::wait_opening(w),
                     None => SignalId::settlement(e) == *rec.id(),
                 };
-                let next = cursor
-                    .and_then(|(st, i)| i.checked_add(1).map(|i| (st, i)))
-                    .filter(|(st, i)| matches(&EffectId::derive(pid, *st, *i)));
-                let next = next.or_else(|| {
-                    let from = cursor.map(|(st, _)| st + 1).unwrap_or(1);
-                    (from..=max_step).find(|st| matches(&EffectId::derive(pid, *st, 0))).map(|st| (st, 0))
-                });
+                let next = if std::mem::take(&mut gap) {
+                    match locate_after(pid, cursor, max_step, p.prepared_effects, &matches) {
+                        Located::At(c) => Some(c),
+                        Located::Nowhere => None,
+                        // Too far to search cheaply: the record stays unplaced.
+                        Located::Undecided => {
+                            gap = true;
+                            continue;
+                        }
+                    }
+                } else {
+                    let next = cursor
+                        .and_then(|(st, i)| i.checked_add(1).map(|i| (st, i)))
+                        .filter(|(st, i)| matches(&EffectId::derive(pid, *st, *i)));
+                    next.or_else(|| {
+                        let from = cursor.map(|(st, _)| st + 1).unwrap_or(1);
+                        (from..=max_step).find(|st| matches(&EffectId::derive(pid, *st, 0))).map(|st| (st, 0))
+                    })
+                };
                 match next {
                     Some(c) => cursor = Some(c),
                     None => match search_coordinate(pid, max_step, p.prepared_effects, &matches) {
@@ -242,6 +264,58 @@ fn mailbox_identities(p: &Process, r: &mut Report) {
             }
         }
     }
+}
+
+/// Where [`locate_after`] found a record's coordinate.
+enum Located {
+    At((u64, u32)),
+    /// Searched every coordinate after the cursor: none matches.
+    Nowhere,
+    /// The search budget ran out first.
+    Undecided,
+}
+
+/// The coordinate after `after` (exclusive; `None` = from the first) that `matches`, among
+/// steps `..=max_step` and indices `< max_index`. Records left after compaction are mostly
+/// recent (pending settlements, the opening of a wait opened lately) or right after the last
+/// placed one, so the search walks forward from `after` and backward from `max_step` at once,
+/// small indices first, within [`SEARCH_BUDGET`] derivations.
+fn locate_after(
+    pid: &ProcessId,
+    after: Option<(u64, u32)>,
+    max_step: u64,
+    max_index: u64,
+    matches: &dyn Fn(&EffectId) -> bool,
+) -> Located {
+    let (first_step, first_index) = match after {
+        Some((st, i)) => (st, u64::from(i) + 1),
+        None => (1, 0),
+    };
+    if max_step < first_step || max_index == 0 {
+        return Located::Nowhere;
+    }
+    let span = max_step - first_step;
+    let eligible = |st: u64, i: u64| i < max_index && (st != first_step || i >= first_index);
+    let mut spent = 0u64;
+    // Diagonal k holds the pairs (d, i) with d + i = k: d steps from either end, index i.
+    for k in 0..=span.saturating_add(max_index) {
+        for d in 0..=k.min(span) {
+            let i = k - d;
+            for st in [first_step + d, max_step - d] {
+                if !eligible(st, i) || u32::try_from(i).is_err() {
+                    continue;
+                }
+                spent += 1;
+                if spent > SEARCH_BUDGET {
+                    return Located::Undecided;
+                }
+                if matches(&EffectId::derive(pid, st, i as u32)) {
+                    return Located::At((st, i as u32));
+                }
+            }
+        }
+    }
+    Located::Nowhere
 }
 
 /// Exhaustive (bounded) search for the coordinate an Engine record was derived from.
@@ -268,7 +342,8 @@ fn search_coordinate(
 /// 9: consumed records keep their digest only; pending ones keep their payload.
 fn consumed_bodies(p: &Process, r: &mut Report) {
     let cursor = p.mailbox.cursor();
-    for (arrival, rec) in (1u64..).zip(p.mailbox.records()) {
+    for rec in p.mailbox.records() {
+        let arrival = rec.arrival();
         if (arrival <= cursor) != rec.is_consumed() {
             let what = if arrival <= cursor { "keeps its payload after consumption" } else { "lost its payload before consumption" };
             r.push(9, format!("{}: record {arrival} {what}", p.id));
@@ -288,6 +363,11 @@ fn waits_in_cut(p: &Process, kids: &[&Process], r: &mut Report) {
         }
         *answers.entry(w).or_default() += 1;
         match p.mailbox.wait(w) {
+            // Compaction dropped the opening of this closed wait; only a consumed external
+            // answer is kept without it.
+            None if p.mailbox.is_compacted()
+                && rec.source() == SignalSource::External
+                && rec.arrival() <= p.mailbox.cursor() => {}
             None => r.push(13, format!("{pid}: answer to wait {w} that was never opened")),
             Some(state) if state.kind.answering_source() != rec.source() => {
                 r.push(13, format!("{pid}: wait {w} answered by the wrong source"))
@@ -528,7 +608,8 @@ fn subtree_facts(root: &Process, by_id: &BTreeMap<&ProcessId, &Process>) -> (boo
 /// implies a terminal subtree whose unresolved Effects it lists exactly.
 fn child_wait_answers(p: &Process, kids: &[&Process], by_id: &BTreeMap<&ProcessId, &Process>, r: &mut Report) {
     let pid = &p.id;
-    for (arrival, rec) in (1u64..).zip(p.mailbox.records()) {
+    for rec in p.mailbox.records() {
+        let arrival = rec.arrival();
         if rec.source() != SignalSource::ChildWaitAnswer {
             continue;
         }
@@ -775,7 +856,8 @@ fn process_transition(b: &Process, a: &Process, r: &mut Report) {
     // 13: only an answer to the current wait releases Waiting.
     if let (Status::Waiting, Some(w)) = (b.status, &b.current_wait_id) {
         let still = a.current_wait_id.as_ref() == Some(w);
-        let answered = a.mailbox.records().iter().any(|rec| rec.is_answer() && rec.wait_id() == Some(w));
+        // A wait no longer retained was closed (answered and consumed) and compacted away.
+        let answered = a.mailbox.is_answered(w) || (a.mailbox.is_compacted() && a.mailbox.wait(w).is_none());
         if !a.is_terminal() && !still && !answered {
             r.push(13, format!("{pid}: left Waiting on {w} without an answer to it"));
         }
@@ -783,17 +865,31 @@ fn process_transition(b: &Process, a: &Process, r: &mut Report) {
 }
 
 /// 9 across heads: the mailbox is append-only with identical record facts; the cursor is
-/// monotone, so every record is consumed at most once.
+/// monotone, so every record is consumed at most once. Compaction may drop a record only if it
+/// is a consumed Engine record no open wait needs (9, 13); an external record is never dropped,
+/// since deduplication and conflict detection read it (11); a dropped record never returns.
 fn mailbox_transition(b: &Process, a: &Process, r: &mut Report) {
     let pid = &b.id;
-    if a.mailbox.cursor() < b.mailbox.cursor() {
-        r.push(9, format!("{pid}: cursor moved back from {} to {}", b.mailbox.cursor(), a.mailbox.cursor()));
+    let (mb, ma) = (&b.mailbox, &a.mailbox);
+    if ma.cursor() < mb.cursor() {
+        r.push(9, format!("{pid}: cursor moved back from {} to {}", mb.cursor(), ma.cursor()));
     }
-    if a.mailbox.len() < b.mailbox.len() {
+    if ma.len() < mb.len() {
         r.push(9, format!("{pid}: mailbox lost records"));
         return;
     }
-    for (arrival, (rb, ra)) in (1u64..).zip(b.mailbox.records().iter().zip(a.mailbox.records())) {
+    for rb in mb.records() {
+        let arrival = rb.arrival();
+        let Some(ra) = ma.record(arrival) else {
+            if !rb.id().is_engine_owned() {
+                r.push(11, format!("{pid}: external record {arrival} ({}) was dropped: a redelivery would be admitted again", rb.id()));
+            } else if arrival > ma.cursor() {
+                r.push(9, format!("{pid}: pending record {arrival} was dropped"));
+            } else if let Some(w) = rb.wait_id().filter(|w| ma.wait(w).is_some_and(|s| !s.closed)) {
+                r.push(13, format!("{pid}: record {arrival} of open wait {w} was dropped"));
+            }
+            continue;
+        };
         if rb.id() != ra.id()
             || rb.wait_id() != ra.wait_id()
             || rb.status() != ra.status()
@@ -802,6 +898,11 @@ fn mailbox_transition(b: &Process, a: &Process, r: &mut Report) {
         {
             r.push(9, format!("{pid}: record {arrival} changed between heads"));
             return;
+        }
+    }
+    for ra in ma.records().iter().take_while(|ra| ra.arrival() <= mb.len()) {
+        if mb.record(ra.arrival()).is_none() {
+            r.push(9, format!("{pid}: record {} reappeared after it was dropped", ra.arrival()));
         }
     }
 }

@@ -11,6 +11,8 @@
 //!   restores and compaction: a child holding one is never retired) until a resolved
 //!   boundary settles it; `unknown_left_retained` — one the
 //!   host left is still Unknown at the end and was never dispatched again;
+//! * `mailbox_bounded` — with compaction on, no acknowledged cut keeps a consumed Engine
+//!   Signal no open wait needs;
 //! * `steers_once_in_order` — steers reach the model at most once each, in acceptance order;
 //! * `model_call_limit` — no model call sequence twice, none beyond `max_model_calls`;
 //! * `signal_dedupe`, `signal_conflict_refused`, `stale_answer_refused`, `resolve_accepted`
@@ -90,7 +92,7 @@ impl Checker {
 /// Every invariant; returns (violations, checks).
 pub fn check(cx: &Context, host: &Host, root: Option<&ProcessId>, summary: &Summary) -> (Vec<Violation>, u64) {
     let mut c = Checker { checks: 0, violations: Vec::new() };
-    let (violations, checks) = check_store(&cx.store, root);
+    let (violations, checks) = check_store(&cx.store, root, cx.spec.compaction);
     c.violations.extend(violations);
     c.checks += checks;
     model_requests(&mut c, cx, host);
@@ -104,14 +106,31 @@ pub fn check(cx: &Context, host: &Host, root: Option<&ProcessId>, summary: &Summ
 
 /// The store invariants of a run: the kernel invariants over every writer's acknowledged
 /// commits and the store history, every cut's round trip, and Unknowns sticky until a
-/// resolved boundary. Returns (violations, checks). The facade harness judges its stores
-/// with the same checks.
-pub(crate) fn check_store(store: &Store, root: Option<&ProcessId>) -> (Vec<Violation>, u64) {
+/// resolved boundary, and (when the writers compact) every mailbox fully compacted. Returns
+/// (violations, checks). The facade harness judges its stores with the same checks.
+pub(crate) fn check_store(store: &Store, root: Option<&ProcessId>, compacting: bool) -> (Vec<Violation>, u64) {
     let mut c = Checker { checks: 0, violations: Vec::new() };
     let records = store.records();
     let decoded = kernel(&mut c, store, &records, root);
     heads(&mut c, &records, &decoded, root, store);
+    if compacting {
+        mailbox_bounded(&mut c, &decoded);
+    }
     (c.violations, c.checks)
+}
+
+/// `mailbox_bounded`: a compacting writer drops every consumed Engine record no open wait
+/// needs at the finalization that consumed it, so no acknowledged cut keeps one and a long
+/// tool loop's mailboxes do not grow with its rounds.
+fn mailbox_bounded(c: &mut Checker, decoded: &[Option<TreeSnapshot>]) {
+    for (index, snap) in decoded.iter().enumerate() {
+        let Some(snap) = snap else { continue };
+        for p in snap.processes() {
+            c.expect(!p.mailbox.has_droppable(), "mailbox_bounded", || {
+                format!("acknowledged commit {index}: {} keeps a consumed Engine record no open wait needs", p.id)
+            });
+        }
+    }
 }
 
 /// The kernel invariants over every writer's acknowledged commits (each against that writer's

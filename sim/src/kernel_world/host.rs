@@ -119,13 +119,14 @@ impl World {
                 self.deliver(i, p.clone(), request, Sent::Premature { process: p, ids: vec![id] }, true);
             }
             HostAction::LateAnswer => {
+                // External answers are never compacted away, so they name every answered
+                // external wait, closed ones included (their openings may be gone).
                 let mut answered = Vec::new();
                 for p in head.processes() {
-                    for (w, state) in p.mailbox.waits() {
-                        if state.kind == WaitKind::External && state.answered_by.is_some() {
-                            answered.push((p.id.clone(), w.clone()));
-                        }
-                    }
+                    let mut waits: Vec<&WaitId> =
+                        p.mailbox.records().iter().filter(|r| !r.id().is_engine_owned()).filter_map(|r| r.wait_id()).collect();
+                    waits.sort();
+                    answered.extend(waits.into_iter().map(|w| (p.id.clone(), w.clone())));
                 }
                 let Some((p, w)) = pick(self, &answered) else { return Ok(false) };
                 self.fire("host.wait_answer.late");

@@ -22,7 +22,9 @@
 //! * `j.settlement_truth` — a settled dispatcher Effect carries the world's real answer or a
 //!   settlement the host submitted for it;
 //! * plus `runtime_error` (its head and unresolved Effects against what the world saw),
-//!   `mailbox_monotone`, `usage_monotone`, `first_terminal_wins`, `frontier`, `terminal_consistency`, `allocation`, `fencing`, `durable_ack`,
+//!   `mailbox_monotone` (records never change; only consumed Engine records leave, by
+//!   compaction), `mailbox_bounded` (no head keeps a record compaction would drop),
+//!   `usage_monotone`, `first_terminal_wins`, `frontier`, `terminal_consistency`, `allocation`, `fencing`, `durable_ack`,
 //!   `signal_admission`, `strategy_order`, `restore`, `commit_in_flight`, `kernel_contract`.
 
 use super::bounds::MAX_VIOLATIONS;
@@ -60,8 +62,11 @@ pub struct Oracle {
 #[derive(Default)]
 struct Track {
     finish: Option<Finish>,
-    /// (SignalId, payload digest) in arrival order: the mailbox is append-only.
-    records: Vec<(SignalId, Digest)>,
+    /// Arrival → (SignalId, payload digest) of the retained records: the mailbox is
+    /// append-only; compaction drops only consumed Engine records.
+    records: BTreeMap<u64, (SignalId, Digest)>,
+    /// Records ever admitted.
+    admitted: u64,
     cursor: u64,
     steps: u64,
     effects: u64,
@@ -184,9 +189,33 @@ impl Oracle {
     /// a terminal state once recorded.
     fn check_monotone(&mut self, p: &Process) {
         let track = self.tracks.remove(&p.id).unwrap_or_default();
-        let records: Vec<(SignalId, Digest)> = p.mailbox.records().iter().map(|r| (r.id().clone(), r.payload_digest())).collect();
-        self.check(records.starts_with(&track.records), "mailbox_monotone", || {
-            format!("{}: the mailbox of an earlier head is not a prefix of this one", p.id)
+        let records: BTreeMap<u64, (SignalId, Digest)> =
+            p.mailbox.records().iter().map(|r| (r.arrival(), (r.id().clone(), r.payload_digest()))).collect();
+        let admitted = p.mailbox.len();
+        self.check(admitted >= track.admitted, "mailbox_monotone", || {
+            format!("{}: admitted records went back {} -> {admitted}", p.id, track.admitted)
+        });
+        for (arrival, (id, digest)) in &track.records {
+            match records.get(arrival) {
+                Some(now) => self.check(now == &(id.clone(), *digest), "mailbox_monotone", || {
+                    format!("{}: record {arrival} changed between heads", p.id)
+                }),
+                // Only a consumed Engine record may leave: an external one is what makes a
+                // redelivery a duplicate or a conflict.
+                None => self.check(id.is_engine_owned() && *arrival <= p.mailbox.cursor(), "mailbox_monotone", || {
+                    format!("{}: record {arrival} ({id}) left the mailbox", p.id)
+                }),
+            };
+        }
+        for arrival in records.keys().take_while(|a| **a <= track.admitted) {
+            self.check(track.records.contains_key(arrival), "mailbox_monotone", || {
+                format!("{}: record {arrival} came back after compaction dropped it", p.id)
+            });
+        }
+        // The world's writers compact at every finalization: no committed mailbox holds a
+        // consumed Engine record no open wait needs, so it grows only with external input.
+        self.check(!p.mailbox.has_droppable(), "mailbox_bounded", || {
+            format!("{}: the mailbox keeps a consumed Engine record no open wait needs", p.id)
         });
         let cursor = p.mailbox.cursor();
         self.check(cursor >= track.cursor, "mailbox_monotone", || format!("{}: cursor moved back {} -> {cursor}", p.id, track.cursor));
@@ -200,7 +229,7 @@ impl Oracle {
             });
         }
         let finish = track.finish.or_else(|| p.finish.clone());
-        self.tracks.insert(p.id.clone(), Track { finish, records, cursor, steps, effects });
+        self.tracks.insert(p.id.clone(), Track { finish, records, admitted, cursor, steps, effects });
     }
 
     fn check_process(&mut self, snap: &TreeSnapshot, p: &Process, ledger: &Ledger) {

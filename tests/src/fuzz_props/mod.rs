@@ -264,7 +264,7 @@ pub fn kernel_values(data: &[u8]) {
         1 => {
             if let Some(mailbox) = round_trip::<mailbox::Mailbox>(&value) {
                 // Rebuilding from the decoded history is the same check decoding ran.
-                let rebuilt = mailbox::Mailbox::from_records(mailbox.records().to_vec(), mailbox.cursor())
+                let rebuilt = mailbox::Mailbox::from_retained(mailbox.records().to_vec(), mailbox.cursor(), mailbox.len())
                     .expect("a decoded mailbox's history is valid");
                 assert_eq!(rebuilt, mailbox);
                 assert!(mailbox.cursor() <= mailbox.len());

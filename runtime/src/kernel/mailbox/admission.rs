@@ -324,6 +324,11 @@ impl Mailbox {
         ctx: &AdmissionContext<'_>,
         external: bool,
     ) -> Result<(), RejectReason> {
+        // A closed wait whose opening compaction dropped but whose external answer is kept:
+        // still answered (without compaction this is the same rejection).
+        if self.index.orphan_answers.contains_key(wait) {
+            return Err(RejectReason::AlreadyAnswered { wait_id: wait.clone() });
+        }
         let kind = overlay
             .opened
             .get(wait)
@@ -399,10 +404,12 @@ impl Mailbox {
 
     fn commit(&mut self, plan: Plan) -> AdmitOutcome {
         let mut appended = Vec::with_capacity(plan.records.len());
-        for record in plan.records {
-            let arrival = self.len() + 1;
+        for mut record in plan.records {
+            let arrival = self.admitted + 1;
+            record.set_arrival(arrival);
             self.index.apply(&record, arrival);
             self.records.push(record);
+            self.admitted = arrival;
             appended.push(arrival);
         }
         AdmitOutcome {

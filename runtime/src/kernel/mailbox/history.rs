@@ -4,6 +4,11 @@
 //! record answering it is consumed (the cursor passes it); it is answered once an answering
 //! record exists. Termination also closes every wait, but the mailbox does not know Process
 //! status: callers treat every wait of a terminal Process as closed.
+//!
+//! Compaction drops the opening (and an Engine answer) of a closed wait, so the table holds
+//! the retained waits only: every open wait, plus closed ones of an uncompacted history. A
+//! retained external answer whose opening was dropped is an *orphan answer*: its wait is
+//! closed and stays answered, which is all admission still needs to know about it.
 
 use super::record::{SignalRecord, WaitKind, WaitOpening};
 use crate::kernel::ids::{SignalId, WaitId, WaitKey};
@@ -28,6 +33,12 @@ pub struct WaitState {
 pub enum MailboxError {
     #[error("cursor {cursor} is beyond the {len} records")]
     CursorBeyondEnd { cursor: u64, len: u64 },
+    #[error("record arrival {arrival} is not after the previous record's and within the {admitted} admitted")]
+    ArrivalOutOfOrder { arrival: u64, admitted: u64 },
+    #[error("the pending records are not exactly arrivals after the cursor up to {admitted}")]
+    PendingNotContiguous { admitted: u64 },
+    #[error("record {arrival} answers wait `{wait_id}` whose opening is absent, but is not a consumed external answer")]
+    OrphanAnswer { wait_id: WaitId, arrival: u64 },
     #[error("record {arrival} is before the cursor but still holds its payload")]
     PendingBeforeCursor { arrival: u64 },
     #[error("record {arrival} is at or after the cursor but holds only a digest")]
@@ -75,6 +86,9 @@ pub(super) struct HistoryIndex {
     pub arrivals: BTreeMap<SignalId, u64>,
     pub waits: BTreeMap<WaitId, WaitEntry>,
     pub latest_by_key: BTreeMap<WaitKey, WaitId>,
+    /// Waits whose opening was dropped, answered by a retained (external) record: wait →
+    /// arrival of the answer.
+    pub orphan_answers: BTreeMap<WaitId, u64>,
 }
 
 impl HistoryIndex {
@@ -93,20 +107,40 @@ impl HistoryIndex {
     /// earlier wait's answer to precede the new opening (replay is in order, so an indexed
     /// answer always does) and to be consumed by the final cursor: the cursor is monotone, so
     /// that is the strongest condition the history can prove about when the key was released.
+    ///
+    /// `compacted` says records were dropped from this history: then an answer without a
+    /// retained opening is accepted if it is a consumed external answer (its wait closed and
+    /// compaction dropped the opening); it is still answered at most once.
     pub fn check(
         &self,
         record: &SignalRecord,
         arrival: u64,
         cursor: u64,
+        compacted: bool,
     ) -> Result<(), MailboxError> {
         if self.arrivals.contains_key(record.id()) {
             return Err(MailboxError::DuplicateId { id: record.id().clone(), arrival });
         }
         let Some(wait_id) = record.wait_id() else { return Ok(()) };
         if let Some(opening) = record.opens() {
+            if self.waits.contains_key(wait_id) || self.orphan_answers.contains_key(wait_id) {
+                return Err(MailboxError::DuplicateId { id: record.id().clone(), arrival });
+            }
             return self.check_opening(opening, arrival, cursor);
         }
         let Some(entry) = self.waits.get(wait_id) else {
+            if self.orphan_answers.contains_key(wait_id) {
+                return Err(MailboxError::AnsweredTwice { wait_id: wait_id.clone(), arrival });
+            }
+            let orphan_ok = compacted
+                && arrival <= cursor
+                && record.source() == SignalSource::External;
+            if orphan_ok {
+                return Ok(());
+            }
+            if compacted {
+                return Err(MailboxError::OrphanAnswer { wait_id: wait_id.clone(), arrival });
+            }
             return Err(MailboxError::AnswerWithoutOpening { wait_id: wait_id.clone(), arrival });
         };
         let source = record.source();
@@ -157,6 +191,17 @@ impl HistoryIndex {
             self.latest_by_key.insert(opening.key().clone(), wait_id.clone());
         } else if let Some(entry) = self.waits.get_mut(wait_id) {
             entry.answered_by = Some(arrival);
+        } else {
+            self.orphan_answers.insert(wait_id.clone(), arrival);
         }
+    }
+
+    /// Rebuilds the index over `records` (already checked).
+    pub fn over(records: &[SignalRecord]) -> HistoryIndex {
+        let mut index = HistoryIndex::default();
+        for record in records {
+            index.apply(record, record.arrival());
+        }
+        index
     }
 }

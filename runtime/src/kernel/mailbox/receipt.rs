@@ -1,6 +1,6 @@
 //! SignalReceipts: proof of admission for delivery reconciliation.
 
-use super::Mailbox;
+use super::{Mailbox, SignalRecord};
 use crate::json::{Digest, Payload};
 use crate::kernel::ids::{SignalId, WaitId};
 use crate::kernel::signal::{SettlementStatus, SignalRequest};
@@ -31,26 +31,26 @@ impl SignalReceipt {
 }
 
 impl Mailbox {
-    /// A receipt for every admitted record, in arrival order.
+    /// A receipt for every retained record, in arrival order. A record compaction dropped (a
+    /// consumed Engine record) has none; every external record keeps its receipt.
     pub fn receipts(&self) -> Vec<SignalReceipt> {
-        (1..=self.len()).filter_map(|a| self.receipt_at(a)).collect()
+        self.records().iter().map(|r| self.receipt_of(r)).collect()
     }
 
-    /// The receipt of one admitted id.
+    /// The receipt of one retained id.
     pub fn receipt(&self, id: &SignalId) -> Option<SignalReceipt> {
-        self.receipt_at(self.arrival_of(id)?)
+        Some(self.receipt_of(self.record(self.arrival_of(id)?)?))
     }
 
-    fn receipt_at(&self, arrival: u64) -> Option<SignalReceipt> {
-        let record = self.record(arrival)?;
-        Some(SignalReceipt {
+    fn receipt_of(&self, record: &SignalRecord) -> SignalReceipt {
+        SignalReceipt {
             id: record.id().clone(),
             wait_id: record.wait_id().cloned(),
-            arrival_sequence: arrival,
-            consumed: arrival <= self.cursor(),
+            arrival_sequence: record.arrival(),
+            consumed: record.arrival() <= self.cursor(),
             payload_digest: record.payload_digest(),
             pending_payload: record.pending_payload().cloned(),
             status: record.status(),
-        })
+        }
     }
 }

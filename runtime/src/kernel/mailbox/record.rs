@@ -6,8 +6,8 @@ use crate::json::{
 use crate::kernel::ids::{SignalId, WaitId, WaitKey};
 use crate::kernel::signal::{required_payload, SettlementStatus, Signal, SignalSource};
 
-/// What an opening record opens. It is kept after consumption (only the payload is released),
-/// so the wait table can always be replayed from history.
+/// What an opening record opens. It is kept after consumption (only the payload is released)
+/// while the wait is open, so the wait table can always be replayed from the retained history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WaitOpening {
     /// An external wait, answered only by Host input addressed to its WaitID.
@@ -146,8 +146,13 @@ pub(crate) fn classify(
 
 /// One admitted Signal in arrival order. Its field combination is valid by construction
 /// ([`SignalRecord::new`]); history-level rules are checked by the mailbox.
+///
+/// `arrival` is the record's 1-based arrival sequence, set by the mailbox that holds it (0 for
+/// a record not yet in a mailbox). It is explicit because compaction drops records: the
+/// position in the retained list is no longer the arrival.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SignalRecord {
+    arrival: u64,
     id: SignalId,
     wait_id: Option<WaitId>,
     status: Option<SettlementStatus>,
@@ -165,7 +170,7 @@ impl SignalRecord {
         body: RecordBody,
     ) -> Result<SignalRecord, RecordError> {
         classify(&id, wait_id.as_ref(), status, opens.as_ref())?;
-        Ok(SignalRecord { id, wait_id, status, opens, body })
+        Ok(SignalRecord { arrival: 0, id, wait_id, status, opens, body })
     }
 
     /// Builds a record from fields already accepted by [`classify`].
@@ -176,7 +181,25 @@ impl SignalRecord {
         opens: Option<WaitOpening>,
         payload: Payload,
     ) -> SignalRecord {
-        SignalRecord { id, wait_id, status, opens, body: RecordBody::Pending(payload) }
+        SignalRecord { arrival: 0, id, wait_id, status, opens, body: RecordBody::Pending(payload) }
+    }
+
+    /// The 1-based arrival sequence (0 until a mailbox admitted the record).
+    pub fn arrival(&self) -> u64 {
+        self.arrival
+    }
+
+    pub(crate) fn set_arrival(&mut self, arrival: u64) {
+        self.arrival = arrival;
+    }
+
+    /// Whether compaction may drop this record: it is consumed, Engine-owned (its id is
+    /// derived from a settled Effect or a wait, so it is never delivered again) and answers or
+    /// opens no wait that is still open (`wait_closed` says whether its wait is closed).
+    pub(crate) fn droppable(&self, wait_closed: impl Fn(&WaitId) -> bool) -> bool {
+        self.is_consumed()
+            && self.id.is_engine_owned()
+            && self.wait_id.as_ref().is_none_or(wait_closed)
     }
 
     pub fn id(&self) -> &SignalId {
@@ -232,10 +255,19 @@ impl SignalRecord {
 }
 
 /// Wire: `{id, wait_id?, status?, opens?, payload | payload_digest}` (exactly one of the last
-/// two; `opens` only on openings).
+/// two; `opens` only on openings). The arrival is not part of a record's own form: the mailbox
+/// adds `arrival` to the records whose arrival is not implied by position (see its codec).
 impl ToJson for SignalRecord {
     fn to_json(&self) -> Json {
+        self.encode(None)
+    }
+}
+
+impl SignalRecord {
+    /// The wire form, with an explicit `arrival` member when `arrival` is given.
+    pub(super) fn encode(&self, arrival: Option<u64>) -> Json {
         let b = ObjectBuilder::new()
+            .opt_field("arrival", arrival.as_ref())
             .field("id", &self.id)
             .opt_field("wait_id", self.wait_id.as_ref())
             .opt_field("status", self.status.as_ref())
@@ -246,11 +278,17 @@ impl ToJson for SignalRecord {
         }
         .build()
     }
-}
 
-impl FromJson for SignalRecord {
-    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+    /// Decodes the wire form with an optional explicit `arrival` member (returned beside the
+    /// record; the record's own arrival stays 0 until a mailbox places it).
+    pub(super) fn decode(value: &Json) -> Result<(SignalRecord, Option<u64>), DecodeError> {
         let mut r = ObjectReader::new(value)?;
+        let arrival: Option<u64> = r.optional("arrival")?;
+        let record = SignalRecord::decode_members(r)?;
+        Ok((record, arrival))
+    }
+
+    fn decode_members(mut r: ObjectReader<'_>) -> Result<SignalRecord, DecodeError> {
         let id: SignalId = r.required("id")?;
         let wait_id: Option<WaitId> = r.optional("wait_id")?;
         let status: Option<SettlementStatus> = r.optional("status")?;
@@ -269,6 +307,12 @@ impl FromJson for SignalRecord {
         r.finish()?;
         SignalRecord::new(id, wait_id, status, opens, body)
             .map_err(|e| DecodeError::invalid(e.to_string()))
+    }
+}
+
+impl FromJson for SignalRecord {
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        SignalRecord::decode_members(ObjectReader::new(value)?)
     }
 }
 

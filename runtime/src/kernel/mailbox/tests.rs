@@ -804,7 +804,11 @@ fn mailbox_codec_round_trips() {
     assert_eq!(Mailbox::from_json(&json).unwrap(), m);
     assert_eq!(Mailbox::from_json(&json).unwrap().to_json(), json);
     for record in m.records() {
-        assert_eq!(&SignalRecord::from_json(&record.to_json()).unwrap(), record);
+        // A record's own form carries no arrival: the mailbox places it.
+        let mut decoded = SignalRecord::from_json(&record.to_json()).unwrap();
+        assert_eq!(decoded.arrival(), 0);
+        decoded.set_arrival(record.arrival());
+        assert_eq!(&decoded, record);
     }
     let empty = Mailbox::new();
     assert_eq!(Mailbox::from_json(&empty.to_json()).unwrap(), empty);
@@ -899,6 +903,208 @@ fn digest_text_form_is_what_the_wire_holds() {
     assert_eq!(Digest::parse(&d.to_string()), Ok(d));
 }
 
+// ---- compaction ------------------------------------------------------------------------------
+
+/// Every kind of record, all consumed: settlement (1), child wait 2 opened and answered,
+/// external wait 3 opened and answered by `a`, unaddressed `u`, and the opening of external
+/// wait 4, which stays open. Arrivals: opening 2 = 1, opening 3 = 2, settlement = 3,
+/// child answer = 4, `a` = 5, `u` = 6, opening 4 = 7.
+fn consumed_history() -> Mailbox {
+    let mut m = Mailbox::new();
+    m.admit(&[child_opening(2, "k2"), ext_opening(3, "k3")], &ctx()).unwrap();
+    m.admit(&[settle(1, Some(SettlementStatus::Succeeded)), child_answer(2)], &ctx()).unwrap();
+    m.admit_external(&[req("a", Some(wait(3)), "1"), req("u", None, "2")], &ctx()).unwrap();
+    m.admit(&[ext_opening(4, "k4")], &ctx()).unwrap();
+    m.consume(7).unwrap();
+    m
+}
+
+#[test]
+fn compaction_keeps_external_records_and_open_waits_only() {
+    let mut m = consumed_history();
+    let twin = m.clone();
+    assert!(m.has_droppable() && !m.is_compacted());
+    assert_eq!(m.compact(), 4, "settlement, child opening and answer, opening of closed wait 3");
+    assert_eq!(m.compact(), 0, "idempotent");
+    assert!(!m.has_droppable() && m.is_compacted());
+    let kept: Vec<(u64, SignalId)> = m.records().iter().map(|r| (r.arrival(), r.id().clone())).collect();
+    assert_eq!(kept, vec![(5, sid("a")), (6, sid("u")), (7, SignalId::wait_opening(&wait(4)))]);
+    // Counts, cursor and usage are those of the whole history.
+    assert_eq!((m.len(), m.cursor(), m.pending_count()), (twin.len(), twin.cursor(), 0));
+    // The kept external records are exactly {id, wait_id?, payload_digest}.
+    let a = m.record(5).unwrap();
+    assert_eq!((a.wait_id(), a.status(), a.opens()), (Some(&wait(3)), None, None));
+    assert_eq!(a.body(), &RecordBody::Consumed(p("1").digest()));
+    // The open wait survives with its opening; closed waits are gone from the table but an
+    // externally answered one is still answered.
+    assert_eq!(m.open_waits().map(|(w, _)| w.clone()).collect::<Vec<_>>(), vec![wait(4)]);
+    assert_eq!(m.wait(&wait(4)), twin.wait(&wait(4)));
+    assert!(m.wait(&wait(2)).is_none() && m.wait(&wait(3)).is_none());
+    assert!(m.is_answered(&wait(3)) && twin.is_answered(&wait(3)));
+    assert!(!m.contains(&SignalId::settlement(&effect(1))));
+    // Receipts: every external record keeps one, with its arrival.
+    let receipts: Vec<(u64, SignalId)> = m.receipts().into_iter().map(|r| (r.arrival_sequence, r.id)).collect();
+    assert_eq!(&receipts[..2], &[(5, sid("a")), (6, sid("u"))]);
+    assert!(m.receipt(&sid("a")).unwrap().matches(&req("a", Some(wait(3)), "1")));
+    // New records continue the arrival sequence.
+    let out = m.admit_external(&[req("b", None, "3")], &ctx()).unwrap();
+    assert_eq!(out.appended, vec![8]);
+    assert_eq!(m.pending_window().len(), 1);
+}
+
+#[test]
+fn compaction_keeps_pending_records_and_unconsumed_answers() {
+    let mut m = Mailbox::new();
+    m.admit(&[child_opening(2, "k2")], &ctx()).unwrap();
+    m.admit(&[settle(1, None), child_answer(2)], &ctx()).unwrap();
+    m.consume(2).unwrap();
+    // The answer to wait 2 is pending: the wait is open, so its opening stays.
+    assert_eq!(m.compact(), 1, "only the settlement");
+    assert_eq!(m.wait_opening(&wait(2)).map(WaitOpening::kind), Some(WaitKind::Children));
+    assert_eq!(m.pending_records().len(), 1);
+    m.consume(1).unwrap();
+    assert_eq!(m.compact(), 2);
+    assert!(m.records().is_empty() && m.len() == 3 && m.cursor() == 3);
+}
+
+/// The decisions a Host sees for redeliveries: duplicates skip, conflicts refuse, a second
+/// answer to the closed wait is refused, all without appending.
+fn assert_dedup_holds(m: &mut Mailbox) {
+    let before = m.clone();
+    let out = m.admit_external(&[req("a", Some(wait(3)), "1"), req("u", None, "2")], &ctx()).unwrap();
+    assert_eq!((out.appended.len(), out.duplicates), (0, 2), "identical redeliveries are duplicates");
+    for conflicting in [req("a", Some(wait(3)), "other"), req("a", None, "1"), req("u", None, "other")] {
+        assert_eq!(
+            m.admit_external(&[conflicting.clone()], &ctx()),
+            Err(AdmissionError::Conflict { id: conflicting.id().clone() })
+        );
+    }
+    assert!(matches!(
+        rejected(m.admit_external(&[req("a2", Some(wait(3)), "1")], &ctx())),
+        RejectReason::AlreadyAnswered { .. }
+    ));
+    assert_eq!(*m, before, "nothing was appended");
+}
+
+#[test]
+fn redelivery_after_compaction_is_still_a_duplicate_or_a_conflict() {
+    let mut twin = consumed_history();
+    let mut m = twin.clone();
+    m.compact();
+    assert_dedup_holds(&mut twin);
+    assert_dedup_holds(&mut m);
+    // Also after a snapshot/restore of the compacted mailbox.
+    let mut restored = Mailbox::from_json(&m.to_json()).unwrap();
+    assert_eq!(restored, m);
+    assert_dedup_holds(&mut restored);
+}
+
+#[test]
+fn compacted_codec_round_trips_and_uncompacted_bytes_are_unchanged() {
+    let twin = consumed_history();
+    let json = twin.to_json();
+    assert!(json.get("admitted").is_none(), "an uncompacted mailbox keeps its old form");
+    assert!(json.to_canonical_bytes().windows(9).all(|w| w != b"\"arrival\""));
+    let mut m = twin.clone();
+    m.compact();
+    m.admit_external(&[req("b", None, "3")], &ctx()).unwrap();
+    let json = m.to_json();
+    let decoded = Mailbox::from_json(&json).unwrap();
+    assert_eq!(decoded, m);
+    assert_eq!(decoded.to_json(), json);
+    assert_eq!(json.get("admitted"), Some(&Json::u64(8)));
+    let Some(Json::Array(records)) = json.get("records") else { panic!("records") };
+    let arrivals: Vec<Option<&Json>> = records.iter().map(|r| r.get("arrival")).collect();
+    let (n5, n6, n7) = (Json::u64(5), Json::u64(6), Json::u64(7));
+    assert_eq!(arrivals, vec![Some(&n5), Some(&n6), Some(&n7), None], "pending arrivals are implied");
+    // One encoding per mailbox: every other spelling is refused.
+    let edit_record = |i: usize, f: &dyn Fn(&mut crate::json::Object)| {
+        edit(&json, |o| {
+            if let Some(Json::Array(rs)) = o.get_mut("records") {
+                if let Some(Json::Object(r)) = rs.get_mut(i) {
+                    f(r);
+                }
+            }
+        })
+    };
+    let refused = [
+        edit(&json, |o| {
+            o.insert("admitted".into(), Json::u64(4));
+        }),
+        edit(&json, |o| {
+            o.remove("admitted");
+        }),
+        edit_record(0, &|r| {
+            r.remove("arrival");
+        }),
+        edit_record(3, &|r| {
+            r.insert("arrival".into(), Json::u64(8));
+        }),
+        edit_record(1, &|r| {
+            r.insert("arrival".into(), Json::u64(5));
+        }),
+        edit_record(2, &|r| {
+            r.insert("arrival".into(), Json::u64(9));
+        }),
+        edit(&json, |o| {
+            o.insert("admitted".into(), Json::u64(9));
+        }),
+    ];
+    for (i, bad) in refused.iter().enumerate() {
+        assert!(Mailbox::from_json(bad).is_err(), "spelling {i} must be refused");
+    }
+    // An uncompacted history's records may carry no arrivals.
+    let old = twin.to_json();
+    let with_arrival = edit(&old, |o| {
+        if let Some(Json::Array(rs)) = o.get_mut("records") {
+            if let Some(Json::Object(r)) = rs.get_mut(0) {
+                r.insert("arrival".into(), Json::u64(1));
+            }
+        }
+    });
+    assert!(Mailbox::from_json(&with_arrival).is_err());
+}
+
+#[test]
+fn compacted_history_rules() {
+    let placed = |mut r: SignalRecord, arrival: u64| {
+        r.set_arrival(arrival);
+        r
+    };
+    let answer = |id: &str| consumed_rec(sid(id), Some(wait(3)), None);
+    // A consumed external answer may outlive its wait's opening.
+    assert!(Mailbox::from_retained(vec![placed(answer("a"), 2)], 2, 2).is_ok());
+    // ... but only once per wait,
+    assert!(matches!(
+        Mailbox::from_retained(vec![placed(answer("a"), 2), placed(answer("b"), 3)], 3, 3),
+        Err(MailboxError::AnsweredTwice { .. })
+    ));
+    // only while consumed, and never as an Engine answer (dropped with its opening).
+    let pending_answer = pending_rec(sid("a"), Some(wait(3)), None);
+    assert!(Mailbox::from_retained(vec![placed(pending_answer, 2)], 1, 2).is_err());
+    let engine_answer = consumed_rec(SignalId::child_wait_satisfied(&wait(3)), Some(wait(3)), None);
+    assert!(matches!(
+        Mailbox::from_retained(vec![placed(engine_answer, 2)], 2, 2),
+        Err(MailboxError::OrphanAnswer { .. })
+    ));
+    // Pending records are never dropped: they are exactly the arrivals after the cursor.
+    let free = |id: &str| pending_rec(sid(id), None, None);
+    assert!(Mailbox::from_retained(vec![placed(free("x"), 3)], 2, 3).is_ok());
+    assert_eq!(
+        Mailbox::from_retained(vec![placed(free("x"), 3)], 1, 3),
+        Err(MailboxError::PendingNotContiguous { admitted: 3 })
+    );
+    // Arrivals strictly increase and stay within the admitted count.
+    assert!(matches!(
+        Mailbox::from_retained(vec![placed(answer("a"), 2), placed(consumed_rec(sid("b"), None, None), 2)], 3, 3),
+        Err(MailboxError::ArrivalOutOfOrder { .. })
+    ));
+    assert!(matches!(
+        Mailbox::from_retained(vec![placed(answer("a"), 4)], 2, 3),
+        Err(MailboxError::ArrivalOutOfOrder { .. })
+    ));
+}
+
 // ---- property: admission and consumption ------------------------------------------------------
 
 mod property {
@@ -913,6 +1119,7 @@ mod property {
         ChildAnswer(u8),
         Settle(u8, u8),
         Consume(u8),
+        Compact,
     }
 
     /// External batch members: (id, payload variant, addressed wait).
@@ -927,6 +1134,7 @@ mod property {
             1 => (0u8..4).prop_map(Op::ChildAnswer),
             1 => (0u8..3, 0u8..2).prop_map(|(e, v)| Op::Settle(e, v)),
             2 => (0u8..4).prop_map(Op::Consume),
+            1 => Just(Op::Compact),
         ]
     }
 
@@ -938,13 +1146,31 @@ mod property {
         batch.iter().map(|(id, v, a)| req(&format!("s{id}"), a.map(w), &format!("v{v}"))).collect()
     }
 
+    /// The Engine ids an op would deliver (the kernel never delivers one again once
+    /// compaction dropped it: they are derived from settled Effects and closed waits).
+    fn engine_ids(op: &Op) -> Vec<SignalId> {
+        match op {
+            Op::Open(n, ..) => vec![SignalId::wait_opening(&w(*n))],
+            Op::ChildAnswer(n) => vec![SignalId::child_wait_satisfied(&w(*n))],
+            Op::Settle(e, _) => vec![SignalId::settlement(&effect(u32::from(*e) + 10))],
+            _ => vec![],
+        }
+    }
+
+    /// `m` is compacted whenever the op says so; `twin` never is. Admission must decide the
+    /// same for both (compaction is invisible to Hosts), and `m` must always decode.
     fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+        let mut twin = Mailbox::new();
         let mut m = Mailbox::new();
         let mut admitted: BTreeSet<SignalId> = BTreeSet::new();
         let mut consumed: BTreeSet<SignalId> = BTreeSet::new();
         let small = AdmissionContext { max_pending_signals: 12, ..ctx() };
         for op in ops {
+            if engine_ids(&op).iter().any(|id| admitted.contains(id) && !m.contains(id)) {
+                continue;
+            }
             let before = m.clone();
+            let twin_result = apply(&mut twin, &op, &small);
             let result = match &op {
                 Op::External(batch, current) => {
                     let current = current.map(w);
@@ -979,7 +1205,22 @@ mod property {
                     }
                     None
                 }
+                Op::Compact => {
+                    m.compact();
+                    prop_assert!(!m.has_droppable());
+                    None
+                }
             };
+            match (&result, &twin_result) {
+                (Some(Ok(a)), Some(Ok(b))) => prop_assert_eq!(a, b, "compaction changed an admission"),
+                (Some(Err(_)), Some(Err(_))) | (None, None) => {}
+                (a, b) => prop_assert!(false, "compaction changed a decision: {:?} vs {:?}", a, b),
+            }
+            prop_assert_eq!(m.pending_window(), twin.pending_window());
+            prop_assert_eq!((m.len(), m.cursor()), (twin.len(), twin.cursor()));
+            let open: Vec<_> = m.open_waits().collect();
+            let twin_open: Vec<_> = twin.open_waits().collect();
+            prop_assert_eq!(open, twin_open);
             match result {
                 Some(Ok(outcome)) => {
                     for arrival in &outcome.appended {
@@ -992,8 +1233,8 @@ mod property {
             // Cursor monotone, bodies on the right side of it, one record per admitted id.
             prop_assert!(m.cursor() >= before.cursor());
             prop_assert_eq!(m.len(), admitted.len() as u64);
-            for (arrival, r) in (1u64..).zip(m.records()) {
-                prop_assert_eq!(r.is_consumed(), arrival <= m.cursor());
+            for r in m.records() {
+                prop_assert_eq!(r.is_consumed(), r.arrival() <= m.cursor());
             }
             prop_assert_eq!(consumed.len() as u64, m.cursor());
             // Each wait answered at most once; open keys unique.
@@ -1006,11 +1247,49 @@ mod property {
             for (_, state) in m.open_waits() {
                 prop_assert!(keys.insert(state.key.clone()), "a wait key is open twice");
             }
-            // Admission and history validation agree.
-            let rebuilt = Mailbox::from_records(m.records().to_vec(), m.cursor());
+            // Admission and history validation agree, and the wire form decodes to the same.
+            let rebuilt = Mailbox::from_retained(m.records().to_vec(), m.cursor(), m.len());
             prop_assert_eq!(rebuilt.as_ref(), Ok(&m));
+            let decoded = Mailbox::from_json(&m.to_json());
+            prop_assert_eq!(decoded.as_ref(), Ok(&m));
+            let whole = Mailbox::from_records(twin.records().to_vec(), twin.cursor());
+            prop_assert_eq!(whole.as_ref(), Ok(&twin));
         }
         Ok(())
+    }
+
+    /// The twin's step: the same op without compaction.
+    fn apply(
+        m: &mut Mailbox,
+        op: &Op,
+        small: &AdmissionContext<'_>,
+    ) -> Option<Result<AdmitOutcome, AdmissionError>> {
+        match op {
+            Op::External(batch, current) => {
+                let current = current.map(w);
+                let c = AdmissionContext { current_wait_id: current.as_ref(), ..*small };
+                Some(m.admit_external(&external_batch(batch), &c))
+            }
+            Op::Open(n, k, child) => {
+                let a = if *child {
+                    child_opening(u32::from(*n), &format!("k{k}"))
+                } else {
+                    ext_opening(u32::from(*n), &format!("k{k}"))
+                };
+                Some(m.admit(&[a], small))
+            }
+            Op::ChildAnswer(n) => Some(m.admit(&[child_answer(u32::from(*n))], small)),
+            Op::Settle(e, v) => {
+                let mut s = settle(u32::from(*e) + 10, Some(SettlementStatus::Succeeded));
+                s.payload = p(&format!("v{v}"));
+                Some(m.admit(&[s], small))
+            }
+            Op::Consume(n) => {
+                let _ = m.consume(u64::from(*n));
+                None
+            }
+            Op::Compact => None,
+        }
     }
 
     proptest! {

@@ -1,5 +1,6 @@
 //! Compaction: a finished child whose Result its parent consumed leaves the cut, keeping only
-//! its residue in the parent's record (`kernel::retired`).
+//! its residue in the parent's record (`kernel::retired`); consumed Engine Signals no open
+//! wait needs leave the Process's mailbox (`Mailbox::compact`).
 //!
 //! The moment is the parent's finalization: the adopted Step consumed a child-wait
 //! satisfaction listing the child, so the parent holds the Result in its committed state and
@@ -106,6 +107,14 @@ impl Owner {
         }
         if !later.is_empty() {
             self.compaction.later.insert(parent.clone(), later);
+        }
+    }
+
+    /// Mailbox compaction of a Process whose Step was just adopted: consumed Engine records
+    /// no open wait needs leave its record (`Mailbox::compact`). Off with child compaction.
+    pub(super) fn compact_mailbox(&self, p: &mut Process) {
+        if self.compaction.on {
+            p.mailbox.compact();
         }
     }
 

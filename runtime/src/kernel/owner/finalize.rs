@@ -101,6 +101,8 @@ impl Owner {
             }
             Transition::Fail { failure, .. } => terminal_outcome = Some(Some(failure.clone())),
         }
+        // Consumed Engine records no open wait needs leave the mailbox (compaction).
+        self.compact_mailbox(&mut candidate);
         // Adopt: committed state, cursor and step counter advance together.
         candidate.committed_state = prepared.candidate_state.clone();
         candidate.committed_steps = prepared.sequence;

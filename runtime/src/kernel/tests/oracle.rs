@@ -65,6 +65,33 @@ fn finished_run(ops: &[Op], budget: Budget) -> (World, DirectRunner) {
     (w, r)
 }
 
+/// [`finished_run`] without compaction: the mailbox keeps every consumed record.
+fn finished_run_uncompacted(ops: &[Op], budget: Budget) -> (World, DirectRunner) {
+    let w = echo_world();
+    let mut r = w.start(ops, budget);
+    r.owner.set_compaction(false);
+    r.run_to_idle();
+    (w, r)
+}
+
+/// `m`'s retained records with `extra` appended as the next arrivals, and the new count.
+fn append_records(m: &Mailbox, extra: Vec<SignalRecord>) -> (Vec<SignalRecord>, u64) {
+    let mut records = m.records().to_vec();
+    let mut admitted = m.len();
+    for mut r in extra {
+        admitted += 1;
+        r.set_arrival(admitted);
+        records.push(r);
+    }
+    (records, admitted)
+}
+
+/// `m` with `extra` appended, its history checked.
+fn appended(m: &Mailbox, extra: Vec<SignalRecord>) -> Mailbox {
+    let (records, admitted) = append_records(m, extra);
+    Mailbox::from_retained(records, m.cursor(), admitted).unwrap()
+}
+
 /// A root parked on an Unknown (its dispatch failed uncertainly).
 fn unknown_head() -> TreeSnapshot {
     let w = world(Arc::new(|_| Err(DispatchError::Failed("reset".into()))));
@@ -138,18 +165,23 @@ fn frontier_violation_is_reported() {
 
 #[test]
 fn forged_engine_signal_and_out_of_order_settlements_are_reported() {
-    let (_, r) = finished_run(&[Op::Dispatch(Json::str("a")), Op::Dispatch(Json::str("b"))], Budget::unlimited());
+    let (_, r) = finished_run_uncompacted(&[Op::Dispatch(Json::str("a")), Op::Dispatch(Json::str("b"))], Budget::unlimited());
     let head = heads(&r).pop().unwrap();
     // An engine-namespace record no Effect derived: `build` itself accepts it (the kernel's
-    // validation does not re-derive identities); the oracle does not.
-    let forged = mutate(&head, |ps| {
-        let root = root_mut(ps);
-        let mut records = root.mailbox.records().to_vec();
-        let id = SignalId::parse("signal:engine:forged").unwrap();
-        records.push(SignalRecord::new(id, None, None, None, RecordBody::Pending(payload("x"))).unwrap());
-        root.mailbox = Mailbox::from_records(records, root.mailbox.cursor()).unwrap();
-    });
-    assert_reports(&check_snapshot(&forged), 8);
+    // validation does not re-derive identities); the oracle does not. Also after a gap
+    // (compaction dropped the consumed settlements), where the oracle searches for it.
+    let (_, compacted_run) = finished_run(&[Op::Dispatch(Json::str("a")), Op::Dispatch(Json::str("b"))], Budget::unlimited());
+    let compacted = heads(&compacted_run).pop().unwrap();
+    assert!(compacted.root().mailbox.is_compacted());
+    for head in [&head, &compacted] {
+        let forged = mutate(head, |ps| {
+            let root = root_mut(ps);
+            let id = SignalId::parse("signal:engine:forged").unwrap();
+            let rec = SignalRecord::new(id, None, None, None, RecordBody::Pending(payload("x"))).unwrap();
+            root.mailbox = appended(&root.mailbox, vec![rec]);
+        });
+        assert_reports(&check_snapshot(&forged), 8);
+    }
     // The two settlements swapped: derived ids, wrong declaration order.
     let swapped = mutate(&head, |ps| {
         let root = root_mut(ps);
@@ -165,7 +197,7 @@ fn forged_engine_signal_and_out_of_order_settlements_are_reported() {
 
 #[test]
 fn consumed_record_keeping_its_payload_is_reported() {
-    let (_, r) = finished_run(&[Op::Dispatch(Json::str("a"))], Budget::unlimited());
+    let (_, r) = finished_run_uncompacted(&[Op::Dispatch(Json::str("a"))], Budget::unlimited());
     let head = heads(&r).pop().unwrap();
     let bad = mutate(&head, |ps| {
         let root = root_mut(ps);
@@ -312,10 +344,9 @@ fn satisfied_tree_with(unresolved: Vec<(ProcessId, EffectId)>, edit: impl FnOnce
         };
         let mut sat = sat;
         edit(&mut sat);
-        let mut records = root.mailbox.records().to_vec();
         let body = RecordBody::Pending(Payload::from_json(sat.payload_json()).unwrap());
-        records.push(SignalRecord::new(SignalId::child_wait_satisfied(&wait), Some(wait), None, None, body).unwrap());
-        root.mailbox = Mailbox::from_records(records, root.mailbox.cursor()).unwrap();
+        let rec = SignalRecord::new(SignalId::child_wait_satisfied(&wait), Some(wait), None, None, body).unwrap();
+        root.mailbox = appended(&root.mailbox, vec![rec]);
     })
 }
 
@@ -348,6 +379,41 @@ fn consecutive_real_heads_have_no_violations_and_reversed_ones_do() {
     assert_reports(&v, 9); // the cursor moves back, records vanish
     assert_reports(&v, 14); // usage goes back
     assert_reports(&v, 18); // a terminal process became live again
+}
+
+#[test]
+fn compaction_may_drop_only_consumed_engine_records() {
+    // Real compacted heads are clean between each other and against their uncompacted twin's
+    // history (same arrivals, records dropped).
+    let ops = [Op::Dispatch(Json::str("a")), Op::Dispatch(Json::str("b")), Op::Checkpoint];
+    let (_, r) = finished_run(&ops, Budget::unlimited());
+    let hs = heads(&r);
+    assert!(hs.last().unwrap().root().mailbox.is_compacted());
+    for pair in hs.windows(2) {
+        assert_clean(&check_transition(&pair[0], &pair[1]));
+    }
+    // Synthetic mailboxes on a live root: one consumed record, then dropped or not.
+    let live = unknown_head();
+    let pid = live.root().id.clone();
+    let settlement = |body: RecordBody| {
+        SignalRecord::new(SignalId::settlement(&EffectId::derive(&pid, 1, 0)), None, Some(crate::kernel::signal::SettlementStatus::Succeeded), None, body).unwrap()
+    };
+    let ext = |body: RecordBody| SignalRecord::new(SignalId::external("signal:x").unwrap(), None, None, None, body).unwrap();
+    let consumed = || RecordBody::Consumed(payload("x").digest());
+    let pending = || RecordBody::Pending(payload("x"));
+    let with = |m: Mailbox| mutate(&live, |ps| root_mut(ps).mailbox = m);
+    let dropped = |cursor: u64| with(Mailbox::from_retained_unchecked_for_tests(vec![], cursor, 1));
+    // A consumed Engine record may go.
+    let engine = with(Mailbox::from_records(vec![settlement(consumed())], 1).unwrap());
+    assert!(!check_transition(&engine, &dropped(1)).iter().any(|v| v.invariant == 9 || v.invariant == 11));
+    // An external one never: a redelivery would be admitted again.
+    let external = with(Mailbox::from_records(vec![ext(consumed())], 1).unwrap());
+    assert_reports(&check_transition(&external, &dropped(1)), 11);
+    // A pending record never.
+    let waiting = with(Mailbox::from_records(vec![settlement(pending())], 0).unwrap());
+    assert_reports(&check_transition(&waiting, &dropped(0)), 9);
+    // A dropped record never comes back.
+    assert_reports(&check_transition(&dropped(1), &engine), 9);
 }
 
 #[test]
@@ -594,10 +660,10 @@ fn remaining_one_cut_rules_are_each_reported() {
         let root = root_mut(ps);
         let key = root.mailbox.wait(root.current_wait_id.as_ref().unwrap()).unwrap().key;
         let other = WaitId::parse("wait:other").unwrap();
-        let mut records = root.mailbox.records().to_vec();
         let opens = crate::kernel::mailbox::WaitOpening::External { key };
-        records.push(SignalRecord::new(SignalId::wait_opening(&other), Some(other), None, Some(opens), RecordBody::Pending(payload("o"))).unwrap());
-        root.mailbox = Mailbox::from_records_unchecked_for_tests(records, root.mailbox.cursor());
+        let rec = SignalRecord::new(SignalId::wait_opening(&other), Some(other), None, Some(opens), RecordBody::Pending(payload("o"))).unwrap();
+        let (records, admitted) = append_records(&root.mailbox, vec![rec]);
+        root.mailbox = Mailbox::from_retained_unchecked_for_tests(records, root.mailbox.cursor(), admitted);
     }));
     assert_reports(&v, 13);
     // 14: the budget no longer holds the prepared batch's settlement signal.
@@ -621,9 +687,7 @@ fn remaining_one_cut_rules_are_each_reported() {
     // 17: pending signals over max_pending_signals.
     let crowded = mutate(&done, |ps| {
         let root = root_mut(ps);
-        let mut records = root.mailbox.records().to_vec();
-        records.extend([external("signal:u1"), external("signal:u2")]);
-        root.mailbox = Mailbox::from_records(records, root.mailbox.cursor()).unwrap();
+        root.mailbox = appended(&root.mailbox, vec![external("signal:u1"), external("signal:u2")]);
     });
     assert_clean(&check_snapshot(&crowded));
     let tight = TreeSnapshot::build_unchecked_for_tests(

@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::kernel::event::names;
-use crate::kernel::ids::{EffectId, WaitId};
+use crate::kernel::ids::{EffectId, SignalId, WaitId};
+use std::collections::BTreeMap;
 use crate::kernel::owner::{Command, CommandError, Reply};
 use crate::kernel::status::Status;
 
@@ -136,4 +137,92 @@ fn a_restored_waiting_tree_keeps_its_wait_ids_and_takes_answers() {
     let result = root_result(&r2).expect("parent finished");
     assert_eq!(output_text(&result), r#"[{"child":"completed"}]"#);
     w.check(&r2);
+}
+
+fn acknowledged(r: &DirectRunner) -> Vec<TreeSnapshot> {
+    r.acknowledged_cuts().iter().map(|c| TreeSnapshot::from_cut(c).unwrap()).collect()
+}
+
+/// The host's view of one redelivery round against a live root: the identical answer is a
+/// duplicate (nothing committed), other content under its id is a conflict, and a new answer
+/// to the closed wait is refused.
+fn assert_redelivery_refused(r: &mut DirectRunner, w: &World, answer: &crate::kernel::signal::SignalRequest, wait: &WaitId) {
+    let pid = r.owner.root_id().clone();
+    let (before, commits) = (w.head(), r.commits.len());
+    let dup = r.command(Command::Deliver { process: pid.clone(), requests: vec![answer.clone()] });
+    assert!(matches!(dup, Ok(Reply::Delivered { accepted: false })), "{dup:?}");
+    let conflict = r.command(Command::Deliver { process: pid.clone(), requests: vec![request("signal:a1", Some(wait), "no")] });
+    assert!(matches!(conflict, Err(CommandError::Signal(_))), "{conflict:?}");
+    let again = r.command(Command::Deliver { process: pid, requests: vec![request("signal:a2", Some(wait), "yes")] });
+    assert!(matches!(again, Err(CommandError::Signal(_))), "{again:?}");
+    assert_eq!(r.commits.len(), commits, "nothing was admitted");
+    assert_eq!(w.head().digest(), before.digest());
+}
+
+#[test]
+fn compaction_keeps_external_dedup_across_restore_and_never_readmits_engine_ids() {
+    let w = echo_world();
+    let ops = [Op::Wait("a".into()), Op::Dispatch(Json::str("x")), Op::Checkpoint, Op::Wait("b".into())];
+    let mut r = w.start(&ops, Budget::unlimited());
+    r.run_to_idle();
+    let pid = r.owner.root_id().clone();
+    let wait_a = w.head().root().current_wait_id.clone().unwrap();
+    let answer = request("signal:a1", Some(&wait_a), "yes");
+    let first = r.command(Command::Deliver { process: pid.clone(), requests: vec![answer.clone()] });
+    assert!(matches!(first, Ok(Reply::Delivered { accepted: true })), "{first:?}");
+    r.run_to_idle();
+    // Parked on `b`: wait `a` closed and its opening, the settlement of `x` and the opening
+    // consumed with it are gone; the external answer is kept.
+    let head = w.head();
+    let m = &head.root().mailbox;
+    assert_eq!(head.root().status, Status::Waiting);
+    assert!(m.is_compacted() && !m.has_droppable());
+    assert!(m.wait(&wait_a).is_none(), "the closed wait's opening was dropped");
+    assert!(m.contains(answer.id()) && m.is_answered(&wait_a));
+    assert!(m.records().iter().filter(|r| r.id().is_engine_owned()).all(|r| !r.is_consumed() || r.opens().is_some()));
+    assert_redelivery_refused(&mut r, &w, &answer, &wait_a);
+    w.check(&r);
+    let mut cuts: Vec<TreeSnapshot> = acknowledged(&r);
+    drop(r);
+    // The same after a restore from the compacted cut.
+    let mut r2 = w.restore(200);
+    r2.run_to_idle();
+    assert_redelivery_refused(&mut r2, &w, &answer, &wait_a);
+    let wait_b = w.head().root().current_wait_id.clone().unwrap();
+    let reply = r2.command(Command::Deliver { process: pid.clone(), requests: vec![request("signal:b1", Some(&wait_b), "done")] });
+    assert!(matches!(reply, Ok(Reply::Delivered { accepted: true })), "{reply:?}");
+    r2.run_to_idle();
+    let result = root_result(&r2).expect("finished");
+    assert_eq!(output_text(&result), r#"[{"payload":"yes"},{"payload":"answer-1","status":"succeeded"},{"payload":"done"}]"#);
+    w.check(&r2);
+    cuts.extend(acknowledged(&r2));
+
+    // Engine ids are derived from (process, step, batch index) and from wait ids, which are
+    // fresh for every Step: across every acknowledged head of both writers, an Engine id
+    // only ever had one arrival, so none was admitted again after compaction dropped it.
+    let mut seen: BTreeMap<SignalId, u64> = BTreeMap::new();
+    for snap in &cuts {
+        for rec in snap.root().mailbox.records().iter().filter(|r| r.id().is_engine_owned()) {
+            let first = *seen.entry(rec.id().clone()).or_insert(rec.arrival());
+            assert_eq!(first, rec.arrival(), "engine id {} admitted twice", rec.id());
+        }
+    }
+    assert!(seen.len() >= 2, "openings and settlements were seen: {seen:?}");
+    // Every admission counts (usage `accepted_signals`): the uncompacted twin admitted exactly
+    // as many records, so no dropped Engine record came back.
+    let twin = echo_world();
+    let mut t = twin.start(&ops, Budget::unlimited());
+    t.owner.set_compaction(false);
+    t.run_to_idle();
+    t.command(Command::Deliver { process: pid.clone(), requests: vec![answer.clone()] }).unwrap();
+    t.run_to_idle();
+    let wait_b = twin.head().root().current_wait_id.clone().unwrap();
+    t.command(Command::Deliver { process: pid, requests: vec![request("signal:b1", Some(&wait_b), "done")] }).unwrap();
+    t.run_to_idle();
+    let (full, compacted) = (twin.head(), w.head());
+    assert!(!full.root().mailbox.is_compacted());
+    assert_eq!(full.root().mailbox.len(), compacted.root().mailbox.len());
+    assert_eq!(full.root().usage(), compacted.root().usage());
+    assert_eq!(full.root().committed_state, compacted.root().committed_state);
+    assert!(compacted.root().mailbox.records().len() < full.root().mailbox.records().len());
 }

@@ -37,3 +37,16 @@ fn cut_size_of_a_long_tool_loop() {
     println!("root_state_bytes_200 = {state}");
     println!("root_retired_bytes_200 = {retired}");
 }
+
+#[test]
+fn the_root_mailbox_of_a_tool_loop_stays_bounded() {
+    // Every round leaves consumed Engine records in the root (the model call's settlement,
+    // the tool child's start result, the child wait's opening and answer): compaction drops
+    // them, so the mailbox does not grow with the rounds (without it, about 3 records a round).
+    let (_, mailbox_16, ..) = cut_bytes_after(16);
+    let (_, mailbox_64, ..) = cut_bytes_after(64);
+    assert!(
+        mailbox_64 as f64 <= mailbox_16 as f64 * 1.1,
+        "root mailbox: {mailbox_16} bytes after 16 rounds, {mailbox_64} after 64"
+    );
+}
