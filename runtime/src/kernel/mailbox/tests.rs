@@ -1172,24 +1172,9 @@ mod property {
             let before = m.clone();
             let twin_result = apply(&mut twin, &op, &small);
             let result = match &op {
-                Op::External(batch, current) => {
-                    let current = current.map(w);
-                    let c = AdmissionContext { current_wait_id: current.as_ref(), ..small };
-                    Some(m.admit_external(&external_batch(batch), &c))
-                }
-                Op::Open(n, k, child) => {
-                    let a = if *child {
-                        child_opening(u32::from(*n), &format!("k{k}"))
-                    } else {
-                        ext_opening(u32::from(*n), &format!("k{k}"))
-                    };
-                    Some(m.admit(&[a], &small))
-                }
-                Op::ChildAnswer(n) => Some(m.admit(&[child_answer(u32::from(*n))], &small)),
-                Op::Settle(e, v) => {
-                    let mut s = settle(u32::from(*e) + 10, Some(SettlementStatus::Succeeded));
-                    s.payload = p(&format!("v{v}"));
-                    Some(m.admit(&[s], &small))
+                // Admissions are the twin's step applied to the compacted mailbox.
+                Op::External(..) | Op::Open(..) | Op::ChildAnswer(_) | Op::Settle(..) => {
+                    apply(&mut m, &op, &small)
                 }
                 Op::Consume(n) => {
                     let old = m.cursor();
