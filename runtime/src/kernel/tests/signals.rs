@@ -11,10 +11,10 @@ fn accepted_events(r: &DirectRunner) -> usize {
     r.published.iter().filter(|p| matches!(p, Publication::Event(e) if e.name == names::SIGNAL_ACCEPTED)).count()
 }
 
-#[test]
-fn identical_redelivery_charges_nothing_and_commits_nothing() {
-    let w = echo_world();
-    let mut r = w.start(&[Op::Wait("a".into()), Op::Wait("b".into())], Budget::unlimited());
+/// Starts `ops` (the first op must be a wait), answers that first wait with the external
+/// signal `signal:a1` = "yes" (accepted), and runs to idle.
+fn answer_first_wait(w: &World, ops: &[Op]) -> (DirectRunner, ProcessId, WaitId, crate::kernel::signal::SignalRequest) {
+    let mut r = w.start(ops, Budget::unlimited());
     r.run_to_idle();
     let pid = r.owner.root_id().clone();
     let wait_a = w.head().root().current_wait_id.clone().unwrap();
@@ -22,6 +22,13 @@ fn identical_redelivery_charges_nothing_and_commits_nothing() {
     let first = r.command(Command::Deliver { process: pid.clone(), requests: vec![answer.clone()] });
     assert!(matches!(first, Ok(Reply::Delivered { accepted: true })), "{first:?}");
     r.run_to_idle();
+    (r, pid, wait_a, answer)
+}
+
+#[test]
+fn identical_redelivery_charges_nothing_and_commits_nothing() {
+    let w = echo_world();
+    let (mut r, pid, wait_a, answer) = answer_first_wait(&w, &[Op::Wait("a".into()), Op::Wait("b".into())]);
     let before = w.head();
     assert_eq!(before.root().status, Status::Waiting);
     assert_ne!(before.root().current_wait_id.as_ref(), Some(&wait_a), "now parked on the second wait");
@@ -163,14 +170,7 @@ fn assert_redelivery_refused(r: &mut DirectRunner, w: &World, answer: &crate::ke
 fn compaction_keeps_external_dedup_across_restore_and_never_readmits_engine_ids() {
     let w = echo_world();
     let ops = [Op::Wait("a".into()), Op::Dispatch(Json::str("x")), Op::Checkpoint, Op::Wait("b".into())];
-    let mut r = w.start(&ops, Budget::unlimited());
-    r.run_to_idle();
-    let pid = r.owner.root_id().clone();
-    let wait_a = w.head().root().current_wait_id.clone().unwrap();
-    let answer = request("signal:a1", Some(&wait_a), "yes");
-    let first = r.command(Command::Deliver { process: pid.clone(), requests: vec![answer.clone()] });
-    assert!(matches!(first, Ok(Reply::Delivered { accepted: true })), "{first:?}");
-    r.run_to_idle();
+    let (mut r, pid, wait_a, answer) = answer_first_wait(&w, &ops);
     // Parked on `b`: wait `a` closed and its opening, the settlement of `x` and the opening
     // consumed with it are gone; the external answer is kept.
     let head = w.head();
