@@ -14,6 +14,7 @@ use super::resource::Allocation;
 use super::status::Status;
 use super::tree_limits::TreeLimits;
 use super::commit::{CutEntry, CutEnvelope, TreeCut};
+use super::segment_record::{RecordSink, SegmentRecord, SegmentRecordError, SegmentTable};
 use crate::json::{DecodeError, Digest, Json, ObjectBuilder, ObjectReader, ToJson};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -29,6 +30,9 @@ pub enum SnapshotError {
     Tree(String),
     #[error("{what} is {bytes} bytes, over its limit of {limit}")]
     TooLarge { what: String, bytes: u64, limit: u64 },
+    /// The cut's segment records do not resolve into its states' segment chains.
+    #[error("segments: {0}")]
+    Segments(#[from] SegmentRecordError),
 }
 
 fn perr(p: &Process, reason: impl Into<String>) -> SnapshotError {
@@ -36,22 +40,58 @@ fn perr(p: &Process, reason: impl Into<String>) -> SnapshotError {
 }
 
 /// One Process record's canonical bytes, encoded once and shared by every cut that holds the
-/// unchanged record (the owner caches one per Process and re-encodes only changed ones). The
-/// digest is computed once, on first use, and the tree digest is built from these.
+/// unchanged record (the owner caches one per Process and re-encodes only changed ones), with
+/// the segment records its states reference. The digest is computed once, on first use, and
+/// the tree digest is built from these.
 #[derive(Debug)]
 pub struct EncodedProcess {
     /// The record's key in a cut: the Process id text.
     key: Arc<str>,
     text: Arc<str>,
     digest: std::sync::OnceLock<Digest>,
+    /// The distinct segment records the committed and candidate states reference.
+    segments: Vec<Arc<SegmentRecord>>,
+    /// The record's bytes plus those of its segment records (what the per-Process byte limit
+    /// counts).
+    size: u64,
 }
 
 impl EncodedProcess {
-    /// Encodes `p` canonically (its states' payload text copied verbatim).
+    /// Encodes `p` canonically (its states' payload text copied verbatim, its segments named
+    /// by reference: O(1) bytes whatever their number or size).
     pub fn encode(p: &Process) -> EncodedProcess {
-        let mut text = String::with_capacity(p.committed_state.byte_len() + 1024);
-        p.write_canonical(&mut text);
-        EncodedProcess { key: Arc::from(p.id.as_str()), text: Arc::from(text), digest: std::sync::OnceLock::new() }
+        EncodedProcess::encode_with(p, RecordSink::default())
+    }
+
+    /// [`EncodedProcess::encode`] building every segment record anew instead of taking the
+    /// segments' cached ones (a check that the caches agree with a fresh encoding).
+    pub fn encode_fresh(p: &Process) -> EncodedProcess {
+        EncodedProcess::encode_with(p, RecordSink { fresh: true, ..Default::default() })
+    }
+
+    fn encode_with(p: &Process, mut sink: RecordSink) -> EncodedProcess {
+        let mut text = String::with_capacity(p.committed_state.payload.len() + 1024);
+        p.write_record(&mut text, &mut sink);
+        let committed = p.committed_state.segments.len().min(sink.records.len());
+        let segments = super::segment_record::union_of_two(&sink.records[..committed], &sink.records[committed..]);
+        let size = segments.iter().fold(text.len() as u64, |sum, r| sum.saturating_add(r.len() as u64));
+        EncodedProcess {
+            key: Arc::from(p.id.as_str()),
+            text: Arc::from(text),
+            digest: std::sync::OnceLock::new(),
+            segments,
+            size,
+        }
+    }
+    /// The segment records this Process references (committed chain, then the candidate's
+    /// records beyond their common prefix).
+    pub fn segments(&self) -> &[Arc<SegmentRecord>] {
+        &self.segments
+    }
+    /// The record's bytes plus its segment records' bytes (a Process's size for
+    /// `max_process_snapshot_bytes`).
+    pub fn size(&self) -> u64 {
+        self.size
     }
     /// The record as a cut entry carrying its bytes.
     pub fn entry(&self) -> CutEntry {
@@ -147,8 +187,11 @@ impl TreeSnapshot {
         members.sort_by(|a, b| (a.0.relation.depth, &a.0.id).cmp(&(b.0.relation.depth, &b.0.id)));
         let (processes, encoded): (Vec<Process>, Vec<Arc<EncodedProcess>>) = members.into_iter().unzip();
         let envelope = CutEnvelope::keel(&root_id, &incarnation, &limits.to_json());
-        let entries = encoded.iter().map(|e| e.entry()).collect();
-        // Keys are Process ids, unique in a validated cut; duplicates fail `validate`.
+        // Process records in (depth, id) order, then every referenced segment record once, by
+        // key. Keys are Process ids, unique in a validated cut (duplicates fail `validate`),
+        // and segment keys, unique by construction and never a Process id.
+        let segments = segment_records(&encoded);
+        let entries = encoded.iter().map(|e| e.entry()).chain(segments.iter().map(|r| r.entry())).collect();
         let cut = TreeCut::new_unchecked(root_id.clone(), incarnation.clone(), envelope, entries);
         TreeSnapshot { root_id, incarnation, limits, processes, encoded, cut }
     }
@@ -157,12 +200,18 @@ impl TreeSnapshot {
     pub fn decode(bytes: &[u8]) -> Result<TreeSnapshot, SnapshotError> {
         let limits = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
         let value = crate::json::parse_with(bytes, &limits).map_err(DecodeError::from)?;
+        // Canonical form is part of the contract (checked first, so a record whose bytes are
+        // not canonical is refused before anything is resolved).
+        if value.to_canonical_bytes() != bytes {
+            return Err(SnapshotError::Tree("snapshot bytes are not in canonical form".into()));
+        }
         let mut r = ObjectReader::new(&value)?;
         let root_id: ProcessId = r.required("root_id")?;
         let incarnation: IncarnationId = r.required("incarnation_id")?;
         let tree_limits: TreeLimits = r.required("tree_limits")?;
-        let processes: Vec<Process> = r.required("process_snapshots")?;
+        let records = r.required_value("process_snapshots")?;
         r.finish()?;
+        let processes = decode_records(records)?;
         let snap = TreeSnapshot::build(root_id, incarnation, tree_limits, processes)?;
         // Canonical form is part of the contract: accepted input re-encodes byte-identically.
         if **snap.bytes() != *bytes {
@@ -231,7 +280,7 @@ impl TreeSnapshot {
         }
         if let Some(limit) = self.limits.max_process_snapshot_bytes().maximum() {
             for (p, encoded) in self.processes.iter().zip(&self.encoded) {
-                let bytes = encoded.len() as u64;
+                let bytes = encoded.size();
                 if bytes > limit {
                     return Err(SnapshotError::TooLarge { what: format!("process {}", p.id), bytes, limit });
                 }
@@ -362,8 +411,41 @@ impl TreeSnapshot {
     }
 }
 
-/// The cut's canonical bytes from its records' canonical bytes: byte-identical to encoding
-/// [`TreeSnapshot::to_json`], with every record copied rather than re-encoded.
+/// The Process records of a cut's record list, their segment references resolved against
+/// the list's segment records (every one of which some state must reference).
+fn decode_records(records: &Json) -> Result<Vec<Process>, SnapshotError> {
+    let items = records.as_array().ok_or_else(|| DecodeError::invalid("an array of records").in_member("process_snapshots"))?;
+    let mut table = SegmentTable::default();
+    for (i, item) in items.iter().enumerate() {
+        if super::segment_record::is_segment_record(item) {
+            table.insert(i, item)?;
+        }
+    }
+    let mut processes = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        if super::segment_record::is_segment_record(item) {
+            continue;
+        }
+        match Process::decode_record(item, &mut |v| table.resolve_member(v)) {
+            Ok(p) => processes.push(p),
+            Err(e) => {
+                return Err(match table.take_failure() {
+                    Some(failure) => failure.into(),
+                    None => e.in_index(i).in_member("process_snapshots").into(),
+                })
+            }
+        }
+    }
+    table.check_all_used()?;
+    Ok(processes)
+}
+
+/// Every segment record the Processes of `encoded` reference, once each, sorted by key.
+pub(crate) fn segment_records(encoded: &[Arc<EncodedProcess>]) -> Vec<Arc<SegmentRecord>> {
+    super::segment_record::sorted_distinct(encoded.iter().flat_map(|e| e.segments.iter()))
+}
+
+/// The envelope's canonical text with no records (its length is the cut's fixed part).
 fn write_cut(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, encoded: &[Arc<EncodedProcess>]) -> String {
     use crate::json::Member;
     let records: Vec<&str> = encoded.iter().map(|e| &*e.text).collect();
@@ -390,12 +472,26 @@ pub fn cut_len(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, recor
     records.iter().fold(envelope.saturating_add(commas), |sum, r| sum.saturating_add(*r))
 }
 
+/// The cut as a JSON value, built from the Processes' record forms and the segment records
+/// (an encoding independent of the cached record bytes).
 fn encode(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, processes: &[Process]) -> Json {
+    let mut records: Vec<Json> = processes.iter().map(Process::to_record_json).collect();
+    let mut sink = RecordSink { fresh: true, ..Default::default() };
+    for p in processes {
+        sink.chain(&p.committed_state.segments);
+        if let Some(prepared) = &p.prepared {
+            sink.chain(&prepared.candidate_state.segments);
+        }
+    }
+    for r in super::segment_record::sorted_distinct(&sink.records) {
+        let unbounded = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
+        records.push(crate::json::parse_with(r.bytes(), &unbounded).unwrap_or(Json::Null));
+    }
     ObjectBuilder::new()
         .field("root_id", root)
         .field("incarnation_id", inc)
         .field("tree_limits", limits)
-        .field("process_snapshots", processes)
+        .value("process_snapshots", Json::Array(records))
         .build()
 }
 

@@ -362,13 +362,15 @@ impl Owner {
         self.processes.builds()
     }
 
-    /// A fresh full build of the in-memory records, every record encoded anew (no cache).
+    /// A fresh full build of the in-memory records, every record (segment records included)
+    /// encoded anew (no cache).
     /// While a commit is in flight the records are exactly what it carries, so a driver can
     /// check that the cut it is asked to commit equals this (a stale cached encoding would
     /// make them differ).
     #[doc(hidden)]
     pub fn fresh_cut(&self) -> Result<TreeSnapshot, SnapshotError> {
-        TreeSnapshot::build(self.root_id.clone(), self.incarnation.clone(), self.limits, self.processes.values().cloned())
+        let members = self.processes.values().map(|p| (p.clone(), Arc::new(super::snapshot::EncodedProcess::encode_fresh(p))));
+        TreeSnapshot::assemble(self.root_id.clone(), self.incarnation.clone(), self.limits, members.collect())
     }
 
     /// Checkpoint class of the current cut.
