@@ -476,6 +476,19 @@ mod tests {
     }
 
     #[test]
+    fn a_segment_record_is_keyed_by_its_digest_and_anything_else_is_refused() {
+        let segment = r#"{"entries":[1]}"#;
+        let key = format!("segment:{}", Digest::of(segment.as_bytes()).hex());
+        let c = cut(&[("process:root", r#"{"process_id":"process:root"}"#), (&key, segment)]);
+        let back = TreeCut::from_whole(&c.bytes().unwrap()).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(back.entries()[1].key(), key);
+        // Neither a Process record nor a segment record: refused.
+        let other = cut(&[("process:root", r#"{"process_id":"process:root"}"#), ("x", r#"{"x":1}"#)]);
+        assert!(matches!(TreeCut::from_whole(&other.bytes().unwrap()), Err(CutError::Malformed(_))));
+    }
+
+    #[test]
     fn the_tree_digest_covers_envelope_keys_digests_and_order() {
         let a = cut(&[("k1", "1"), ("k2", "2")]);
         assert_ne!(a.digest, cut(&[("k2", "2"), ("k1", "1")]).digest);
