@@ -283,3 +283,24 @@ fn a_restore_from_a_delta_resolved_head_finishes_with_the_same_state() {
     assert_eq!(restored.root().committed_state.payload, expected.root().committed_state.payload);
     check_run(&r, &s.committer);
 }
+
+#[test]
+fn segment_records_no_state_references_leave_the_cut() {
+    let s = setup();
+    let mut r = start(&s, 3);
+    r.run_to_idle();
+    let snap = head(&s);
+    assert_eq!(segment_positions(snap.tree_cut().entries()).len(), 3);
+    // The state's context replaced by one new segment: the old records leave the cut, and the
+    // delta against the old cut carries the new record and names no old one.
+    let mut processes = snap.processes().to_vec();
+    let replaced = Segment::seal(&Json::Array(vec![Json::str("summary")]));
+    processes[0].committed_state.segments = vec![replaced.clone()];
+    let next = TreeSnapshot::build(snap.root_id.clone(), snap.incarnation.clone(), snap.limits, processes).expect("valid");
+    let keys: Vec<&str> = next.tree_cut().entries().iter().map(CutEntry::key).filter(|k| k.starts_with(KEY_PREFIX)).collect();
+    assert_eq!(keys, [&**replaced.record(None).key()]);
+    let delta = next.tree_cut().delta_from(snap.tree_cut());
+    assert_eq!(delta.carried().filter(|e| e.key().starts_with(KEY_PREFIX)).count(), 1);
+    assert_eq!(delta.entries().iter().filter(|e| e.key().starts_with(KEY_PREFIX)).count(), 1);
+    assert_eq!(TreeSnapshot::decode(next.bytes()).expect("decodes"), next);
+}
