@@ -191,6 +191,66 @@ impl SegmentTable {
         Ok(())
     }
 
+    /// The table of a whole cut's segment records (entries keyed `segment:`), reusing the
+    /// segments the states of `previous` (an earlier decoded cut) hold for records with
+    /// identical key and bytes instead of parsing them again. `None` when a record is not
+    /// carried, does not decode as a segment record, or is not under its own key.
+    pub fn of_cut_reusing(entries: &[CutEntry], previous: &[super::process::Process]) -> Option<SegmentTable> {
+        let mut known: BTreeMap<Digest, (Arc<Segment>, Arc<SegmentRecord>)> = BTreeMap::new();
+        for p in previous {
+            let states = std::iter::once(&p.committed_state).chain(p.prepared.iter().map(|s| &s.candidate_state));
+            for state in states {
+                let mut sink = RecordSink::default();
+                sink.chain(&state.segments);
+                for (segment, record) in state.segments.iter().zip(sink.records) {
+                    known.entry(record.digest()).or_insert_with(|| (segment.clone(), record));
+                }
+            }
+        }
+        let limits = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
+        let mut table = SegmentTable::default();
+        for (index, entry) in entries.iter().enumerate().filter(|(_, e)| e.key().starts_with(KEY_PREFIX)) {
+            let bytes = entry.bytes()?;
+            if let Some((segment, record)) = known.get(&entry.digest()) {
+                if record.bytes() == bytes && **record.key() == *entry.key() {
+                    if table.records.contains_key(&record.digest()) {
+                        return None;
+                    }
+                    let linked = Linked { segment: segment.clone(), prev: record.prev(), used: false };
+                    table.records.insert(record.digest(), linked);
+                    continue;
+                }
+            }
+            let value = crate::json::parse_with(bytes, &limits).ok()?;
+            if !is_segment_record(&value) {
+                return None;
+            }
+            table.insert(index, &value).ok()?;
+            let digest = Digest::of(bytes);
+            let parsed = table.records.get(&digest)?;
+            let record = parsed.segment.record(parsed.prev);
+            if *key_of(digest) != *entry.key() || **record.bytes() != **bytes {
+                return None;
+            }
+        }
+        Some(table)
+    }
+
+    /// Resolves the chains of every state of `p` (a Process record reused unchanged from an
+    /// earlier decode) against this table, marking their records used; `false` if one does
+    /// not resolve to exactly the segments `p` holds.
+    pub fn claim(&mut self, p: &super::process::Process) -> bool {
+        let states = std::iter::once(&p.committed_state).chain(p.prepared.iter().map(|s| &s.candidate_state));
+        for state in states {
+            let Some((count, last)) = RecordSink::default().chain(&state.segments) else { continue };
+            match self.resolve(count, last) {
+                Ok(resolved) if resolved.iter().zip(&state.segments).all(|(a, b)| a.digest() == b.digest()) => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+
     /// The segments of the chain of `count` records ending at `last`, oldest first (each
     /// record's `Arc<Segment>` shared by every state that names it).
     pub fn resolve(&mut self, count: usize, last: Digest) -> Result<Vec<Arc<Segment>>, SegmentRecordError> {

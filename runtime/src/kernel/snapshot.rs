@@ -276,18 +276,26 @@ impl TreeSnapshot {
         let known: BTreeMap<&str, (&Process, &Arc<EncodedProcess>)> =
             previous.processes.iter().zip(&previous.encoded).map(|(p, e)| (&*e.key, (p, e))).collect();
         let parse_limits = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
+        // Segment records first (the Process records name them), reusing the previous head's.
+        let Some(mut segments) = SegmentTable::of_cut_reusing(cut.entries(), &previous.processes) else { return whole() };
         let mut members = Vec::with_capacity(cut.entries().len());
         let mut fresh: BTreeSet<ProcessId> = BTreeSet::new();
         for entry in cut.entries() {
+            if entry.key().starts_with(super::segment_record::KEY_PREFIX) {
+                continue;
+            }
             let Some(bytes) = entry.bytes() else { return whole() };
             if let Some((p, encoded)) = known.get(entry.key()) {
                 if same_limits && **bytes == *encoded.bytes() {
+                    if !segments.claim(p) {
+                        return whole();
+                    }
                     members.push(((*p).clone(), Arc::clone(encoded)));
                     continue;
                 }
             }
             let Ok(value) = crate::json::parse_with(bytes, &parse_limits) else { return whole() };
-            let Ok(p) = <Process as crate::json::FromJson>::from_json(&value) else { return whole() };
+            let Ok(p) = Process::decode_record(&value, &mut |v| segments.resolve_member(v)) else { return whole() };
             let encoded = EncodedProcess::encode(&p);
             if encoded.bytes() != &**bytes || p.id.as_str() != entry.key() {
                 return whole();
@@ -295,10 +303,14 @@ impl TreeSnapshot {
             fresh.insert(p.id.clone());
             members.push((p, Arc::new(encoded)));
         }
+        if segments.check_all_used().is_err() {
+            return whole();
+        }
         let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members);
-        // Canonical order: the assembled (sorted) keys are the cut's keys in the cut's order.
-        if snap.encoded.len() != cut.entries().len()
-            || snap.encoded.iter().zip(cut.entries()).any(|(e, c)| &*e.key != c.key())
+        // Canonical order: the assembled (sorted) keys are the cut's keys in the cut's order
+        // (Process records, then segment records).
+        if snap.cut.entries().len() != cut.entries().len()
+            || snap.cut.entries().iter().zip(cut.entries()).any(|(e, c)| e.key() != c.key())
         {
             return whole();
         }

@@ -304,3 +304,49 @@ fn segment_records_no_state_references_leave_the_cut() {
     assert_eq!(delta.entries().iter().filter(|e| e.key().starts_with(KEY_PREFIX)).count(), 1);
     assert_eq!(TreeSnapshot::decode(next.bytes()).expect("decodes"), next);
 }
+
+/// The reusing decoder (a reader following a sequence of heads) gives the whole decoder's
+/// verdict on cuts with segment records, shares the segments it already decoded, and refuses
+/// tampered segment records exactly like the whole decoder.
+#[test]
+fn decoding_reusing_the_previous_head_matches_a_whole_decode_with_segment_records() {
+    let s = setup();
+    let mut r = start(&s, 5);
+    r.run_to_idle();
+    let cuts = r.acknowledged_cuts();
+    let mut previous: Option<TreeSnapshot> = None;
+    let mut shared = false;
+    for cut in &cuts {
+        let whole = TreeSnapshot::decode(&cut.bytes().unwrap()).unwrap();
+        let reusing = TreeSnapshot::decode_reusing(cut, previous.as_ref()).unwrap();
+        assert_eq!(reusing, whole);
+        assert_eq!(reusing.digest(), cut.digest);
+        if let Some(p) = &previous {
+            let (old, new) = (&p.root().committed_state.segments, &reusing.root().committed_state.segments);
+            shared |= old.iter().zip(new).any(|(a, b)| Arc::ptr_eq(a, b));
+        }
+        previous = Some(reusing);
+    }
+    assert!(shared, "segments the previous head held were reused, not parsed again");
+
+    let last = previous.expect("heads");
+    let before = TreeSnapshot::from_cut(&cuts[cuts.len() - 2]).unwrap();
+    let segments = segment_positions(last.tree_cut().entries());
+    let tampered: Vec<Vec<u8>> = vec![
+        edited(&last, |e| {
+            e.remove(segments[1]);
+        }),
+        edited(&last, |e| e.swap(segments[0], segments[1])),
+        edited(&last, |e| e.push(SegmentRecord::build(&Segment::seal(&Json::Array(vec![Json::u64(7)])), None).entry())),
+        edited(&last, |e| {
+            let copy = e[segments[0]].clone();
+            e.insert(segments[0], copy);
+        }),
+    ];
+    for bytes in tampered {
+        let whole = TreeSnapshot::decode(&bytes);
+        assert!(whole.is_err(), "the whole decoder refuses the tampered cut");
+        let Ok(cut) = TreeCut::from_whole(&bytes) else { continue };
+        assert_eq!(TreeSnapshot::decode_reusing(&cut, Some(&before)), whole);
+    }
+}
