@@ -302,11 +302,11 @@ impl SegmentTable {
 
 /// The distinct records of `chains` sorted by key (the order of segment records in a cut).
 pub fn sorted_distinct<'a>(chains: impl IntoIterator<Item = &'a Arc<SegmentRecord>>) -> Vec<Arc<SegmentRecord>> {
-    let mut by_key: BTreeMap<&str, &Arc<SegmentRecord>> = BTreeMap::new();
-    for r in chains {
-        by_key.entry(&**r.key()).or_insert(r);
-    }
-    by_key.into_values().cloned().collect()
+    let mut all: Vec<&Arc<SegmentRecord>> = chains.into_iter().collect();
+    // A key is the prefix plus the digest's lowercase hex, so key order is digest byte order.
+    all.sort_unstable_by(|a, b| a.digest.0.cmp(&b.digest.0));
+    all.dedup_by(|a, b| a.digest == b.digest);
+    all.into_iter().cloned().collect()
 }
 
 /// The distinct records of two chains given in chain order, `a` then `b` (a committed state
