@@ -51,11 +51,15 @@ fn a_consumed_child_leaves_the_cut_and_its_parent_keeps_its_residue() {
     let head = w.head();
     assert!(head.process(&a).is_none(), "the consumed child left the cut");
     let retired = &head.root().retired;
-    assert_eq!(retired.children.len(), 1);
-    assert_eq!(retired.children[0].process_id, a);
-    assert_eq!(retired.children[0].child_key.as_str(), "a");
+    assert_eq!(retired.count, 1);
+    let residue = head.residue(&a).expect("the child's residue record took its place");
+    assert_eq!(head.residues().len(), 1);
+    assert_eq!(residue.parent_id, head.root_id);
+    assert_eq!(residue.child_key.as_str(), "a");
     let child_result = result_for(&r, &a).expect("the child's Result was published");
-    assert_eq!(retired.children[0].result_digest, result_digest(&child_result));
+    assert_eq!(residue.result_digest, result_digest(&child_result));
+    // Same key as the child's record had.
+    assert!(head.tree_cut().entries().iter().any(|e| e.key() == a.as_str()));
     // Grants are permanent debits: the aggregate keeps the child's 5/5/5.
     let debit = Allocation { steps: 5, effects: 5, signals: 5 };
     assert_eq!(retired.debits, debit);
@@ -70,7 +74,7 @@ fn compaction_off_keeps_every_child_and_changes_no_outcome() {
     assert_eq!(root_result(&r_on).unwrap().output, root_result(&r_off).unwrap().output);
     let off = w_off.head();
     assert!(off.process(&a).is_some(), "without compaction the child stays");
-    assert!(off.root().retired.children.is_empty());
+    assert!(off.root().retired.is_empty() && off.residues().is_empty());
     assert!(w_on.head().bytes().len() < off.bytes().len(), "the compacted cut is smaller");
     w_off.check(&r_off);
     w_on.check(&r_on);
@@ -111,7 +115,8 @@ fn a_compacted_cut_restores_and_finishes_like_an_uncompacted_one() {
     assert_eq!(done.output, plain.output);
     assert_eq!(done.termination, plain.termination);
     assert!(w.head().process(&a).is_none(), "the restored cut held the residue only");
-    assert_eq!(w.head().root().retired.children.len(), 1);
+    assert_eq!(w.head().root().retired.count, 1);
+    assert_eq!(w.head().residues().len(), 1);
     w.check(&restored);
 }
 
@@ -139,7 +144,7 @@ fn a_child_holding_an_unknown_is_never_retired() {
     let head = w.head();
     let kept = head.process(&u).expect("a child with an Unknown stays in the cut");
     assert_eq!(kept.finish.as_ref().unwrap().termination.unresolved_effect_ids.len(), 1);
-    assert!(head.root().retired.children.is_empty());
+    assert!(head.root().retired.is_empty() && head.residues().is_empty());
     w.check(&r);
 }
 
@@ -160,12 +165,14 @@ fn the_oracle_catches_a_child_that_left_with_its_unknown() {
     let child = before.process(&u).unwrap().clone();
     let mut processes: Vec<_> = before.processes().iter().filter(|p| p.id != u).cloned().collect();
     let root = processes.iter_mut().find(|p| p.relation.is_root()).unwrap();
-    root.retired.children.push(crate::kernel::retired::RetiredChild {
+    root.retired.count += 1;
+    let residue = crate::kernel::retired::RetiredChild {
+        parent_id: root.id.clone(),
         process_id: u.clone(),
         child_key: child.relation.child_key.clone().unwrap(),
         result_digest: result_digest(&result_for(&r, &u).unwrap()),
-    });
-    let after = TreeSnapshot::build_unchecked_for_tests(before.root_id.clone(), before.incarnation.clone(), before.limits, processes);
+    };
+    let after = TreeSnapshot::build_unchecked_for_tests(before.root_id.clone(), before.incarnation.clone(), before.limits, processes, vec![residue]);
     let violations = crate::kernel::invariants::check_transition(&before, &after);
     assert!(violations.iter().any(|v| v.invariant == 4), "{violations:?}");
 }
