@@ -176,3 +176,212 @@ fn the_oracle_catches_a_child_that_left_with_its_unknown() {
     let violations = crate::kernel::invariants::check_transition(&before, &after);
     assert!(violations.iter().any(|v| v.invariant == 4), "{violations:?}");
 }
+
+// ------------------------------------------------------------ residue records in the cut
+
+use crate::kernel::retired::RetiredChild;
+use crate::kernel::snapshot::{ResidueFault, SnapshotError};
+
+fn residue_of(s: &TreeSnapshot, parent: &ProcessId, id: &str, key: &str) -> RetiredChild {
+    RetiredChild {
+        parent_id: parent.clone(),
+        process_id: ProcessId::parse(id).unwrap(),
+        child_key: crate::kernel::ids::ChildKey::parse(key).unwrap(),
+        result_digest: crate::json::Digest::of(s.root_id.as_str().as_bytes()),
+    }
+}
+
+fn residues(s: &TreeSnapshot) -> Vec<RetiredChild> {
+    s.residues().iter().map(|r| (**r).clone()).collect()
+}
+
+/// Builds (and validates) `s` with its root's retired count set to `count` and `residues`.
+fn forged(s: &TreeSnapshot, count: u64, residues: Vec<RetiredChild>) -> Result<TreeSnapshot, SnapshotError> {
+    let mut processes = s.processes().to_vec();
+    processes.iter_mut().find(|p| p.relation.is_root()).unwrap().retired.count = count;
+    TreeSnapshot::build(s.root_id.clone(), s.incarnation.clone(), s.limits, processes, residues)
+}
+
+fn fault(e: Result<TreeSnapshot, SnapshotError>) -> ResidueFault {
+    match e {
+        Err(SnapshotError::Residue { fault, .. }) => fault,
+        other => panic!("expected a residue refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_residue_record_replaces_the_childs_record_under_its_key_and_round_trips() {
+    let (w, _r, a) = run(true);
+    let head = w.head();
+    let residue_entry = head.tree_cut().entries().iter().find(|e| e.key() == a.as_str()).unwrap();
+    let text = String::from_utf8(residue_entry.bytes().unwrap().to_vec()).unwrap();
+    assert!(text.contains("\"retired\":true") && text.len() < 400, "{text}");
+    // The whole text splits into the same records, and decodes to the same snapshot.
+    let split = crate::kernel::commit::TreeCut::from_whole(head.bytes()).unwrap();
+    assert_eq!(split.digest, head.digest());
+    assert_eq!(TreeSnapshot::decode(head.bytes()).unwrap(), head);
+    assert!(!head.root().retired.is_empty());
+    // Rebuilt as is, the forgery helper accepts the real cut.
+    assert_eq!(forged(&head, 1, residues(&head)).unwrap(), head);
+}
+
+#[test]
+fn validation_refuses_a_residue_whose_parent_is_absent() {
+    let (w, _r, _a) = run(true);
+    let head = w.head();
+    let ghost = ProcessId::parse("process:ghost").unwrap();
+    let mut rs = residues(&head);
+    rs.push(residue_of(&head, &ghost, "process:orphan", "x"));
+    assert_eq!(fault(forged(&head, 1, rs)), ResidueFault::ParentAbsent(ghost.to_string()));
+}
+
+#[test]
+fn validation_refuses_a_lost_or_extra_residue_record() {
+    let (w, _r, _a) = run(true);
+    let head = w.head();
+    // Lost: the root counts one retired child, the cut holds no residue.
+    let lost = fault(forged(&head, 1, vec![]));
+    assert!(matches!(lost, ResidueFault::CountMismatch { recorded: 1, counted: 0, .. }), "{lost:?}");
+    // Extra: the root counts one, the cut holds two.
+    let mut rs = residues(&head);
+    rs.push(residue_of(&head, &head.root_id, "process:extra", "x"));
+    let extra = fault(forged(&head, 1, rs));
+    assert!(matches!(extra, ResidueFault::CountMismatch { recorded: 1, counted: 2, .. }), "{extra:?}");
+}
+
+#[test]
+fn validation_refuses_a_child_key_used_twice_under_one_parent() {
+    // Two residues under one key.
+    let (w, _r, _a) = run(true);
+    let head = w.head();
+    let mut rs = residues(&head);
+    rs.push(residue_of(&head, &head.root_id, "process:again", "a"));
+    assert_eq!(fault(forged(&head, 2, rs)), ResidueFault::DuplicateChildKey("a".into()));
+    // A live child and a residue under one key.
+    let (w, _r, _a) = run(false);
+    let head = w.head();
+    let rs = vec![residue_of(&head, &head.root_id, "process:again", "a")];
+    assert_eq!(fault(forged(&head, 1, rs)), ResidueFault::DuplicateChildKey("a".into()));
+}
+
+#[test]
+fn validation_refuses_a_retired_id_that_is_live_or_retired_twice() {
+    let (w, _r, a) = run(false);
+    let head = w.head();
+    let rs = vec![residue_of(&head, &head.root_id, a.as_str(), "z")];
+    assert_eq!(fault(forged(&head, 1, rs)), ResidueFault::LiveId);
+    let (w, _r, a) = run(true);
+    let head = w.head();
+    let mut rs = residues(&head);
+    rs.push(residue_of(&head, &head.root_id, a.as_str(), "z"));
+    assert_eq!(fault(forged(&head, 2, rs)), ResidueFault::DuplicateId);
+}
+
+#[test]
+fn decoding_refuses_a_marked_record_that_is_not_a_residue_and_residues_out_of_order() {
+    let (w, _r, _a) = run(true);
+    let head = w.head();
+    let text = String::from_utf8(head.bytes().to_vec()).unwrap();
+    let unmarked = text.replace("\"retired\":true", "\"retired\":false");
+    assert!(matches!(TreeSnapshot::decode(unmarked.as_bytes()), Err(SnapshotError::Decode(_))));
+    // Two residues, swapped out of their canonical (id) order: not canonical, refused.
+    let mut rs = residues(&head);
+    rs.push(residue_of(&head, &head.root_id, "process:zzz", "zz"));
+    let two = forged(&head, 2, rs).unwrap();
+    let records: Vec<String> = two.residues_encoded().iter().map(|e| String::from_utf8(e.bytes().to_vec()).unwrap()).collect();
+    let bytes = String::from_utf8(two.bytes().to_vec()).unwrap();
+    let pair = format!("{},{}", records[0], records[1]);
+    let swapped = bytes.replace(&pair, &format!("{},{}", records[1], records[0]));
+    assert_ne!(swapped, bytes);
+    assert!(TreeSnapshot::decode(swapped.as_bytes()).is_err());
+    assert_eq!(TreeSnapshot::decode(two.bytes()).unwrap(), two);
+}
+
+/// A root that starts and consumes `n` children one after the other (each completes at once),
+/// then parks on `more` until answered (the last child retires at that finalization: its
+/// terminal cut was not yet acknowledged when its Result was consumed).
+fn sequential_children(n: usize) -> TreeSnapshot {
+    let w = echo_world();
+    let ops: Vec<Op> = (0..n)
+        .map(|i| {
+            let c = ChildPlan::new(&format!("c{i}"), w.deployment.reference(), vec![], Budget::unlimited());
+            Op::Children { children: vec![c], boundary: Boundary::SubtreeDrained, condition: Condition::All }
+        })
+        .chain([Op::Wait("more".into()), Op::Wait("end".into())])
+        .collect();
+    let mut r = w.start(&ops, Budget::unlimited());
+    r.run_to_idle();
+    let head = w.head();
+    answer_current(&mut r, &head, &head.root_id.clone(), "signal:more", "more").unwrap();
+    r.run_to_idle();
+    let head = w.head();
+    assert_eq!(head.root().status, Status::Waiting, "parked on `end`");
+    assert_eq!((head.processes().len(), head.residues().len()), (1, n), "every child retired");
+    w.check(&r);
+    head
+}
+
+/// The root's record without its strategy state (the scripted strategy logs every step, so
+/// its state grows whatever compaction does).
+fn root_record_without_state(s: &TreeSnapshot) -> usize {
+    let mut root = s.root().clone();
+    root.committed_state = crate::kernel::waist::ExecutionState::new(root.committed_state.kind.clone(), Payload::from_json(Json::Null).unwrap());
+    crate::kernel::snapshot::EncodedProcess::encode(&root).len()
+}
+
+#[test]
+fn the_parents_record_does_not_grow_with_its_retired_children() {
+    let (ten, hundred) = (sequential_children(10), sequential_children(100));
+    let (small, large) = (root_record_without_state(&ten), root_record_without_state(&hundred));
+    // Only counters gain digits (steps, arrivals, the retired count).
+    if large > small + 8 {
+        let mut root = hundred.root().clone();
+        root.committed_state = ten.root().committed_state.clone();
+        eprintln!("{}", String::from_utf8_lossy(crate::kernel::snapshot::EncodedProcess::encode(&root).bytes()));
+    }
+    assert!(large <= small + 8, "root record {small} B with 10 retired children, {large} B with 100");
+    // Each residue is its own small record, carried as kept once written.
+    let sizes: Vec<usize> = hundred.residues_encoded().iter().map(|e| e.len()).collect();
+    assert!(sizes.iter().all(|&n| n < 400), "{sizes:?}");
+}
+
+#[test]
+fn a_retired_parents_residues_leave_with_it_and_a_retired_key_stays_used() {
+    let w = echo_world();
+    let grandchild = ChildPlan::new("g", w.deployment.reference(), vec![], Budget::unlimited());
+    // Each parent parks once after consuming its child, so that finalization retires it.
+    let b_script = vec![
+        Op::Children { children: vec![grandchild], boundary: Boundary::SubtreeDrained, condition: Condition::All },
+        Op::Wait("b_more".into()),
+    ];
+    let b = ChildPlan::new("b", w.deployment.reference(), b_script, Budget::unlimited());
+    let b_again = ChildPlan::new("b", w.deployment.reference(), vec![], Budget::unlimited());
+    let ops = vec![
+        Op::Children { children: vec![b], boundary: Boundary::SubtreeDrained, condition: Condition::All },
+        Op::Wait("more".into()),
+        Op::Children { children: vec![b_again], boundary: Boundary::SubtreeDrained, condition: Condition::All },
+        Op::Wait("end".into()),
+    ];
+    let mut r = w.start(&ops, Budget::unlimited());
+    r.run_to_idle();
+    let b_id = child_by_key(&w.head(), "b").id.clone();
+    answer_current(&mut r, &w.head(), &b_id, "signal:b", "b").unwrap();
+    r.run_to_idle();
+    let root_id = w.head().root_id.clone();
+    answer_current(&mut r, &w.head(), &root_id, "signal:more", "more").unwrap();
+    r.run_to_idle();
+    let heads: Vec<TreeSnapshot> = r.acknowledged_cuts().iter().map(|c| TreeSnapshot::from_cut(c).unwrap()).collect();
+    // Some head held the grandchild's residue under `b`.
+    let under_b = heads.iter().find_map(|h| h.residues().iter().find(|res| res.parent_id != h.root_id).map(|res| (**res).clone()));
+    let under_b = under_b.expect("b retired its child");
+    let head = w.head();
+    assert!(head.process(&under_b.parent_id).is_none(), "b retired");
+    assert_eq!(head.residue(&under_b.parent_id).map(|res| res.child_key.as_str()), Some("b"));
+    assert!(head.residue(&under_b.process_id).is_none(), "the grandchild's residue left with b");
+    assert_eq!(head.residues().len(), 1);
+    // Starting `b` again under the root is an identity conflict: the key stays used.
+    assert_eq!(head.root().status, Status::Waiting);
+    let log = head.root().committed_state.payload.value().to_canonical_string();
+    assert!(log.contains("child_start_failed") && log.contains("identity_conflict"), "{log}");
+    w.check(&r);
+}
