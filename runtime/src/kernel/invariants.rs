@@ -783,6 +783,9 @@ pub fn check_transition(before: &TreeSnapshot, after: &TreeSnapshot) -> Vec<Viol
         if before.process(&a.id).is_some() {
             continue;
         }
+        if before.residue(&a.id).is_some() {
+            r.push(25, format!("{}: a retired id is live again", a.id));
+        }
         if let Some(parent) = a.relation.parent_id.as_ref().and_then(|q| before.process(q)) {
             if parent.is_terminal() {
                 r.push(18, format!("{}: started under terminal parent {}", a.id, parent.id));

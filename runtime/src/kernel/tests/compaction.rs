@@ -385,3 +385,30 @@ fn a_retired_parents_residues_leave_with_it_and_a_retired_key_stays_used() {
     assert!(log.contains("child_start_failed") && log.contains("identity_conflict"), "{log}");
     w.check(&r);
 }
+
+#[test]
+fn the_oracle_catches_a_residue_that_changed_left_or_came_back() {
+    let (w_on, _r_on, a) = run(true);
+    let (w_off, _r_off, _) = run(false);
+    let (compacted, plain) = (w_on.head(), w_off.head());
+    let details = |before: &TreeSnapshot, after: &TreeSnapshot| -> Vec<String> {
+        crate::kernel::invariants::check_transition(before, after).iter().map(|v| v.detail.clone()).collect()
+    };
+    // The retired child is live again, its residue left while its parent stayed.
+    let back = details(&compacted, &plain);
+    assert!(back.iter().any(|d| d.contains("live again")), "{back:?}");
+    assert!(back.iter().any(|d| d.contains("did not retire")), "{back:?}");
+    // A residue record rewritten between heads.
+    let mut changed = residues(&compacted);
+    changed[0].result_digest = crate::json::Digest::of(b"another result");
+    let rewritten = forged(&compacted, 1, changed).unwrap();
+    let d = details(&compacted, &rewritten);
+    assert!(d.iter().any(|d| d.contains("changed between heads")), "{d:?}");
+    // One cut: the root counts two retired children but the cut holds one residue.
+    let mut processes = compacted.processes().to_vec();
+    processes[0].retired.count = 2;
+    let miscounted = TreeSnapshot::build_unchecked_for_tests(compacted.root_id.clone(), compacted.incarnation.clone(), compacted.limits, processes, residues(&compacted));
+    let v = crate::kernel::invariants::check_snapshot(&miscounted);
+    assert!(v.iter().any(|v| v.invariant == 25 && v.detail.contains("residues")), "{v:?}");
+    assert!(compacted.residue(&a).is_some());
+}
