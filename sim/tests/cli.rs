@@ -24,11 +24,32 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn temp_dir(name: &str) -> PathBuf {
+fn temp_dir(name: &str) -> TestDir {
     let dir = std::env::temp_dir().join(format!("keel-sim-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    TestDir(dir)
+}
+
+/// A test's directory, removed when the test is done with it (also when it panics).
+struct TestDir(PathBuf);
+
+impl std::ops::Deref for TestDir {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for TestDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The arguments of a printed `cargo run -p keel-sim -- ...` command (no quoting needed for
@@ -84,7 +105,6 @@ fn a_file_scenario_failure_replays_and_minimizes_exactly_as_printed() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, replayed, err) = keel_sim(&args);
     assert_eq!(code, Some(1), "the minimized replay command runs and fails:\n{replayed}{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -140,8 +160,6 @@ fn list_names_the_bundled_files_and_a_directory_runs_every_file_in_name_order() 
     let (code, _, err) = keel_sim(&["run", "--seeds", "1", "--scenario", empty.to_str().unwrap()]);
     assert_eq!(code, Some(2));
     assert!(err.contains("holds no `*.json` scenario files"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_dir_all(&empty);
 }
 
 #[test]
@@ -164,7 +182,6 @@ fn a_user_scenario_is_judged_on_what_it_declares() {
     std::fs::write(&file, unreached).unwrap();
     let (_, out, err) = keel_sim(&["run", "--seeds", "2", "--scenario", file.to_str().unwrap(), "--no-regressions"]);
     assert!(out.contains("    host.cancel  0  never fired\n"), "{out}{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -194,5 +211,4 @@ fn a_failing_file_seed_is_recorded_by_absolute_path_and_never_blocks_other_campa
     let (code, out) = run(&["run", "--seeds", "1", "--scenario", "clock-and-rng", "--regressions", regs], &repo());
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("regressions    0 replayed first"), "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1113,12 +1113,13 @@ pub fn check_commit(previous: Option<&TreeSnapshot>, request: &CommitRequest) ->
             return (None, r.0);
         }
     };
-    let bytes = cut.bytes().unwrap_or_else(|_| std::sync::Arc::from(&[][..]));
-    // One decode of the whole bytes: it parses them, re-encodes the records, checks the
-    // re-encoding is byte-identical and computes the tree digest (compared below).
-    let snap = match TreeSnapshot::decode(&bytes) {
+    // One strict decode of the resolved records: each record the previous head did not hold
+    // is parsed, re-encoded byte-identically and hashed from its bytes; the tree digest is
+    // recomputed (compared below). Same verdict as decoding the whole text.
+    let snap = match TreeSnapshot::decode_reusing(&cut, previous) {
         Ok(s) => s,
         Err(e) => {
+            let bytes = cut.bytes().unwrap_or_else(|_| std::sync::Arc::from(&[][..]));
             if TreeCut::from_whole(&bytes).map(|c| c.digest).ok() != Some(cut.digest) {
                 r.push(24, format!("{} commit: cut digest is not the tree digest of its records", request.boundary_name()));
             }

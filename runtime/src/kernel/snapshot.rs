@@ -60,6 +60,28 @@ fn rerr(r: &RetiredChild, fault: ResidueFault) -> SnapshotError {
     SnapshotError::Residue { process: r.process_id.to_string(), fault }
 }
 
+/// The root, writer and limits of a keel cut's envelope, read from the envelope's own bytes
+/// (the cut's text with no records); `None` unless that text is canonical and the envelope is
+/// exactly the keel envelope of what it names.
+fn decode_envelope(cut: &TreeCut) -> Option<(ProcessId, IncarnationId, TreeLimits)> {
+    let envelope = cut.envelope();
+    let mut text = Vec::with_capacity(envelope.len());
+    text.extend_from_slice(envelope.head());
+    text.extend_from_slice(envelope.tail());
+    let value = crate::json::parse_with(&text, &crate::json::ParseLimits::default()).ok()?;
+    if value.to_canonical_bytes() != text {
+        return None;
+    }
+    let mut r = ObjectReader::new(&value).ok()?;
+    let root_id: ProcessId = r.required("root_id").ok()?;
+    let incarnation: IncarnationId = r.required("incarnation_id").ok()?;
+    let limits: TreeLimits = r.required("tree_limits").ok()?;
+    let records: Vec<Json> = r.required("process_snapshots").ok()?;
+    r.finish().ok()?;
+    let keel = CutEnvelope::keel(&root_id, &incarnation, &limits.to_json());
+    (records.is_empty() && keel == *envelope).then_some((root_id, incarnation, limits))
+}
+
 fn perr(p: &Process, reason: impl Into<String>) -> SnapshotError {
     SnapshotError::Process { process: p.id.to_string(), reason: reason.into() }
 }
@@ -242,6 +264,61 @@ impl TreeSnapshot {
         if snap.digest() != cut.digest || snap.root_id != cut.root_id || snap.incarnation != cut.incarnation {
             return Err(SnapshotError::Tree("the cut's digest, root or writer differ from its records".into()));
         }
+        Ok(snap)
+    }
+
+    /// [`TreeSnapshot::decode`] of a whole cut that reuses `previous`'s decoded records where
+    /// the cut holds byte-identical ones (same key, same bytes): a reader that follows a
+    /// sequence of heads parses each record once, not once per head.
+    ///
+    /// Same verdict as decoding the whole text: the envelope is parsed from its own bytes and
+    /// must be the canonical keel envelope; every other record is parsed, must re-encode
+    /// byte-identically and is hashed from its bytes; records must be in canonical order;
+    /// per-record rules run for new records (for all when the tree limits changed), tree-wide
+    /// rules for the whole cut. Whenever anything falls outside that plain case (a record
+    /// that is not a Process record, a non-canonical piece, a different order), it decodes
+    /// the whole text instead, so the error a caller sees is the whole decoder's.
+    pub fn decode_reusing(cut: &TreeCut, previous: Option<&TreeSnapshot>) -> Result<TreeSnapshot, SnapshotError> {
+        let whole = || {
+            let bytes = cut.bytes().map_err(|e| SnapshotError::Tree(format!("a cut to decode is whole: {e}")))?;
+            TreeSnapshot::decode(&bytes)
+        };
+        let Some(previous) = previous else { return whole() };
+        if !cut.is_whole() {
+            return whole();
+        }
+        let Some((root_id, incarnation, limits)) = decode_envelope(cut) else { return whole() };
+        let same_limits = limits == previous.limits;
+        let known: BTreeMap<&str, (&Process, &Arc<EncodedProcess>)> =
+            previous.processes.iter().zip(&previous.encoded).map(|(p, e)| (&*e.key, (p, e))).collect();
+        let parse_limits = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
+        let mut members = Vec::with_capacity(cut.entries().len());
+        let mut fresh: BTreeSet<ProcessId> = BTreeSet::new();
+        for entry in cut.entries() {
+            let Some(bytes) = entry.bytes() else { return whole() };
+            if let Some((p, encoded)) = known.get(entry.key()) {
+                if same_limits && **bytes == *encoded.bytes() {
+                    members.push(((*p).clone(), Arc::clone(encoded)));
+                    continue;
+                }
+            }
+            let Ok(value) = crate::json::parse_with(bytes, &parse_limits) else { return whole() };
+            let Ok(p) = <Process as crate::json::FromJson>::from_json(&value) else { return whole() };
+            let encoded = EncodedProcess::encode(&p);
+            if encoded.bytes() != &**bytes || p.id.as_str() != entry.key() {
+                return whole();
+            }
+            fresh.insert(p.id.clone());
+            members.push((p, Arc::new(encoded)));
+        }
+        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members);
+        // Canonical order: the assembled (sorted) keys are the cut's keys in the cut's order.
+        if snap.encoded.len() != cut.entries().len()
+            || snap.encoded.iter().zip(cut.entries()).any(|(e, c)| &*e.key != c.key())
+        {
+            return whole();
+        }
+        snap.validate(&|id| !same_limits || fresh.contains(id))?;
         Ok(snap)
     }
 

@@ -125,7 +125,7 @@ fn cli_replays_stored_seeds_first_and_only_for_selected_scenarios() {
 fn cli_refuses_unknown_scenarios_and_missing_directories() {
     let dir = temp_dir("cli-unknown");
     fs::write(dir.join("seeds.txt"), "\nno-such-scenario 1\n").unwrap();
-    let out = cli_with_regressions(&test_registry(), "run --seeds 1", dir);
+    let out = cli_with_regressions(&test_registry(), "run --seeds 1", dir.to_path_buf());
     assert_eq!(out.code, 2);
     assert!(
         out.err

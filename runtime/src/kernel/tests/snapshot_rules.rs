@@ -105,3 +105,58 @@ fn a_root_that_does_not_fit_its_byte_limit_is_not_started() {
     );
     assert!(matches!(started, Err(crate::kernel::owner::StartError::Snapshot(_))), "{:?}", started.err());
 }
+
+/// The reusing decoder gives the whole decoder's verdict on every head of a run with
+/// children, waits and retirements, and on heads whose records were tampered with.
+#[test]
+fn decoding_a_head_reusing_the_previous_one_matches_a_whole_decode() {
+    use crate::kernel::child::{Boundary, Condition};
+    use crate::kernel::commit::{CutEntry, TreeCut};
+    use crate::kernel::testkit::ChildPlan;
+    let w = echo_world();
+    let d = w.deployment.reference().clone();
+    let child = |key: &str| ChildPlan::new(key, &d, vec![Op::Dispatch(Json::str(key))], Budget::unlimited());
+    let op = Op::Children { children: vec![child("a"), child("b")], boundary: Boundary::SubtreeDrained, condition: Condition::All };
+    let mut r = w.start(&[Op::Dispatch(Json::str("first")), op, Op::Checkpoint], Budget::unlimited());
+    r.run_to_idle();
+    w.check(&r);
+    let cuts = r.acknowledged_cuts();
+    assert!(cuts.len() > 4, "a run of several heads");
+    let mut previous: Option<TreeSnapshot> = None;
+    let mut reused_any = false;
+    for cut in &cuts {
+        let whole = TreeSnapshot::decode(&cut.bytes().unwrap()).unwrap();
+        let reusing = TreeSnapshot::decode_reusing(cut, previous.as_ref()).unwrap();
+        assert_eq!(reusing, whole);
+        assert_eq!(reusing.digest(), cut.digest);
+        if let Some(p) = &previous {
+            reused_any |= p.encoded().iter().any(|e| reusing.encoded().iter().any(|n| std::sync::Arc::ptr_eq(e, n)));
+        }
+        previous = Some(reusing);
+    }
+    assert!(reused_any, "unchanged records were reused, not decoded again");
+
+    // Tampered records: the verdict is the whole decoder's.
+    let widest = (1..cuts.len()).max_by_key(|i| cuts[*i].entries().len()).unwrap();
+    assert!(cuts[widest].entries().len() >= 3, "the root and its two children");
+    let (last, before) = (&cuts[widest], &cuts[widest - 1]);
+    let before = TreeSnapshot::from_cut(before).unwrap();
+    let with_record = |i: usize, bytes: Vec<u8>| {
+        let mut entries: Vec<CutEntry> = last.entries().to_vec();
+        entries[i] = CutEntry::new(entries[i].key().to_owned(), bytes);
+        TreeCut::new(last.root_id.clone(), last.incarnation.clone(), last.envelope().clone(), entries).unwrap()
+    };
+    let record = |i: usize| String::from_utf8(last.entries()[i].bytes().unwrap().to_vec()).unwrap();
+    let spaced = with_record(0, format!(" {}", record(0)).into_bytes());
+    let unknown = with_record(0, record(0).replacen('{', "{\"extra\":1,", 1).into_bytes());
+    let not_json = with_record(0, b"{".to_vec());
+    let mut swapped: Vec<CutEntry> = last.entries().to_vec();
+    swapped.swap(0, 1);
+    let swapped = TreeCut::new(last.root_id.clone(), last.incarnation.clone(), last.envelope().clone(), swapped).unwrap();
+    for tampered in [spaced, unknown, not_json, swapped] {
+        let whole = TreeSnapshot::decode(&tampered.bytes().unwrap());
+        let reusing = TreeSnapshot::decode_reusing(&tampered, Some(&before));
+        assert!(whole.is_err(), "the whole decoder refuses the tampered cut");
+        assert_eq!(reusing, whole);
+    }
+}
