@@ -275,8 +275,9 @@ impl TreeSnapshot {
     /// must be the canonical keel envelope; every other record is parsed, must re-encode
     /// byte-identically and is hashed from its bytes; records must be in canonical order;
     /// per-record rules run for new records (for all when the tree limits changed), tree-wide
-    /// rules for the whole cut. Whenever anything falls outside that plain case (a record
-    /// that is not a Process record, a non-canonical piece, a different order), it decodes
+    /// rules for the whole cut. Residue records are reused likewise or decoded strictly as
+    /// residues. Whenever anything falls outside that plain case (a record that decodes as
+    /// neither kind, a non-canonical piece, a different order), it decodes
     /// the whole text instead, so the error a caller sees is the whole decoder's.
     pub fn decode_reusing(cut: &TreeCut, previous: Option<&TreeSnapshot>) -> Result<TreeSnapshot, SnapshotError> {
         let whole = || {
@@ -291,8 +292,11 @@ impl TreeSnapshot {
         let same_limits = limits == previous.limits;
         let known: BTreeMap<&str, (&Process, &Arc<EncodedProcess>)> =
             previous.processes.iter().zip(&previous.encoded).map(|(p, e)| (&*e.key, (p, e))).collect();
+        let known_residues: BTreeMap<&str, (&Arc<RetiredChild>, &Arc<EncodedProcess>)> =
+            previous.residues.iter().zip(&previous.residues_encoded).map(|(r, e)| (&*e.key, (r, e))).collect();
         let parse_limits = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
         let mut members = Vec::with_capacity(cut.entries().len());
+        let mut residues = Vec::new();
         let mut fresh: BTreeSet<ProcessId> = BTreeSet::new();
         for entry in cut.entries() {
             let Some(bytes) = entry.bytes() else { return whole() };
@@ -302,7 +306,23 @@ impl TreeSnapshot {
                     continue;
                 }
             }
+            // Residue records never change: an identical one is the same residue.
+            if let Some((r, encoded)) = known_residues.get(entry.key()) {
+                if **bytes == *encoded.bytes() {
+                    residues.push((Arc::clone(r), Arc::clone(encoded)));
+                    continue;
+                }
+            }
             let Ok(value) = crate::json::parse_with(bytes, &parse_limits) else { return whole() };
+            if crate::kernel::retired::is_residue(&value) {
+                let Ok(r) = RetiredChild::from_json(&value) else { return whole() };
+                let encoded = EncodedProcess::encode_residue(&r);
+                if encoded.bytes() != &**bytes || r.process_id.as_str() != entry.key() {
+                    return whole();
+                }
+                residues.push((Arc::new(r), Arc::new(encoded)));
+                continue;
+            }
             let Ok(p) = <Process as crate::json::FromJson>::from_json(&value) else { return whole() };
             let encoded = EncodedProcess::encode(&p);
             if encoded.bytes() != &**bytes || p.id.as_str() != entry.key() {
@@ -311,10 +331,11 @@ impl TreeSnapshot {
             fresh.insert(p.id.clone());
             members.push((p, Arc::new(encoded)));
         }
-        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members);
+        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues);
         // Canonical order: the assembled (sorted) keys are the cut's keys in the cut's order.
-        if snap.encoded.len() != cut.entries().len()
-            || snap.encoded.iter().zip(cut.entries()).any(|(e, c)| &*e.key != c.key())
+        let assembled = snap.encoded.iter().chain(&snap.residues_encoded);
+        if snap.encoded.len() + snap.residues_encoded.len() != cut.entries().len()
+            || assembled.zip(cut.entries()).any(|(e, c)| &*e.key != c.key())
         {
             return whole();
         }
