@@ -368,7 +368,8 @@ impl Owner {
     /// make them differ).
     #[doc(hidden)]
     pub fn fresh_cut(&self) -> Result<TreeSnapshot, SnapshotError> {
-        TreeSnapshot::build(self.root_id.clone(), self.incarnation.clone(), self.limits, self.processes.values().cloned())
+        let residues = self.processes.residues().cloned();
+        TreeSnapshot::build(self.root_id.clone(), self.incarnation.clone(), self.limits, self.processes.values().cloned(), residues)
     }
 
     /// Checkpoint class of the current cut.
