@@ -146,6 +146,8 @@ fn show(store: &Store, root: &str) -> Result<(), Failure> {
         );
         unknowns.extend(p.unknown_effect_ids().into_iter().map(|e| (p.id.clone(), e)));
     }
+    // Retired children left the cut; only their residue records (id, key, Result digest) stay.
+    println!("retired children: {}", snapshot.residues().len());
     match keel::interaction::pending_inputs::pending_tool_inputs(&snapshot) {
         Ok(inputs) if inputs.is_empty() => println!("open input waits: none"),
         Ok(inputs) => {

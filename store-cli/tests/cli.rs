@@ -184,6 +184,9 @@ fn check_store(kind: Kind) {
     assert!(text.contains("open input waits:\n  wait:"), "{text}");
     assert!(text.contains("Which city are you in?"), "{text}");
     assert!(text.contains("unknown effects: none"), "{text}");
+    let show = cmd(&["show", finished.as_str()]);
+    assert!(show.status.success(), "{}", stderr(&show));
+    assert!(stdout(&show).contains("retired children: 1\n"), "the consumed weather tool child retired: {}", stdout(&show));
     let show = cmd(&["show", unknown.as_str()]);
     assert!(show.status.success(), "{}", stderr(&show));
     let text = stdout(&show);

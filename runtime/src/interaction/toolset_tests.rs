@@ -589,7 +589,7 @@ fn pending_inputs_reject_an_inconsistent_waiting_child() {
     let mut state = ToolCallState::from_execution_state(&root.committed_state).unwrap();
     state.wait_id = Some(WaitId::parse("wait:other").unwrap());
     root.committed_state = state.to_execution_state().unwrap();
-    let forged = TreeSnapshot::build(head.root_id.clone(), head.incarnation.clone(), head.limits, [root]).unwrap();
+    let forged = TreeSnapshot::build(head.root_id.clone(), head.incarnation.clone(), head.limits, [root], []).unwrap();
     let err = pending_tool_inputs(&forged).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidPendingToolInput);
 }

@@ -131,7 +131,52 @@ pub fn check_decoded_snapshot(s: &TreeSnapshot) -> Vec<Violation> {
         let parent = p.relation.parent_id.as_ref().and_then(|q| by_id.get(q).copied());
         check_process(s, p, parent, kids, &by_id, &mut r);
     }
+    residues_in_cut(s, &by_id, &children, &mut r);
     r.0
+}
+
+/// 25 on one cut: every residue record names a present parent (a retired parent's residues
+/// leave with it), is never a live id nor retired twice, keeps its key used under its parent
+/// (keys unique over present and retired children), and each parent counts exactly its
+/// residue records.
+fn residues_in_cut(
+    s: &TreeSnapshot,
+    by_id: &BTreeMap<&ProcessId, &Process>,
+    children: &BTreeMap<&ProcessId, Vec<&Process>>,
+    r: &mut Report,
+) {
+    let mut counts: BTreeMap<&ProcessId, u64> = BTreeMap::new();
+    let mut ids: BTreeSet<&ProcessId> = BTreeSet::new();
+    let mut keys: BTreeSet<(&ProcessId, &str)> = BTreeSet::new();
+    for (parent, kids) in children {
+        for k in kids {
+            if let Some(key) = &k.relation.child_key {
+                keys.insert((parent, key.as_str()));
+            }
+        }
+    }
+    for res in s.residues() {
+        let id = &res.process_id;
+        if !by_id.contains_key(&res.parent_id) {
+            r.push(25, format!("{id}: residue of absent parent {}", res.parent_id));
+        }
+        if by_id.contains_key(id) {
+            r.push(25, format!("{id}: retired child is still in the tree"));
+        }
+        if !ids.insert(id) {
+            r.push(25, format!("{id}: retired twice"));
+        }
+        if !keys.insert((&res.parent_id, res.child_key.as_str())) {
+            r.push(25, format!("{id}: child key {} used twice under {}", res.child_key, res.parent_id));
+        }
+        *counts.entry(&res.parent_id).or_default() += 1;
+    }
+    for p in s.processes() {
+        let counted = counts.get(&p.id).copied().unwrap_or(0);
+        if counted != p.retired.count {
+            r.push(25, format!("{}: counts {} retired children, the cut holds {counted} residues", p.id, p.retired.count));
+        }
+    }
 }
 
 /// 24: decode(encode(s)) == s, the bytes are the canonical encoding, digest = the tree digest
@@ -503,14 +548,9 @@ fn limits_in_cut(s: &TreeSnapshot, p: &Process, parent: Option<&Process>, kids: 
         }
         _ => {}
     }
-    let lifetime = (kids.len() as u64).saturating_add(p.retired.len());
+    let lifetime = (kids.len() as u64).saturating_add(p.retired.count);
     if !limits.max_children().admits(0, lifetime) {
         r.push(17, format!("{pid}: {lifetime} lifetime children exceed max_children"));
-    }
-    for retired in &p.retired.children {
-        if s.process(&retired.process_id).is_some() {
-            r.push(25, format!("{pid}: retired child {} is still in the tree", retired.process_id));
-        }
     }
     let active = kids.iter().filter(|c| !c.is_terminal()).count();
     if active > limits.max_active_children() as usize {
@@ -737,11 +777,14 @@ pub fn check_transition(before: &TreeSnapshot, after: &TreeSnapshot) -> Vec<Viol
             continue;
         };
         process_transition(b, a, &mut r);
-        retired_transition(before, b, a, &mut r);
     }
+    retired_transition(before, after, &mut r);
     for a in after.processes() {
         if before.process(&a.id).is_some() {
             continue;
+        }
+        if before.residue(&a.id).is_some() {
+            r.push(25, format!("{}: a retired id is live again", a.id));
         }
         if let Some(parent) = a.relation.parent_id.as_ref().and_then(|q| before.process(q)) {
             if parent.is_terminal() {
@@ -752,17 +795,13 @@ pub fn check_transition(before: &TreeSnapshot, after: &TreeSnapshot) -> Vec<Viol
     r.0
 }
 
-/// A Process may leave the tree only by retirement (compaction): it was terminal, its parent
-/// now keeps its residue (same key, the digest of the Result it ended with), and it held no
-/// unresolved Unknown (4: an Unknown never leaves the store without a resolution).
+/// A Process may leave the tree only by retirement (compaction): it was terminal, a residue
+/// record under its parent took its place (same key, the digest of the Result it ended with),
+/// and it held no unresolved Unknown (4: an Unknown never leaves the store without a
+/// resolution).
 fn left_the_tree(b: &Process, after: &TreeSnapshot, r: &mut Report) {
     let pid = &b.id;
-    let residue = b
-        .relation
-        .parent_id
-        .as_ref()
-        .and_then(|q| after.process(q))
-        .and_then(|parent| parent.retired.children.iter().find(|c| &c.process_id == pid));
+    let residue = after.residue(pid).filter(|res| Some(&res.parent_id) == b.relation.parent_id.as_ref());
     let Some(residue) = residue else {
         r.push(if b.is_terminal() { 18 } else { 10 }, format!("{pid}: left the tree"));
         return;
@@ -783,28 +822,46 @@ fn left_the_tree(b: &Process, after: &TreeSnapshot, r: &mut Report) {
     }
 }
 
-/// 15 and 25 across heads: the retired list only grows (same entries, in order) and its debit
-/// aggregate grows by exactly the debits of the children retired in between.
-fn retired_transition(before: &TreeSnapshot, b: &Process, a: &Process, r: &mut Report) {
-    let pid = &b.id;
-    let (rb, ra) = (&b.retired.children, &a.retired.children);
-    if ra.len() < rb.len() || ra[..rb.len()] != rb[..] {
-        r.push(25, format!("{pid}: retired children changed between heads"));
-        return;
-    }
-    let mut expected = b.retired.debits;
-    for c in &ra[rb.len()..] {
-        let Some(child) = before.process(&c.process_id) else {
-            r.push(25, format!("{pid}: retired {} which the previous head did not hold", c.process_id));
-            return;
-        };
-        match debit_of(&a.budget, &child.budget).ok().and_then(|d| expected.checked_add(&d)) {
-            Some(total) => expected = total,
-            None => r.push(15, format!("{pid}: retired child {} carries no legal debit", c.process_id)),
+/// 15 and 25 across heads: a residue record never changes and leaves only with its parent
+/// (retired in between); a new one replaces a Process of the previous head; each parent's
+/// count grows by exactly its new residues and its debit aggregate by exactly their debits.
+fn retired_transition(before: &TreeSnapshot, after: &TreeSnapshot, r: &mut Report) {
+    for rb in before.residues() {
+        let id = &rb.process_id;
+        match after.residue(id) {
+            Some(ra) if ra == &**rb => {}
+            Some(_) => r.push(25, format!("{id}: residue record changed between heads")),
+            None if after.process(&rb.parent_id).is_none() && after.residue(&rb.parent_id).is_some() => {}
+            None => r.push(25, format!("{id}: residue record left while its parent {} did not retire", rb.parent_id)),
         }
     }
-    if expected != a.retired.debits {
-        r.push(15, format!("{pid}: retired debits {:?} differ from the retired children's debits {expected:?}", a.retired.debits));
+    let mut new: BTreeMap<&ProcessId, Vec<&Process>> = BTreeMap::new();
+    for ra in after.residues() {
+        if before.residue(&ra.process_id).is_some() {
+            continue;
+        }
+        match before.process(&ra.process_id) {
+            Some(child) => new.entry(&ra.parent_id).or_default().push(child),
+            None => r.push(25, format!("{}: retired, which the previous head did not hold", ra.process_id)),
+        }
+    }
+    for a in after.processes() {
+        let pid = &a.id;
+        let (count, debits) = before.process(pid).map_or((0, Allocation::ZERO), |b| (b.retired.count, b.retired.debits));
+        let retired = new.get(pid).map(Vec::as_slice).unwrap_or(&[]);
+        if count.checked_add(retired.len() as u64) != Some(a.retired.count) {
+            r.push(25, format!("{pid}: retired count {} is not {count} plus the {} retired since", a.retired.count, retired.len()));
+        }
+        let mut expected = debits;
+        for child in retired {
+            match debit_of(&a.budget, &child.budget).ok().and_then(|d| expected.checked_add(&d)) {
+                Some(total) => expected = total,
+                None => r.push(15, format!("{pid}: retired child {} carries no legal debit", child.id)),
+            }
+        }
+        if expected != a.retired.debits {
+            r.push(15, format!("{pid}: retired debits {:?} differ from the retired children's debits {expected:?}", a.retired.debits));
+        }
     }
 }
 

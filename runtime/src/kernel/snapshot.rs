@@ -11,11 +11,12 @@ use super::effect::{EffectPhase, FrameworkEffect, Effect};
 use super::ids::{IncarnationId, ProcessId};
 use super::process::Process;
 use super::resource::Allocation;
+use super::retired::RetiredChild;
 use super::status::Status;
 use super::tree_limits::TreeLimits;
 use super::commit::{CutEntry, CutEnvelope, TreeCut};
 use super::segment_record::{RecordSink, SegmentRecord, SegmentRecordError, SegmentTable};
-use crate::json::{DecodeError, Digest, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -33,6 +34,34 @@ pub enum SnapshotError {
     /// The cut's segment records do not resolve into its states' segment chains.
     #[error("segments: {0}")]
     Segments(#[from] SegmentRecordError),
+    /// A retired child's residue record disagrees with the tree (`kernel::retired`).
+    #[error("retired child {process}: {fault}")]
+    Residue { process: String, fault: ResidueFault },
+}
+
+/// How a residue record can disagree with the tree around it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResidueFault {
+    /// Its parent is not a Process of the cut (a retired parent's residues leave with it).
+    #[error("its parent {0} is not in the tree")]
+    ParentAbsent(String),
+    /// A retired id never appears again as a live Process.
+    #[error("the retired id is a live Process of the cut")]
+    LiveId,
+    /// Two residue records of one id.
+    #[error("retired twice")]
+    DuplicateId,
+    /// A child key stays used under its parent for the parent's whole life.
+    #[error("its child key {0:?} is used twice under its parent")]
+    DuplicateChildKey(String),
+    /// The parent's `retired_children.count` differs from its residue records (one was lost
+    /// or added).
+    #[error("its parent {parent} records {recorded} retired children, the cut holds {counted}")]
+    CountMismatch { parent: String, recorded: u64, counted: u64 },
+}
+
+fn rerr(r: &RetiredChild, fault: ResidueFault) -> SnapshotError {
+    SnapshotError::Residue { process: r.process_id.to_string(), fault }
 }
 
 /// The root, writer and limits of a keel cut's envelope, read from the envelope's own bytes
@@ -61,13 +90,14 @@ fn perr(p: &Process, reason: impl Into<String>) -> SnapshotError {
     SnapshotError::Process { process: p.id.to_string(), reason: reason.into() }
 }
 
-/// One Process record's canonical bytes, encoded once and shared by every cut that holds the
-/// unchanged record (the owner caches one per Process and re-encodes only changed ones), with
-/// the segment records its states reference. The digest is computed once, on first use, and
-/// the tree digest is built from these.
+/// One cut record's canonical bytes (a Process record, or a retired child's residue record),
+/// encoded once and shared by every cut that holds the unchanged record (the owner caches one
+/// per record and re-encodes only changed ones), with the segment records a Process record's
+/// states reference. The digest is computed once, on first use, and the tree digest is built
+/// from these.
 #[derive(Debug)]
 pub struct EncodedProcess {
-    /// The record's key in a cut: the Process id text.
+    /// The record's key in a cut: the Process id text (a residue's: the retired child's id).
     key: Arc<str>,
     text: Arc<str>,
     digest: std::sync::OnceLock<Digest>,
@@ -115,6 +145,18 @@ impl EncodedProcess {
     pub fn size(&self) -> u64 {
         self.size
     }
+    /// Encodes a retired child's residue record canonically.
+    pub fn encode_residue(r: &RetiredChild) -> EncodedProcess {
+        let text = String::from_utf8(r.canonical()).unwrap_or_default();
+        let size = text.len() as u64;
+        EncodedProcess {
+            key: Arc::from(r.process_id.as_str()),
+            text: Arc::from(text),
+            digest: std::sync::OnceLock::new(),
+            segments: Vec::new(),
+            size,
+        }
+    }
     /// The record as a cut entry carrying its bytes.
     pub fn entry(&self) -> CutEntry {
         CutEntry::trusted(self.key.clone(), Arc::<[u8]>::from(self.text.clone()), self.digest())
@@ -152,23 +194,30 @@ pub struct TreeSnapshot {
     processes: Vec<Process>,
     /// The canonical bytes of each record of `processes`, in the same order.
     encoded: Vec<Arc<EncodedProcess>>,
+    /// The residue records of retired children, sorted by ProcessId; in the cut they follow
+    /// every Process record.
+    residues: Vec<Arc<RetiredChild>>,
+    /// The canonical bytes of each residue record, in the same order.
+    residues_encoded: Vec<Arc<EncodedProcess>>,
     /// The cut of these records (whole); its digest is the snapshot's.
     cut: TreeCut,
 }
 
 impl TreeSnapshot {
-    /// Builds and validates a snapshot from in-memory state, encoding every record.
+    /// Builds and validates a snapshot from in-memory state (its Processes and the residue
+    /// records of its retired children), encoding every record.
     pub fn build(
         root_id: ProcessId,
         incarnation: IncarnationId,
         limits: TreeLimits,
         processes: impl IntoIterator<Item = Process>,
+        residues: impl IntoIterator<Item = RetiredChild>,
     ) -> Result<TreeSnapshot, SnapshotError> {
         let members = processes.into_iter().map(|p| {
             let encoded = Arc::new(EncodedProcess::encode(&p));
             (p, encoded)
         });
-        TreeSnapshot::assemble(root_id, incarnation, limits, members.collect())
+        TreeSnapshot::assemble(root_id, incarnation, limits, members.collect(), encode_residues(residues))
     }
 
     /// Assembles and validates a snapshot from records whose canonical bytes are already
@@ -180,8 +229,9 @@ impl TreeSnapshot {
         incarnation: IncarnationId,
         limits: TreeLimits,
         members: Vec<(Process, Arc<EncodedProcess>)>,
+        residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
     ) -> Result<TreeSnapshot, SnapshotError> {
-        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members);
+        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues);
         snap.validate(&|_| true)?;
         Ok(snap)
     }
@@ -193,9 +243,10 @@ impl TreeSnapshot {
         incarnation: IncarnationId,
         limits: TreeLimits,
         members: Vec<(Process, Arc<EncodedProcess>)>,
+        residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
         fresh: &dyn Fn(&ProcessId) -> bool,
     ) -> Result<TreeSnapshot, SnapshotError> {
-        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members);
+        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues);
         snap.validate(fresh)?;
         Ok(snap)
     }
@@ -205,17 +256,26 @@ impl TreeSnapshot {
         incarnation: IncarnationId,
         limits: TreeLimits,
         mut members: Vec<(Process, Arc<EncodedProcess>)>,
+        mut residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
     ) -> TreeSnapshot {
         members.sort_by(|a, b| (a.0.relation.depth, &a.0.id).cmp(&(b.0.relation.depth, &b.0.id)));
+        residues.sort_by(|a, b| a.0.process_id.cmp(&b.0.process_id));
         let (processes, encoded): (Vec<Process>, Vec<Arc<EncodedProcess>>) = members.into_iter().unzip();
+        let (residues, residues_encoded): (Vec<_>, Vec<_>) = residues.into_iter().unzip();
         let envelope = CutEnvelope::keel(&root_id, &incarnation, &limits.to_json());
-        // Process records in (depth, id) order, then every referenced segment record once, by
-        // key. Keys are Process ids, unique in a validated cut (duplicates fail `validate`),
-        // and segment keys, unique by construction and never a Process id.
+        // Process records in (depth, id) order, residue records by id, then every referenced
+        // segment record once, by key. Keys are Process ids (a residue's: the retired
+        // child's), unique in a validated cut (duplicates fail `validate`), and segment keys,
+        // unique by construction and never a Process id.
         let segments = segment_records(&encoded);
-        let entries = encoded.iter().map(|e| e.entry()).chain(segments.iter().map(|r| r.entry())).collect();
+        let entries = encoded
+            .iter()
+            .chain(&residues_encoded)
+            .map(|e| e.entry())
+            .chain(segments.iter().map(|r| r.entry()))
+            .collect();
         let cut = TreeCut::new_unchecked(root_id.clone(), incarnation.clone(), envelope, entries);
-        TreeSnapshot { root_id, incarnation, limits, processes, encoded, cut }
+        TreeSnapshot { root_id, incarnation, limits, processes, encoded, residues, residues_encoded, cut }
     }
 
     /// Strictly decodes and fully validates canonical snapshot bytes.
@@ -228,8 +288,8 @@ impl TreeSnapshot {
         let tree_limits: TreeLimits = r.required("tree_limits")?;
         let records = r.required_value("process_snapshots")?;
         r.finish()?;
-        let processes = decode_records(records)?;
-        let snap = TreeSnapshot::build(root_id, incarnation, tree_limits, processes)?;
+        let (processes, residues) = decode_records(records)?;
+        let snap = TreeSnapshot::build(root_id, incarnation, tree_limits, processes, residues)?;
         // Canonical form is part of the contract: accepted input re-encodes byte-identically
         // (which also refuses records out of order and segment records not in canonical form).
         if **snap.bytes() != *bytes {
@@ -259,8 +319,9 @@ impl TreeSnapshot {
     /// must be the canonical keel envelope; every other record is parsed, must re-encode
     /// byte-identically and is hashed from its bytes; records must be in canonical order;
     /// per-record rules run for new records (for all when the tree limits changed), tree-wide
-    /// rules for the whole cut. Whenever anything falls outside that plain case (a record
-    /// that is not a Process record, a non-canonical piece, a different order), it decodes
+    /// rules for the whole cut. Residue records are reused likewise or decoded strictly as
+    /// residues. Whenever anything falls outside that plain case (a record that decodes as
+    /// neither kind, a non-canonical piece, a different order), it decodes
     /// the whole text instead, so the error a caller sees is the whole decoder's.
     pub fn decode_reusing(cut: &TreeCut, previous: Option<&TreeSnapshot>) -> Result<TreeSnapshot, SnapshotError> {
         let whole = || {
@@ -275,10 +336,13 @@ impl TreeSnapshot {
         let same_limits = limits == previous.limits;
         let known: BTreeMap<&str, (&Process, &Arc<EncodedProcess>)> =
             previous.processes.iter().zip(&previous.encoded).map(|(p, e)| (&*e.key, (p, e))).collect();
+        let known_residues: BTreeMap<&str, (&Arc<RetiredChild>, &Arc<EncodedProcess>)> =
+            previous.residues.iter().zip(&previous.residues_encoded).map(|(r, e)| (&*e.key, (r, e))).collect();
         let parse_limits = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
         // Segment records first (the Process records name them), reusing the previous head's.
         let Some(mut segments) = SegmentTable::of_cut_reusing(cut.entries(), &previous.processes) else { return whole() };
         let mut members = Vec::with_capacity(cut.entries().len());
+        let mut residues = Vec::new();
         let mut fresh: BTreeSet<ProcessId> = BTreeSet::new();
         for entry in cut.entries() {
             if entry.key().starts_with(super::segment_record::KEY_PREFIX) {
@@ -294,7 +358,23 @@ impl TreeSnapshot {
                     continue;
                 }
             }
+            // Residue records never change: an identical one is the same residue.
+            if let Some((r, encoded)) = known_residues.get(entry.key()) {
+                if **bytes == *encoded.bytes() {
+                    residues.push((Arc::clone(r), Arc::clone(encoded)));
+                    continue;
+                }
+            }
             let Ok(value) = crate::json::parse_with(bytes, &parse_limits) else { return whole() };
+            if crate::kernel::retired::is_residue(&value) {
+                let Ok(r) = RetiredChild::from_json(&value) else { return whole() };
+                let encoded = EncodedProcess::encode_residue(&r);
+                if encoded.bytes() != &**bytes || r.process_id.as_str() != entry.key() {
+                    return whole();
+                }
+                residues.push((Arc::new(r), Arc::new(encoded)));
+                continue;
+            }
             let Ok(p) = Process::decode_record(&value, &mut |v| segments.resolve_member(v)) else { return whole() };
             let encoded = EncodedProcess::encode(&p);
             if encoded.bytes() != &**bytes || p.id.as_str() != entry.key() {
@@ -306,9 +386,9 @@ impl TreeSnapshot {
         if segments.check_all_used().is_err() {
             return whole();
         }
-        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members);
+        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues);
         // Canonical order: the assembled (sorted) keys are the cut's keys in the cut's order
-        // (Process records, then segment records).
+        // (Process records, residue records, then segment records).
         if snap.cut.entries().len() != cut.entries().len()
             || snap.cut.entries().iter().zip(cut.entries()).any(|(e, c)| e.key() != c.key())
         {
@@ -339,6 +419,23 @@ impl TreeSnapshot {
     pub fn encoded(&self) -> &[Arc<EncodedProcess>] {
         &self.encoded
     }
+    /// The residue records of retired children, sorted by ProcessId.
+    pub fn residues(&self) -> &[Arc<RetiredChild>] {
+        &self.residues
+    }
+    /// The canonical bytes of each residue record, in the order of [`TreeSnapshot::residues`].
+    pub fn residues_encoded(&self) -> &[Arc<EncodedProcess>] {
+        &self.residues_encoded
+    }
+    /// The residue record of retired child `id`.
+    pub fn residue(&self, id: &ProcessId) -> Option<&RetiredChild> {
+        let i = self.residues.binary_search_by(|r| r.process_id.cmp(id)).ok()?;
+        Some(&self.residues[i])
+    }
+    /// The residue records of the children `parent` retired.
+    pub fn residues_of<'a>(&'a self, parent: &'a ProcessId) -> impl Iterator<Item = &'a RetiredChild> + 'a {
+        self.residues.iter().map(|r| &**r).filter(move |r| &r.parent_id == parent)
+    }
     pub fn process(&self, id: &ProcessId) -> Option<&Process> {
         self.processes.iter().find(|p| &p.id == id)
     }
@@ -349,7 +446,8 @@ impl TreeSnapshot {
     /// Re-stamps the cut with a new writer (activation).
     pub fn with_incarnation(&self, incarnation: IncarnationId) -> Result<TreeSnapshot, SnapshotError> {
         let members = self.processes.iter().cloned().zip(self.encoded.iter().cloned()).collect();
-        TreeSnapshot::assemble(self.root_id.clone(), incarnation, self.limits, members)
+        let residues = self.residues.iter().cloned().zip(self.residues_encoded.iter().cloned()).collect();
+        TreeSnapshot::assemble(self.root_id.clone(), incarnation, self.limits, members, residues)
     }
 
     fn validate(&self, fresh: &dyn Fn(&ProcessId) -> bool) -> Result<(), SnapshotError> {
@@ -385,22 +483,31 @@ impl TreeSnapshot {
         let mut child_debits: BTreeMap<&ProcessId, Allocation> = BTreeMap::new();
         let mut child_keys: BTreeSet<(&ProcessId, &str)> = BTreeSet::new();
         let mut children_of: BTreeMap<&ProcessId, Vec<&Process>> = BTreeMap::new();
+        // A retired child keeps its key and identity for good and never comes back; its
+        // residue lives as long as its parent does, and the parent counts its residues.
         let mut retired_ids: BTreeSet<&ProcessId> = BTreeSet::new();
+        let mut residue_counts: BTreeMap<&ProcessId, u64> = BTreeMap::new();
+        for r in &self.residues {
+            if !by_id.contains_key(&r.parent_id) {
+                return Err(rerr(r, ResidueFault::ParentAbsent(r.parent_id.to_string())));
+            }
+            if by_id.contains_key(&r.process_id) {
+                return Err(rerr(r, ResidueFault::LiveId));
+            }
+            if !retired_ids.insert(&r.process_id) {
+                return Err(rerr(r, ResidueFault::DuplicateId));
+            }
+            if !child_keys.insert((&r.parent_id, r.child_key.as_str())) {
+                return Err(rerr(r, ResidueFault::DuplicateChildKey(r.child_key.to_string())));
+            }
+            *residue_counts.entry(&r.parent_id).or_default() += 1;
+        }
         for p in &self.processes {
             if p.relation.root_id != self.root_id {
                 return Err(perr(p, "belongs to another root"));
             }
             if fresh(&p.id) {
                 validate_process(p, &self.limits)?;
-            }
-            // A retired child keeps its key and identity for good and never comes back.
-            for r in &p.retired.children {
-                if by_id.contains_key(&r.process_id) || !retired_ids.insert(&r.process_id) {
-                    return Err(perr(p, format!("retired child {} is still in the tree or retired twice", r.process_id)));
-                }
-                if !child_keys.insert((&p.id, r.child_key.as_str())) {
-                    return Err(perr(p, "duplicate child key under one parent"));
-                }
             }
             if let (Some(parent_id), Some(key)) = (&p.relation.parent_id, &p.relation.child_key) {
                 let parent = by_id.get(parent_id).ok_or_else(|| perr(p, "parent missing"))?;
@@ -418,12 +525,24 @@ impl TreeSnapshot {
                 let total = child_debits.entry(parent_id).or_default();
                 *total = total.checked_add(&debit).ok_or_else(|| perr(p, "child debits overflow"))?;
                 if !child_keys.insert((parent_id, key.as_str())) {
+                    if let Some(r) = self.residues.iter().find(|r| &r.parent_id == parent_id && r.child_key == *key) {
+                        return Err(rerr(r, ResidueFault::DuplicateChildKey(key.to_string())));
+                    }
                     return Err(perr(p, "duplicate child key under one parent"));
                 }
                 children_of.entry(parent_id).or_default().push(p);
             }
         }
         for p in &self.processes {
+            let counted = residue_counts.get(&p.id).copied().unwrap_or(0);
+            if counted != p.retired.count {
+                let fault = ResidueFault::CountMismatch { parent: p.id.to_string(), recorded: p.retired.count, counted };
+                let witness = self.residues.iter().find(|r| r.parent_id == p.id);
+                return Err(SnapshotError::Residue {
+                    process: witness.map_or_else(|| p.id.to_string(), |r| r.process_id.to_string()),
+                    fault,
+                });
+            }
             // Grants are permanent debits: retired children keep theirs in the aggregate.
             let debits = child_debits.remove(&p.id).unwrap_or_default();
             if debits.checked_add(&p.retired.debits) != Some(p.allocated) {
@@ -482,12 +601,13 @@ impl TreeSnapshot {
         incarnation: IncarnationId,
         limits: TreeLimits,
         processes: Vec<Process>,
+        residues: Vec<RetiredChild>,
     ) -> TreeSnapshot {
         let members = processes.into_iter().map(|p| {
             let encoded = Arc::new(EncodedProcess::encode(&p));
             (p, encoded)
         });
-        TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members.collect())
+        TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members.collect(), encode_residues(residues))
     }
     /// Replaces the digest WITHOUT checking it against the records.
     pub(crate) fn with_digest_unchecked_for_tests(mut self, digest: Digest) -> TreeSnapshot {
@@ -496,9 +616,10 @@ impl TreeSnapshot {
     }
 }
 
-/// The Process records of a cut's record list, their segment references resolved against
-/// the list's segment records (every one of which some state must reference).
-fn decode_records(records: &Json) -> Result<Vec<Process>, SnapshotError> {
+/// The Process and residue records of a cut's record list, the Processes' segment references
+/// resolved against the list's segment records (every one of which some state must
+/// reference).
+fn decode_records(records: &Json) -> Result<(Vec<Process>, Vec<RetiredChild>), SnapshotError> {
     let items = records.as_array().ok_or_else(|| DecodeError::invalid("an array of records").in_member("process_snapshots"))?;
     let mut table = SegmentTable::default();
     for (i, item) in items.iter().enumerate() {
@@ -506,9 +627,15 @@ fn decode_records(records: &Json) -> Result<Vec<Process>, SnapshotError> {
             table.insert(i, item)?;
         }
     }
-    let mut processes = Vec::new();
+    let (mut processes, mut residues) = (Vec::new(), Vec::new());
     for (i, item) in items.iter().enumerate() {
         if super::segment_record::is_segment_record(item) {
+            continue;
+        }
+        // A record is a residue exactly when it carries the residue marker; either kind
+        // decodes strictly as itself (`kernel::retired`).
+        if crate::kernel::retired::is_residue(item) {
+            residues.push(RetiredChild::from_json(item).map_err(|e| e.in_index(i).in_member("process_snapshots"))?);
             continue;
         }
         match Process::decode_record(item, &mut |v| table.resolve_member(v)) {
@@ -522,7 +649,7 @@ fn decode_records(records: &Json) -> Result<Vec<Process>, SnapshotError> {
         }
     }
     table.check_all_used()?;
-    Ok(processes)
+    Ok((processes, residues))
 }
 
 /// Every segment record the Processes of `encoded` reference, once each, sorted by key.
@@ -557,10 +684,28 @@ pub fn cut_len(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, recor
     records.iter().fold(envelope.saturating_add(commas), |sum, r| sum.saturating_add(*r))
 }
 
-/// The cut as a JSON value, built from the Processes' record forms and the segment records
-/// (an encoding independent of the cached record bytes).
-fn encode(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, processes: &[Process]) -> Json {
-    let mut records: Vec<Json> = processes.iter().map(Process::to_record_json).collect();
+/// Each residue record with its canonical encoding.
+fn encode_residues(residues: impl IntoIterator<Item = RetiredChild>) -> Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)> {
+    residues
+        .into_iter()
+        .map(|r| {
+            let encoded = Arc::new(EncodedProcess::encode_residue(&r));
+            (Arc::new(r), encoded)
+        })
+        .collect()
+}
+
+/// The cut as a JSON value, built from the Processes' record forms, the residue records and
+/// the segment records (an encoding independent of the cached record bytes).
+fn encode(
+    root: &ProcessId,
+    inc: &IncarnationId,
+    limits: &TreeLimits,
+    processes: &[Process],
+    residues: &[Arc<RetiredChild>],
+) -> Json {
+    let mut records: Vec<Json> =
+        processes.iter().map(Process::to_record_json).chain(residues.iter().map(|r| r.to_json())).collect();
     let mut sink = RecordSink { fresh: true, ..Default::default() };
     for p in processes {
         sink.chain(&p.committed_state.segments);
@@ -659,7 +804,7 @@ pub fn validate_process(p: &Process, limits: &TreeLimits) -> Result<(), Snapshot
 
 impl ToJson for TreeSnapshot {
     fn to_json(&self) -> Json {
-        encode(&self.root_id, &self.incarnation, &self.limits, &self.processes)
+        encode(&self.root_id, &self.incarnation, &self.limits, &self.processes, &self.residues)
     }
 }
 

@@ -37,7 +37,8 @@ enum Feature {
     Wide,
     /// Every Process terminal.
     Terminal,
-    /// A parent holding retired children (compaction removed finished children it consumed).
+    /// Residue records of retired children (compaction removed finished children their parent
+    /// consumed).
     Compacted,
 }
 
@@ -62,7 +63,7 @@ fn features(snap: &TreeSnapshot, first_incarnation: bool) -> Vec<Feature> {
     if snap.processes().iter().all(|p| p.is_terminal()) {
         out.push(Feature::Terminal);
     }
-    if snap.processes().iter().any(|p| !p.retired.children.is_empty()) {
+    if !snap.residues().is_empty() {
         out.push(Feature::Compacted);
     }
     out

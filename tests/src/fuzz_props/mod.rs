@@ -130,7 +130,7 @@ fn check_snapshot(snap: &TreeSnapshot, data: &[u8]) {
     assert_eq!(snap.to_json().to_canonical_bytes(), data, "re-encoding is byte-identical");
     let again = TreeSnapshot::decode(&snap.to_json().to_canonical_bytes()).expect("re-encoding decodes");
     assert_eq!(&again, snap);
-    let rebuilt = TreeSnapshot::build(snap.root_id.clone(), snap.incarnation.clone(), snap.limits, snap.processes().to_vec())
+    let rebuilt = TreeSnapshot::build(snap.root_id.clone(), snap.incarnation.clone(), snap.limits, snap.processes().to_vec(), snap.residues().iter().map(|r| (**r).clone()))
         .expect("an accepted snapshot rebuilds");
     assert_eq!(&rebuilt, snap);
     for p in snap.processes() {
@@ -138,6 +138,9 @@ fn check_snapshot(snap: &TreeSnapshot, data: &[u8]) {
         if let Ok(Some(children)) = keel::interaction::active_delegates::active_delegate_children(p) {
             assert!(children.iter().all(|c| c.is_valid()), "active delegate children re-derive their keys");
         }
+    }
+    for r in snap.residues() {
+        round_trip::<keel::kernel::retired::RetiredChild>(&r.to_json());
     }
     check_pending_inputs(snap);
     restore_and_run(snap);

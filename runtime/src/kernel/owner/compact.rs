@@ -1,6 +1,7 @@
-//! Compaction: a finished child whose Result its parent consumed leaves the cut, keeping only
-//! its residue in the parent's record (`kernel::retired`); consumed Engine Signals no open
-//! wait needs leave the Process's mailbox (`Mailbox::compact`).
+//! Compaction: a finished child whose Result its parent consumed leaves the cut, replaced by
+//! its immutable residue record, and its parent's record counts it and keeps its debit
+//! (`kernel::retired`); consumed Engine Signals no open wait needs leave the Process's mailbox
+//! (`Mailbox::compact`).
 //!
 //! The moment is the parent's finalization: the adopted Step consumed a child-wait
 //! satisfaction listing the child, so the parent holds the Result in its committed state and
@@ -97,12 +98,18 @@ impl Owner {
             let zero = Allocation::ZERO;
             let Ok(debit) = p.budget.grant_child(&Usage::default(), &zero, &zero, &child.budget) else { continue };
             let Some(debits) = p.retired.debits.checked_add(&debit) else { continue };
-            let residue = RetiredChild { process_id: child_id.clone(), child_key: key, result_digest: result_digest(&result) };
+            let Some(count) = p.retired.count.checked_add(1) else { continue };
+            let residue = RetiredChild {
+                parent_id: parent.clone(),
+                process_id: child_id.clone(),
+                child_key: key,
+                result_digest: result_digest(&result),
+            };
             if let Some(p) = self.processes.get_mut(parent) {
-                p.retired.children.push(residue);
+                p.retired.count = count;
                 p.retired.debits = debits;
             }
-            self.processes.remove(&child_id);
+            self.processes.retire(residue);
             self.live.remove(&child_id);
         }
         if !later.is_empty() {

@@ -98,7 +98,7 @@ impl Owner {
         let child_id = ProcessId::child(effect);
         let request_digest = Digest::of_json(&spec.to_json());
         let parent = &self.processes[parent_id];
-        if parent.retired.contains(&child_id) {
+        if self.processes.residue(&child_id).is_some() {
             return Err(child_failure(crate::kernel::failure::codes::CHILD_IDENTITY_CONFLICT, "the derived child id belongs to a retired child"));
         }
         if let Some(existing) = self.processes.get(&child_id) {
@@ -114,7 +114,7 @@ impl Owner {
         let siblings: Vec<&Process> =
             self.processes.values().filter(|p| p.relation.parent_id.as_ref() == Some(parent_id)).collect();
         // Retired children keep their keys and count as lifetime children.
-        if siblings.iter().any(|s| s.relation.child_key.as_ref() == Some(&spec.key)) || parent.retired.has_key(&spec.key) {
+        if siblings.iter().any(|s| s.relation.child_key.as_ref() == Some(&spec.key)) || self.processes.retired_key(parent_id, &spec.key) {
             return Err(child_failure(crate::kernel::failure::codes::CHILD_IDENTITY_CONFLICT, "the child key is already used under this parent"));
         }
         if !spec.capabilities.is_subset_of(&parent.capabilities) {
@@ -123,7 +123,7 @@ impl Owner {
         let depth = parent.relation.depth + 1;
         let active = siblings.iter().filter(|s| !s.is_terminal()).count();
         if depth > self.limits.max_depth()
-            || !self.limits.max_children().admits((siblings.len() as u64).saturating_add(parent.retired.len()), 1)
+            || !self.limits.max_children().admits((siblings.len() as u64).saturating_add(parent.retired.count), 1)
             || active >= self.limits.max_active_children() as usize
             || !self.limits.max_tree_processes().admits(self.processes.len() as u64, 1)
         {

@@ -369,8 +369,10 @@ impl Owner {
     /// make them differ).
     #[doc(hidden)]
     pub fn fresh_cut(&self) -> Result<TreeSnapshot, SnapshotError> {
-        let members = self.processes.values().map(|p| (p.clone(), Arc::new(super::snapshot::EncodedProcess::encode_fresh(p))));
-        TreeSnapshot::assemble(self.root_id.clone(), self.incarnation.clone(), self.limits, members.collect())
+        use super::snapshot::EncodedProcess;
+        let members = self.processes.values().map(|p| (p.clone(), Arc::new(EncodedProcess::encode_fresh(p))));
+        let residues = self.processes.residues().map(|r| (Arc::new(r.clone()), Arc::new(EncodedProcess::encode_residue(r))));
+        TreeSnapshot::assemble(self.root_id.clone(), self.incarnation.clone(), self.limits, members.collect(), residues.collect())
     }
 
     /// Checkpoint class of the current cut.

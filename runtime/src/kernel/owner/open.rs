@@ -155,6 +155,9 @@ impl Owner {
         for (p, encoded) in snapshot.processes().iter().zip(snapshot.encoded()) {
             owner.processes.insert_encoded(p.clone(), encoded.clone());
         }
+        for (r, encoded) in snapshot.residues().iter().zip(snapshot.residues_encoded()) {
+            owner.processes.insert_residue_encoded(r.clone(), encoded.clone());
+        }
         let previous_incarnation = snapshot.incarnation.clone();
         let previous_digest = snapshot.digest();
         let cut = Arc::new(owner.snapshot()?);

@@ -198,7 +198,7 @@ impl Owner {
                     }
                     for c in &spec.children {
                         let direct = self.processes.get(c).is_some_and(|cp| cp.relation.parent_id.as_ref() == Some(pid));
-                        if !direct && p.retired.contains(c) {
+                        if !direct && self.processes.residue(c).is_some_and(|r| &r.parent_id == pid) {
                             return Err(execution(crate::kernel::failure::codes::EFFECT_INVALID, "child wait names a retired child (its Result was already delivered and consumed)"));
                         }
                         if !direct {

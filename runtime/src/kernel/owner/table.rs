@@ -11,12 +11,16 @@
 //!   came from a validated snapshot) and were not reached mutably since, so assembling a cut
 //!   checks the per-record rules only for the others (tree-wide rules always run).
 //!
+//! * residue records (`kernel::retired`) are immutable: each is encoded once, when its child
+//!   is retired, and leaves only with its parent; `by_parent` indexes exactly the residues.
+//!
 //! So a cut costs one encoding per *changed* record plus a copy of the others' bytes, and an
 //! idle owner can tell that nothing differs from its head without building anything.
 
 use crate::json::Digest;
-use crate::kernel::ids::{IncarnationId, ProcessId};
+use crate::kernel::ids::{ChildKey, IncarnationId, ProcessId};
 use crate::kernel::process::Process;
+use crate::kernel::retired::RetiredChild;
 use crate::kernel::snapshot::{EncodedProcess, SnapshotError, TreeSnapshot};
 use crate::kernel::tree_limits::TreeLimits;
 use std::collections::BTreeMap;
@@ -32,6 +36,10 @@ pub(super) struct ProcessTable {
     last_cut: Option<Digest>,
     /// Cuts assembled so far (observation for tests: an idle owner assembles none).
     builds: u64,
+    /// Residue records of retired children by child id, each with its encoding.
+    residues: BTreeMap<ProcessId, (Arc<RetiredChild>, Arc<EncodedProcess>)>,
+    /// Per parent: the keys of its retired children, with their ids.
+    by_parent: BTreeMap<ProcessId, BTreeMap<ChildKey, ProcessId>>,
 }
 
 impl std::ops::Deref for ProcessTable {
@@ -74,6 +82,41 @@ impl ProcessTable {
         self.map.remove(id)
     }
 
+    /// Replaces a retired child's record by its residue record (same key). The residues of
+    /// its own retired children leave with it: nothing under it can ever start again.
+    pub(super) fn retire(&mut self, residue: RetiredChild) {
+        let id = residue.process_id.clone();
+        self.remove(&id);
+        for (_, grandchild) in self.by_parent.remove(&id).unwrap_or_default() {
+            self.residues.remove(&grandchild);
+        }
+        let encoded = Arc::new(EncodedProcess::encode_residue(&residue));
+        self.insert_residue_encoded(Arc::new(residue), encoded);
+    }
+
+    /// Inserts a residue record with its known encoding (restore).
+    pub(super) fn insert_residue_encoded(&mut self, residue: Arc<RetiredChild>, encoded: Arc<EncodedProcess>) {
+        self.changed = true;
+        let (parent, key, id) = (residue.parent_id.clone(), residue.child_key.clone(), residue.process_id.clone());
+        self.by_parent.entry(parent).or_default().insert(key, id.clone());
+        self.residues.insert(id, (residue, encoded));
+    }
+
+    /// The residue record of retired child `id`.
+    pub(super) fn residue(&self, id: &ProcessId) -> Option<&RetiredChild> {
+        self.residues.get(id).map(|(r, _)| &**r)
+    }
+
+    /// Whether `parent` retired a child under `key`.
+    pub(super) fn retired_key(&self, parent: &ProcessId, key: &ChildKey) -> bool {
+        self.by_parent.get(parent).is_some_and(|keys| keys.contains_key(key))
+    }
+
+    /// Every residue record (for a fresh build).
+    pub(super) fn residues(&self) -> impl Iterator<Item = &RetiredChild> {
+        self.residues.values().map(|(r, _)| &**r)
+    }
+
     /// Whether the records may differ from the cut whose digest is `head`. `false` is exact
     /// (nothing was touched since a cut with that digest was assembled); `true` may be a
     /// false alarm (a record was touched but ended up equal), settled by building the cut.
@@ -114,10 +157,16 @@ impl ProcessTable {
             encoded.push(e);
         }
         records.sort();
-        // The cut holds every Process record, then each referenced segment record once.
+        // The cut holds every Process record, the residue records, then each referenced
+        // segment record once.
+        let residues = self.residues.values().map(|(_, e)| e.len() as u64);
         let segments = crate::kernel::snapshot::segment_records(&encoded);
-        let lens: Vec<u64> =
-            records.iter().map(|r| r.2).chain(segments.iter().map(|r| r.len() as u64)).collect();
+        let lens: Vec<u64> = records
+            .iter()
+            .map(|r| r.2)
+            .chain(residues)
+            .chain(segments.iter().map(|r| r.len() as u64))
+            .collect();
         let total = crate::kernel::snapshot::cut_len(root_id, incarnation, &limits, &lens);
         if let Some(limit) = tree_limit {
             if total > limit {
@@ -146,10 +195,11 @@ impl ProcessTable {
             let (Some(encoded), Some(p)) = (self.encoded_of(id), self.map.get(id)) else { continue };
             members.push((p.clone(), encoded));
         }
+        let residues = self.residues.values().map(|(r, e)| (r.clone(), e.clone())).collect();
         self.builds += 1;
         let valid = &self.valid;
         let fresh = |id: &ProcessId| !valid.contains(id);
-        let cut = TreeSnapshot::assemble_changed(root_id.clone(), incarnation.clone(), limits, members, &fresh);
+        let cut = TreeSnapshot::assemble_changed(root_id.clone(), incarnation.clone(), limits, members, residues, &fresh);
         match &cut {
             Ok(c) => {
                 self.changed = false;

@@ -296,7 +296,7 @@ fn segment_records_no_state_references_leave_the_cut() {
     let mut processes = snap.processes().to_vec();
     let replaced = Segment::seal(&Json::Array(vec![Json::str("summary")]));
     processes[0].committed_state.segments = vec![replaced.clone()];
-    let next = TreeSnapshot::build(snap.root_id.clone(), snap.incarnation.clone(), snap.limits, processes).expect("valid");
+    let next = TreeSnapshot::build(snap.root_id.clone(), snap.incarnation.clone(), snap.limits, processes, []).expect("valid");
     let keys: Vec<&str> = next.tree_cut().entries().iter().map(CutEntry::key).filter(|k| k.starts_with(KEY_PREFIX)).collect();
     assert_eq!(keys, [&**replaced.record(None).key()]);
     let delta = next.tree_cut().delta_from(snap.tree_cut());

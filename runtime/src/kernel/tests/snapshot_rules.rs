@@ -57,7 +57,7 @@ fn a_cut_over_its_byte_limits_is_rejected() {
     let s = finished_head();
     let len = s.bytes().len() as u64;
     let with = |limits: TreeLimits| {
-        TreeSnapshot::build_unchecked_for_tests(s.root_id.clone(), s.incarnation.clone(), limits, s.processes().to_vec())
+        TreeSnapshot::build_unchecked_for_tests(s.root_id.clone(), s.incarnation.clone(), limits, s.processes().to_vec(), s.residues().iter().map(|r| (**r).clone()).collect())
     };
     let fits = with(TreeLimits::default().with_max_snapshot_bytes(crate::kernel::resource::Quota::Finite(len)));
     assert!(TreeSnapshot::decode(fits.bytes()).is_ok(), "a cut exactly at the limit is valid");
@@ -117,13 +117,13 @@ fn decoding_a_head_reusing_the_previous_one_matches_a_whole_decode() {
     let d = w.deployment.reference().clone();
     let child = |key: &str| ChildPlan::new(key, &d, vec![Op::Dispatch(Json::str(key))], Budget::unlimited());
     let op = Op::Children { children: vec![child("a"), child("b")], boundary: Boundary::SubtreeDrained, condition: Condition::All };
-    let mut r = w.start(&[Op::Dispatch(Json::str("first")), op, Op::Checkpoint], Budget::unlimited());
+    let mut r = w.start(&[Op::Dispatch(Json::str("first")), op, Op::Checkpoint, Op::Checkpoint], Budget::unlimited());
     r.run_to_idle();
     w.check(&r);
     let cuts = r.acknowledged_cuts();
     assert!(cuts.len() > 4, "a run of several heads");
     let mut previous: Option<TreeSnapshot> = None;
-    let mut reused_any = false;
+    let (mut reused_any, mut reused_residue) = (false, false);
     for cut in &cuts {
         let whole = TreeSnapshot::decode(&cut.bytes().unwrap()).unwrap();
         let reusing = TreeSnapshot::decode_reusing(cut, previous.as_ref()).unwrap();
@@ -131,10 +131,13 @@ fn decoding_a_head_reusing_the_previous_one_matches_a_whole_decode() {
         assert_eq!(reusing.digest(), cut.digest);
         if let Some(p) = &previous {
             reused_any |= p.encoded().iter().any(|e| reusing.encoded().iter().any(|n| std::sync::Arc::ptr_eq(e, n)));
+            let residues = |s: &TreeSnapshot| s.residues_encoded().to_vec();
+            reused_residue |= residues(p).iter().any(|e| residues(&reusing).iter().any(|n| std::sync::Arc::ptr_eq(e, n)));
         }
         previous = Some(reusing);
     }
     assert!(reused_any, "unchanged records were reused, not decoded again");
+    assert!(reused_residue, "residue records were reused, not decoded again");
 
     // Tampered records: the verdict is the whole decoder's.
     let widest = (1..cuts.len()).max_by_key(|i| cuts[*i].entries().len()).unwrap();

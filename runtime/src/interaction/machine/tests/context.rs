@@ -103,7 +103,7 @@ fn with_candidate_segments(head: &TreeSnapshot, edit: impl FnOnce(&mut Vec<Arc<S
     let mut processes = head.processes().to_vec();
     let root = processes.iter_mut().find(|p| p.id == head.root_id).unwrap();
     edit(&mut root.prepared.as_mut().unwrap().candidate_state.segments);
-    TreeSnapshot::build(head.root_id.clone(), head.incarnation.clone(), head.limits, processes).expect("structurally valid")
+    TreeSnapshot::build(head.root_id.clone(), head.incarnation.clone(), head.limits, processes, head.residues().iter().map(|r| (**r).clone())).expect("structurally valid")
 }
 
 #[test]

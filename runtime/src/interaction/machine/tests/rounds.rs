@@ -133,7 +133,7 @@ fn a_child_waiting_for_input_keeps_its_concurrency_slot() {
     r.run_to_idle();
     // The answered child finished and was consumed, so it is retired: count lifetime children.
     let head = h.head();
-    assert_eq!(head.processes().len() + head.root().retired.children.len(), 4, "the freed slot started s3");
+    assert_eq!(head.processes().len() + head.residues_of(&head.root_id).count(), 4, "the freed slot started s3");
     assert!(root_result(&r).is_none(), "the other sibling still waits");
     let rest = pending_tool_inputs(&h.head()).unwrap();
     assert_eq!(rest.len(), 1);
@@ -317,6 +317,6 @@ fn a_tool_sees_the_attribution_of_its_own_child() {
     assert_eq!(i.deployment_ref(), tool_set().deployment_ref());
     // The finished tool child was consumed by its parent: its residue keeps id and key.
     let head = h.head();
-    let child = head.root().retired.children.iter().find(|c| Some(&c.child_key) == i.relation().child_key.as_ref()).unwrap().process_id.clone();
+    let child = head.residues_of(&head.root_id).find(|c| Some(&c.child_key) == i.relation().child_key.as_ref()).unwrap().process_id.clone();
     assert_eq!(i.effect_id(), &crate::kernel::ids::EffectId::derive(&child, 1, 0), "the child's Effect");
 }
