@@ -238,15 +238,18 @@ impl TreeSnapshot {
 
     /// [`TreeSnapshot::assemble`] for records of which only those `fresh` says are new since
     /// a cut that validated: per-record rules run only for those, tree-wide rules for all.
+    /// `envelope` must be `CutEnvelope::keel` of this root, writer and limits (the owner
+    /// keeps it across cuts: it changes only with the writer).
     pub(crate) fn assemble_changed(
         root_id: ProcessId,
         incarnation: IncarnationId,
         limits: TreeLimits,
+        envelope: CutEnvelope,
         members: Vec<(Process, Arc<EncodedProcess>)>,
         residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
         fresh: &dyn Fn(&ProcessId) -> bool,
     ) -> Result<TreeSnapshot, SnapshotError> {
-        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues);
+        let snap = TreeSnapshot::assemble_with_envelope(root_id, incarnation, limits, envelope, members, residues);
         snap.validate(fresh)?;
         Ok(snap)
     }
@@ -255,6 +258,18 @@ impl TreeSnapshot {
         root_id: ProcessId,
         incarnation: IncarnationId,
         limits: TreeLimits,
+        members: Vec<(Process, Arc<EncodedProcess>)>,
+        residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
+    ) -> TreeSnapshot {
+        let envelope = CutEnvelope::keel(&root_id, &incarnation, &limits.to_json());
+        TreeSnapshot::assemble_with_envelope(root_id, incarnation, limits, envelope, members, residues)
+    }
+
+    fn assemble_with_envelope(
+        root_id: ProcessId,
+        incarnation: IncarnationId,
+        limits: TreeLimits,
+        envelope: CutEnvelope,
         mut members: Vec<(Process, Arc<EncodedProcess>)>,
         mut residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
     ) -> TreeSnapshot {
@@ -262,7 +277,6 @@ impl TreeSnapshot {
         residues.sort_by(|a, b| a.0.process_id.cmp(&b.0.process_id));
         let (processes, encoded): (Vec<Process>, Vec<Arc<EncodedProcess>>) = members.into_iter().unzip();
         let (residues, residues_encoded): (Vec<_>, Vec<_>) = residues.into_iter().unzip();
-        let envelope = CutEnvelope::keel(&root_id, &incarnation, &limits.to_json());
         // Process records in (depth, id) order, residue records by id, then every referenced
         // segment record once, by key. Keys are Process ids (a residue's: the retired
         // child's), unique in a validated cut (duplicates fail `validate`), and segment keys,

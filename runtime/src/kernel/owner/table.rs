@@ -18,6 +18,7 @@
 //! idle owner can tell that nothing differs from its head without building anything.
 
 use crate::json::Digest;
+use crate::kernel::commit::CutEnvelope;
 use crate::kernel::ids::{ChildKey, IncarnationId, ProcessId};
 use crate::kernel::process::Process;
 use crate::kernel::retired::RetiredChild;
@@ -40,6 +41,9 @@ pub(super) struct ProcessTable {
     residues: BTreeMap<ProcessId, (Arc<RetiredChild>, Arc<EncodedProcess>)>,
     /// Per parent: the keys of its retired children, with their ids.
     by_parent: BTreeMap<ProcessId, BTreeMap<ChildKey, ProcessId>>,
+    /// The envelope of the last assembled cut, with the root, writer and limits it is the
+    /// keel envelope of (rebuilt only when one of them changes: a new writer).
+    envelope: Option<(ProcessId, IncarnationId, TreeLimits, CutEnvelope)>,
 }
 
 impl std::ops::Deref for ProcessTable {
@@ -196,10 +200,19 @@ impl ProcessTable {
             members.push((p.clone(), encoded));
         }
         let residues = self.residues.values().map(|(r, e)| (r.clone(), e.clone())).collect();
+        let envelope = match &self.envelope {
+            Some((r, i, l, e)) if r == root_id && i == incarnation && *l == limits => e.clone(),
+            _ => {
+                let e = CutEnvelope::keel(root_id, incarnation, &crate::json::ToJson::to_json(&limits));
+                self.envelope = Some((root_id.clone(), incarnation.clone(), limits, e.clone()));
+                e
+            }
+        };
         self.builds += 1;
         let valid = &self.valid;
         let fresh = |id: &ProcessId| !valid.contains(id);
-        let cut = TreeSnapshot::assemble_changed(root_id.clone(), incarnation.clone(), limits, members, residues, &fresh);
+        let cut =
+            TreeSnapshot::assemble_changed(root_id.clone(), incarnation.clone(), limits, envelope, members, residues, &fresh);
         match &cut {
             Ok(c) => {
                 self.changed = false;
