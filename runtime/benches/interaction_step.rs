@@ -13,13 +13,16 @@
 //! final text). Starting commits the initial cut and queues the one model dispatch; the bench
 //! takes that dispatch and runs it itself (untimed: it is the model's cost, not the step's).
 //! Only `DirectRunner::complete(effect, outcome)` is timed: feeding the settlement makes the
-//! owner step the parent (step → snapshot → restore → prepare/finalize) and commit the whole
-//! tree cut through the MemoryCommitter, returning after the commit acknowledgement. The
+//! owner step the parent (step → snapshot → restore → prepare/finalize) and commit the tree
+//! cut through the MemoryCommitter (as a delta: the parent's record, which names its segments
+//! by count and last record digest, and the segment record the step appended; the records of
+//! older segments travel as key and digest), returning after the commit acknowledgement. The
 //! reported figure is the median of the K samples.
 //!
 //! Baseline: the parent's committed state just before that step (decoded from the last
 //! committed cut, so exactly what the step restores: kind, payload and the segments holding
-//! the messages, in its canonical JSON form) as a `serde_json::Value`, timed through
+//! the messages, in its canonical JSON value form with the segments inline) as a
+//! `serde_json::Value`, timed through
 //! `serde_json::to_vec` + `serde_json::from_slice::<serde_json::Value>`, median of K' repeats.
 
 use keel::chat::{FinishReason, Message, Request, Response, Usage};

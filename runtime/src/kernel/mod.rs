@@ -29,6 +29,7 @@ pub mod resource;
 pub mod result;
 pub mod retired;
 pub mod segment;
+pub mod segment_record;
 pub mod signal;
 pub mod snapshot;
 pub mod status;

@@ -6,8 +6,9 @@ use super::effect::{check_frontier, frontier, Effect, EffectPhase, FrontierError
 use super::failure::Failure;
 use super::ids::{EffectId, ProcessId};
 use super::transition::Transition;
+use super::segment_record::RecordSink;
 use super::waist::ExecutionState;
-use crate::json::{DecodeError, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
 
 /// A Step whose candidate waits for its batch to settle before it is adopted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,7 +85,7 @@ fn phase_json(e: &PreparedEffect) -> Json {
 }
 
 impl PreparedStep {
-    /// Every member except `candidate_state` (which [`PreparedStep::write_canonical`] splices).
+    /// Every member except `candidate_state` (which [`PreparedStep::write_record`] splices).
     fn members_without_state(&self) -> ObjectBuilder {
         let effects: Vec<Json> = self
             .effects
@@ -96,16 +97,23 @@ impl PreparedStep {
             .field("intent", &self.intent)
             .value("effects", Json::Array(effects))
     }
-    /// Appends the canonical encoding with the candidate state's payload copied verbatim
-    /// (byte-identical to encoding `to_json()`).
-    pub fn write_canonical(&self, out: &mut String) {
-        let mut state = String::with_capacity(self.candidate_state.byte_len() + 64);
-        self.candidate_state.write_canonical(&mut state);
+    /// Appends the record form (the candidate state's segments as a reference whose records
+    /// `sink` collects, its payload copied verbatim); byte-identical to
+    /// [`PreparedStep::to_record_json`].
+    pub fn write_record(&self, out: &mut String, sink: &mut RecordSink) {
+        let mut state = String::with_capacity(self.candidate_state.payload.len() + 256);
+        self.candidate_state.write_record(&mut state, sink);
         let members = self.members_without_state().into_object();
         crate::json::write_object_with(out, &members, vec![("candidate_state", crate::json::Member::Canonical(&state))]);
     }
+
+    /// The record form as a JSON value.
+    pub fn to_record_json(&self) -> Json {
+        self.members_without_state().value("candidate_state", self.candidate_state.to_record_json()).build()
+    }
 }
 
+/// The value form (the candidate state's segments inline).
 impl ToJson for PreparedStep {
     fn to_json(&self) -> Json {
         self.members_without_state().field("candidate_state", &self.candidate_state).build()
@@ -128,14 +136,24 @@ fn decode_progress(value: &Json) -> Result<(EffectPhase, Option<Failure>), Decod
 }
 
 impl PreparedStep {
-    /// Decodes a prepared Step of `process` (EffectIds are derived, never stored).
+    /// Decodes the value form of a prepared Step of `process` (EffectIds are derived, never
+    /// stored).
     pub fn decode(process: &ProcessId, value: &Json) -> Result<PreparedStep, DecodeError> {
+        PreparedStep::decode_with(process, value, &mut |v| ExecutionState::from_json(v))
+    }
+
+    /// Decodes a prepared Step whose candidate state `state` decodes (value or record form).
+    pub fn decode_with(
+        process: &ProcessId,
+        value: &Json,
+        state: &mut dyn FnMut(&Json) -> Result<ExecutionState, DecodeError>,
+    ) -> Result<PreparedStep, DecodeError> {
         let mut r = ObjectReader::new(value)?;
         let sequence: u64 = r.required("sequence")?;
         if sequence == 0 {
             return Err(DecodeError::invalid("a prepared step sequence is 1-based"));
         }
-        let candidate_state = r.required("candidate_state")?;
+        let candidate_state = r.required_with("candidate_state", |v| state(v))?;
         let intent: Transition = r.required("intent")?;
         if let Transition::Continue { effects, .. } = &intent {
             if !effects.is_empty() {

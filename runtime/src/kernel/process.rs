@@ -10,6 +10,7 @@ use super::relation::Relation;
 use super::resource::{Allocation, Budget, Usage};
 use super::retired::RetiredChildren;
 use super::status::{PendingControl, Status, Termination};
+use super::segment_record::RecordSink;
 use super::waist::ExecutionState;
 use crate::env::Timestamp;
 use crate::json::{DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
@@ -100,24 +101,44 @@ impl FromJson for Finish {
 }
 
 impl Process {
-    /// Appends the canonical encoding of this record. The committed and candidate states (the
-    /// largest members: a strategy's whole working state) are copied from their payloads'
-    /// stored canonical text instead of being cloned and re-encoded; the bytes are identical
-    /// to encoding `to_json()` (a unit test and every snapshot decode check this).
-    pub fn write_canonical(&self, out: &mut String) {
-        let mut state = String::with_capacity(self.committed_state.byte_len() + 64);
-        self.committed_state.write_canonical(&mut state);
+    /// Appends the canonical record of this Process as a cut holds it: its states in record
+    /// form (segments named by reference; `sink` collects the segment records, committed
+    /// state first, then the prepared candidate's). The states' payloads are copied from their
+    /// stored canonical text instead of being cloned and re-encoded, and no segment bytes are
+    /// touched; the bytes are identical to encoding [`Process::to_record_json`] (a unit test
+    /// and every snapshot decode check this).
+    pub fn write_record(&self, out: &mut String, sink: &mut RecordSink) {
+        let mut state = String::with_capacity(self.committed_state.payload.len() + 256);
+        self.committed_state.write_record(&mut state, sink);
         let mut prepared = String::new();
         let mut spliced = vec![("committed_execution_state", crate::json::Member::Canonical(&state))];
         if let Some(p) = &self.prepared {
-            p.write_canonical(&mut prepared);
+            p.write_record(&mut prepared, sink);
             spliced.push(("prepared", crate::json::Member::Canonical(&prepared)));
         }
         let members = self.members_without_states().into_object();
         crate::json::write_object_with(out, &members, spliced);
     }
+
+    /// The record form as a JSON value.
+    pub fn to_record_json(&self) -> Json {
+        let b = self.members_without_states().value("committed_execution_state", self.committed_state.to_record_json());
+        match &self.prepared {
+            Some(p) => b.value("prepared", p.to_record_json()).build(),
+            None => b.build(),
+        }
+    }
+
+    /// Decodes the record form, resolving its states' segment references through `segments`.
+    pub fn decode_record(
+        value: &Json,
+        segments: &mut dyn FnMut(&Json) -> Result<Vec<std::sync::Arc<super::segment::Segment>>, DecodeError>,
+    ) -> Result<Process, DecodeError> {
+        Process::decode_with(value, &mut |v| ExecutionState::decode_record(v, segments))
+    }
 }
 
+/// The value form: the states' segments inline (the record form differs only there).
 impl ToJson for Process {
     fn to_json(&self) -> Json {
         self.members_without_states()
@@ -157,8 +178,18 @@ impl Process {
 }
 
 impl FromJson for Process {
-    /// Structural decode only; cross-field validation is `snapshot::validate_process`.
+    /// Structural decode of the value form only; cross-field validation is
+    /// `snapshot::validate_process`.
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        Process::decode_with(value, &mut |v| ExecutionState::from_json(v))
+    }
+}
+
+impl Process {
+    fn decode_with(
+        value: &Json,
+        state: &mut dyn FnMut(&Json) -> Result<ExecutionState, DecodeError>,
+    ) -> Result<Process, DecodeError> {
         let mut r = ObjectReader::new(value)?;
         let id: ProcessId = r.required("process_id")?;
         let relation = r.required("relation")?;
@@ -176,10 +207,10 @@ impl FromJson for Process {
             c.finish()?;
             Ok(out)
         })?;
-        let committed_state = r.required("committed_execution_state")?;
+        let committed_state = r.required_with("committed_execution_state", |v| state(v))?;
         let mailbox = r.required("mailbox")?;
         let prepared = match r.optional_value("prepared")? {
-            Some(v) => Some(PreparedStep::decode(&id, v).map_err(|e| e.in_member("prepared"))?),
+            Some(v) => Some(PreparedStep::decode_with(&id, v, state).map_err(|e| e.in_member("prepared"))?),
             None => None,
         };
         let p = Process {

@@ -15,16 +15,22 @@
 //! A segment may carry one decoded form of its bytes ([`Segment::decoded`]), set by the
 //! strategy that sealed or first parsed it, so restore-before-adopt reuses it instead of
 //! parsing every old segment on every Step. The cache is never part of equality or encoding.
+//!
+//! In a cut, each segment is a record of its own ([`super::segment_record`]); a segment caches
+//! that record (bytes and digest, built once) so a commit never re-encodes old segments.
 
+use super::segment_record::SegmentRecord;
 use crate::json::{DecodeError, Digest, Json};
 use std::any::Any;
 use std::sync::{Arc, OnceLock};
 
-/// One immutable segment: canonical JSON bytes, their digest, and an optional decoded form.
+/// One immutable segment: canonical JSON bytes, their digest, an optional decoded form, and
+/// its cut record for one predecessor ([`super::segment_record`]).
 pub struct Segment {
     text: String,
     digest: Digest,
     decoded: OnceLock<Arc<dyn Any + Send + Sync>>,
+    record: OnceLock<Arc<SegmentRecord>>,
 }
 
 impl Segment {
@@ -37,7 +43,7 @@ impl Segment {
     /// input: use [`Segment::from_json`] for that).
     pub fn from_canonical(text: String) -> Arc<Segment> {
         let digest = Digest::of(text.as_bytes());
-        Arc::new(Segment { text, digest, decoded: OnceLock::new() })
+        Arc::new(Segment { text, digest, decoded: OnceLock::new(), record: OnceLock::new() })
     }
 
     /// A segment read from a decoded state: it must be a JSON array (a list of entries); its
@@ -74,6 +80,22 @@ impl Segment {
     /// The cached decoded form, if one of type `T` was attached.
     pub fn decoded<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
         self.decoded.get().cloned().and_then(|d| d.downcast::<T>().ok())
+    }
+
+    /// This segment's cut record after the record `prev` (its predecessor in the state),
+    /// built and hashed on first use. The first record built stays cached; a segment asked
+    /// for another predecessor (a state that reuses it elsewhere) gets a record built anew.
+    pub fn record(&self, prev: Option<Digest>) -> Arc<SegmentRecord> {
+        if let Some(r) = self.record.get() {
+            if r.prev() == prev {
+                return r.clone();
+            }
+        }
+        let built = Arc::new(SegmentRecord::build(self, prev));
+        match self.record.set(built.clone()) {
+            Ok(()) => built,
+            Err(_) => self.record.get().filter(|r| r.prev() == prev).cloned().unwrap_or(built),
+        }
     }
 
     /// Attaches a decoded form (the first one wins) and returns the attached one when it has

@@ -15,6 +15,7 @@ use super::retired::RetiredChild;
 use super::status::Status;
 use super::tree_limits::TreeLimits;
 use super::commit::{CutEntry, CutEnvelope, TreeCut};
+use super::segment_record::{RecordSink, SegmentRecord, SegmentRecordError, SegmentTable};
 use crate::json::{DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -30,6 +31,9 @@ pub enum SnapshotError {
     Tree(String),
     #[error("{what} is {bytes} bytes, over its limit of {limit}")]
     TooLarge { what: String, bytes: u64, limit: u64 },
+    /// The cut's segment records do not resolve into its states' segment chains.
+    #[error("segments: {0}")]
+    Segments(#[from] SegmentRecordError),
     /// A retired child's residue record disagrees with the tree (`kernel::retired`).
     #[error("retired child {process}: {fault}")]
     Residue { process: String, fault: ResidueFault },
@@ -88,27 +92,70 @@ fn perr(p: &Process, reason: impl Into<String>) -> SnapshotError {
 
 /// One cut record's canonical bytes (a Process record, or a retired child's residue record),
 /// encoded once and shared by every cut that holds the unchanged record (the owner caches one
-/// per record and re-encodes only changed ones). The digest is computed once, on first use,
-/// and the tree digest is built from these.
+/// per record and re-encodes only changed ones), with the segment records a Process record's
+/// states reference. The digest is computed once, on first use, and the tree digest is built
+/// from these.
 #[derive(Debug)]
 pub struct EncodedProcess {
     /// The record's key in a cut: the Process id text (a residue's: the retired child's id).
     key: Arc<str>,
     text: Arc<str>,
     digest: std::sync::OnceLock<Digest>,
+    /// The distinct segment records the committed and candidate states reference.
+    segments: Vec<Arc<SegmentRecord>>,
+    /// The record's bytes plus those of its segment records (what the per-Process byte limit
+    /// counts).
+    size: u64,
 }
 
 impl EncodedProcess {
-    /// Encodes `p` canonically (its states' payload text copied verbatim).
+    /// Encodes `p` canonically (its states' payload text copied verbatim, its segments named
+    /// by reference: O(1) bytes whatever their number or size).
     pub fn encode(p: &Process) -> EncodedProcess {
-        let mut text = String::with_capacity(p.committed_state.byte_len() + 1024);
-        p.write_canonical(&mut text);
-        EncodedProcess { key: Arc::from(p.id.as_str()), text: Arc::from(text), digest: std::sync::OnceLock::new() }
+        EncodedProcess::encode_with(p, RecordSink::default())
+    }
+
+    /// [`EncodedProcess::encode`] building every segment record anew instead of taking the
+    /// segments' cached ones (a check that the caches agree with a fresh encoding).
+    pub fn encode_fresh(p: &Process) -> EncodedProcess {
+        EncodedProcess::encode_with(p, RecordSink { fresh: true, ..Default::default() })
+    }
+
+    fn encode_with(p: &Process, mut sink: RecordSink) -> EncodedProcess {
+        let mut text = String::with_capacity(p.committed_state.payload.len() + 1024);
+        p.write_record(&mut text, &mut sink);
+        let committed = p.committed_state.segments.len().min(sink.records.len());
+        let segments = super::segment_record::union_of_two(&sink.records[..committed], &sink.records[committed..]);
+        let size = segments.iter().fold(text.len() as u64, |sum, r| sum.saturating_add(r.len() as u64));
+        EncodedProcess {
+            key: Arc::from(p.id.as_str()),
+            text: Arc::from(text),
+            digest: std::sync::OnceLock::new(),
+            segments,
+            size,
+        }
+    }
+    /// The segment records this Process references (committed chain, then the candidate's
+    /// records beyond their common prefix).
+    pub fn segments(&self) -> &[Arc<SegmentRecord>] {
+        &self.segments
+    }
+    /// The record's bytes plus its segment records' bytes (a Process's size for
+    /// `max_process_snapshot_bytes`).
+    pub fn size(&self) -> u64 {
+        self.size
     }
     /// Encodes a retired child's residue record canonically.
     pub fn encode_residue(r: &RetiredChild) -> EncodedProcess {
         let text = String::from_utf8(r.canonical()).unwrap_or_default();
-        EncodedProcess { key: Arc::from(r.process_id.as_str()), text: Arc::from(text), digest: std::sync::OnceLock::new() }
+        let size = text.len() as u64;
+        EncodedProcess {
+            key: Arc::from(r.process_id.as_str()),
+            text: Arc::from(text),
+            digest: std::sync::OnceLock::new(),
+            segments: Vec::new(),
+            size,
+        }
     }
     /// The record as a cut entry carrying its bytes.
     pub fn entry(&self) -> CutEntry {
@@ -230,9 +277,17 @@ impl TreeSnapshot {
         residues.sort_by(|a, b| a.0.process_id.cmp(&b.0.process_id));
         let (processes, encoded): (Vec<Process>, Vec<Arc<EncodedProcess>>) = members.into_iter().unzip();
         let (residues, residues_encoded): (Vec<_>, Vec<_>) = residues.into_iter().unzip();
-        let entries = encoded.iter().chain(&residues_encoded).map(|e| e.entry()).collect();
-        // Keys are Process ids (a residue's: the retired child's), unique in a validated cut;
-        // duplicates fail `validate`.
+        // Process records in (depth, id) order, residue records by id, then every referenced
+        // segment record once, by key. Keys are Process ids (a residue's: the retired
+        // child's), unique in a validated cut (duplicates fail `validate`), and segment keys,
+        // unique by construction and never a Process id.
+        let segments = segment_records(&encoded);
+        let entries = encoded
+            .iter()
+            .chain(&residues_encoded)
+            .map(|e| e.entry())
+            .chain(segments.iter().map(|r| r.entry()))
+            .collect();
         let cut = TreeCut::new_unchecked(root_id.clone(), incarnation.clone(), envelope, entries);
         TreeSnapshot { root_id, incarnation, limits, processes, encoded, residues, residues_encoded, cut }
     }
@@ -245,23 +300,12 @@ impl TreeSnapshot {
         let root_id: ProcessId = r.required("root_id")?;
         let incarnation: IncarnationId = r.required("incarnation_id")?;
         let tree_limits: TreeLimits = r.required("tree_limits")?;
-        // A record is a residue exactly when it carries the residue marker; either kind decodes
-        // strictly as itself (`kernel::retired`).
-        let (mut processes, mut residues) = (Vec::new(), Vec::new());
-        let records = r.required_with("process_snapshots", |v| {
-            v.as_array().ok_or_else(|| DecodeError::wrong_type("array", v))
-        })?;
-        for record in records {
-            let in_member = |e: DecodeError| e.in_member("process_snapshots");
-            if crate::kernel::retired::is_residue(record) {
-                residues.push(RetiredChild::from_json(record).map_err(in_member)?);
-            } else {
-                processes.push(Process::from_json(record).map_err(in_member)?);
-            }
-        }
+        let records = r.required_value("process_snapshots")?;
         r.finish()?;
+        let (processes, residues) = decode_records(records)?;
         let snap = TreeSnapshot::build(root_id, incarnation, tree_limits, processes, residues)?;
-        // Canonical form is part of the contract: accepted input re-encodes byte-identically.
+        // Canonical form is part of the contract: accepted input re-encodes byte-identically
+        // (which also refuses records out of order and segment records not in canonical form).
         if **snap.bytes() != *bytes {
             return Err(SnapshotError::Tree("snapshot bytes are not in canonical form".into()));
         }
@@ -309,13 +353,21 @@ impl TreeSnapshot {
         let known_residues: BTreeMap<&str, (&Arc<RetiredChild>, &Arc<EncodedProcess>)> =
             previous.residues.iter().zip(&previous.residues_encoded).map(|(r, e)| (&*e.key, (r, e))).collect();
         let parse_limits = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
+        // Segment records first (the Process records name them), reusing the previous head's.
+        let Some(mut segments) = SegmentTable::of_cut_reusing(cut.entries(), &previous.processes) else { return whole() };
         let mut members = Vec::with_capacity(cut.entries().len());
         let mut residues = Vec::new();
         let mut fresh: BTreeSet<ProcessId> = BTreeSet::new();
         for entry in cut.entries() {
+            if entry.key().starts_with(super::segment_record::KEY_PREFIX) {
+                continue;
+            }
             let Some(bytes) = entry.bytes() else { return whole() };
             if let Some((p, encoded)) = known.get(entry.key()) {
                 if same_limits && **bytes == *encoded.bytes() {
+                    if !segments.claim(p) {
+                        return whole();
+                    }
                     members.push(((*p).clone(), Arc::clone(encoded)));
                     continue;
                 }
@@ -337,7 +389,7 @@ impl TreeSnapshot {
                 residues.push((Arc::new(r), Arc::new(encoded)));
                 continue;
             }
-            let Ok(p) = <Process as crate::json::FromJson>::from_json(&value) else { return whole() };
+            let Ok(p) = Process::decode_record(&value, &mut |v| segments.resolve_member(v)) else { return whole() };
             let encoded = EncodedProcess::encode(&p);
             if encoded.bytes() != &**bytes || p.id.as_str() != entry.key() {
                 return whole();
@@ -345,11 +397,14 @@ impl TreeSnapshot {
             fresh.insert(p.id.clone());
             members.push((p, Arc::new(encoded)));
         }
+        if segments.check_all_used().is_err() {
+            return whole();
+        }
         let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues);
-        // Canonical order: the assembled (sorted) keys are the cut's keys in the cut's order.
-        let assembled = snap.encoded.iter().chain(&snap.residues_encoded);
-        if snap.encoded.len() + snap.residues_encoded.len() != cut.entries().len()
-            || assembled.zip(cut.entries()).any(|(e, c)| &*e.key != c.key())
+        // Canonical order: the assembled (sorted) keys are the cut's keys in the cut's order
+        // (Process records, residue records, then segment records).
+        if snap.cut.entries().len() != cut.entries().len()
+            || snap.cut.entries().iter().zip(cut.entries()).any(|(e, c)| e.key() != c.key())
         {
             return whole();
         }
@@ -422,7 +477,7 @@ impl TreeSnapshot {
         }
         if let Some(limit) = self.limits.max_process_snapshot_bytes().maximum() {
             for (p, encoded) in self.processes.iter().zip(&self.encoded) {
-                let bytes = encoded.len() as u64;
+                let bytes = encoded.size();
                 if bytes > limit {
                     return Err(SnapshotError::TooLarge { what: format!("process {}", p.id), bytes, limit });
                 }
@@ -575,8 +630,48 @@ impl TreeSnapshot {
     }
 }
 
-/// The cut's canonical bytes from its records' canonical bytes: byte-identical to encoding
-/// [`TreeSnapshot::to_json`], with every record copied rather than re-encoded.
+/// The Process and residue records of a cut's record list, the Processes' segment references
+/// resolved against the list's segment records (every one of which some state must
+/// reference).
+fn decode_records(records: &Json) -> Result<(Vec<Process>, Vec<RetiredChild>), SnapshotError> {
+    let items = records.as_array().ok_or_else(|| DecodeError::invalid("an array of records").in_member("process_snapshots"))?;
+    let mut table = SegmentTable::default();
+    for (i, item) in items.iter().enumerate() {
+        if super::segment_record::is_segment_record(item) {
+            table.insert(i, item)?;
+        }
+    }
+    let (mut processes, mut residues) = (Vec::new(), Vec::new());
+    for (i, item) in items.iter().enumerate() {
+        if super::segment_record::is_segment_record(item) {
+            continue;
+        }
+        // A record is a residue exactly when it carries the residue marker; either kind
+        // decodes strictly as itself (`kernel::retired`).
+        if crate::kernel::retired::is_residue(item) {
+            residues.push(RetiredChild::from_json(item).map_err(|e| e.in_index(i).in_member("process_snapshots"))?);
+            continue;
+        }
+        match Process::decode_record(item, &mut |v| table.resolve_member(v)) {
+            Ok(p) => processes.push(p),
+            Err(e) => {
+                return Err(match table.take_failure() {
+                    Some(failure) => failure.into(),
+                    None => e.in_index(i).in_member("process_snapshots").into(),
+                })
+            }
+        }
+    }
+    table.check_all_used()?;
+    Ok((processes, residues))
+}
+
+/// Every segment record the Processes of `encoded` reference, once each, sorted by key.
+pub(crate) fn segment_records(encoded: &[Arc<EncodedProcess>]) -> Vec<Arc<SegmentRecord>> {
+    super::segment_record::sorted_distinct(encoded.iter().flat_map(|e| e.segments.iter()))
+}
+
+/// The envelope's canonical text with no records (its length is the cut's fixed part).
 fn write_cut(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, encoded: &[Arc<EncodedProcess>]) -> String {
     use crate::json::Member;
     let records: Vec<&str> = encoded.iter().map(|e| &*e.text).collect();
@@ -614,6 +709,8 @@ fn encode_residues(residues: impl IntoIterator<Item = RetiredChild>) -> Vec<(Arc
         .collect()
 }
 
+/// The cut as a JSON value, built from the Processes' record forms, the residue records and
+/// the segment records (an encoding independent of the cached record bytes).
 fn encode(
     root: &ProcessId,
     inc: &IncarnationId,
@@ -621,7 +718,19 @@ fn encode(
     processes: &[Process],
     residues: &[Arc<RetiredChild>],
 ) -> Json {
-    let records: Vec<Json> = processes.iter().map(ToJson::to_json).chain(residues.iter().map(|r| r.to_json())).collect();
+    let mut records: Vec<Json> =
+        processes.iter().map(Process::to_record_json).chain(residues.iter().map(|r| r.to_json())).collect();
+    let mut sink = RecordSink { fresh: true, ..Default::default() };
+    for p in processes {
+        sink.chain(&p.committed_state.segments);
+        if let Some(prepared) = &p.prepared {
+            sink.chain(&prepared.candidate_state.segments);
+        }
+    }
+    for r in super::segment_record::sorted_distinct(&sink.records) {
+        let unbounded = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
+        records.push(crate::json::parse_with(r.bytes(), &unbounded).unwrap_or(Json::Null));
+    }
     ObjectBuilder::new()
         .field("root_id", root)
         .field("incarnation_id", inc)

@@ -10,6 +10,10 @@
 //! | `max_active_children` (u32, per Process) | 16 |
 //! | `max_tree_processes` (Quota, lifetime per tree; must admit 1) | unlimited |
 //!
+//! Byte sizes: a tree's is its whole cut text; a Process's is its record plus the segment
+//! records its states reference (`kernel::segment_record`), so moving segments out of the
+//! record does not move them out of the limit.
+//!
 //! Zero for the three integer fields means "default", both when configured and when decoded,
 //! so a stored value is always the effective one. The codec always emits every field and
 //! requires every field on decode.

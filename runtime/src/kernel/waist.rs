@@ -15,14 +15,22 @@ use crate::env::CancelToken;
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
 use crate::text::QualifiedName;
 use super::segment::Segment;
+use super::segment_record::{self, RecordSink};
 use std::sync::Arc;
 
 /// A strategy-owned state: `kind` names the strategy, `payload` is opaque normalized JSON (the
 /// small, mutable part), `segments` the append-only part in order (see [`super::segment`]).
 ///
-/// Wire form: `{"kind":K,"payload":P,"segments"?:[[..],..]}`; `segments` is omitted when empty
-/// (a state without segments keeps its bytes). The kernel never interprets segments; the
-/// strategy's payload names them (a chain digest) and its `restore` checks that.
+/// Two wire forms, identical for a state without segments (`segments` is omitted when empty):
+/// * **value form** (`ToJson`/`FromJson`, [`ExecutionState::write_canonical`]): the segments
+///   inline, `{"kind":K,"payload":P,"segments"?:[[..],..]}`: a state on its own;
+/// * **record form** (inside a Process record of a cut, [`ExecutionState::write_record`]):
+///   `{"kind":K,"payload":P,"segments"?:{"count":N,"last":D}}`, naming the state's chain of
+///   segment records ([`super::segment_record`]) in O(1) bytes; the segments travel as records
+///   of their own and decoding resolves them ([`ExecutionState::decode_record`]).
+///
+/// The kernel never interprets segments; the strategy's payload names them (a chain digest)
+/// and its `restore` checks that.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecutionState {
     pub kind: QualifiedName,
@@ -59,7 +67,7 @@ fn unbounded() -> crate::json::ParseLimits {
 }
 
 impl ExecutionState {
-    /// Appends the canonical encoding, copying the payload's and the segments' stored
+    /// Appends the canonical value form, copying the payload's and the segments' stored
     /// canonical text verbatim (byte-identical to encoding `to_json()`, without cloning or
     /// re-encoding any value).
     pub fn write_canonical(&self, out: &mut String) {
@@ -72,27 +80,64 @@ impl ExecutionState {
         }
         crate::json::write_object(out, members);
     }
-}
 
-impl FromJson for ExecutionState {
-    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+    /// Appends the record form: the segments as a reference to their chain, whose records
+    /// `sink` collects. No segment bytes are copied or hashed (a segment's record is cached).
+    pub fn write_record(&self, out: &mut String, sink: &mut RecordSink) {
+        let kind = self.kind.to_json();
+        let reference = sink.chain(&self.segments).map(|(count, last)| segment_record::reference_json(count, last));
+        let mut members =
+            vec![("kind", crate::json::Member::Value(&kind)), ("payload", crate::json::Member::Canonical(self.payload.canonical()))];
+        if let Some(r) = &reference {
+            members.push(("segments", crate::json::Member::Value(r)));
+        }
+        crate::json::write_object(out, members);
+    }
+
+    /// The record form as a JSON value (byte-identical to [`ExecutionState::write_record`]).
+    pub fn to_record_json(&self) -> Json {
+        let b = ObjectBuilder::new().field("kind", &self.kind).value("payload", self.payload.value().clone());
+        match RecordSink::default().chain(&self.segments) {
+            None => b.build(),
+            Some((count, last)) => b.value("segments", segment_record::reference_json(count, last)).build(),
+        }
+    }
+
+    /// Decodes the record form, resolving the segment reference through `segments`.
+    pub fn decode_record(
+        value: &Json,
+        segments: &mut dyn FnMut(&Json) -> Result<Vec<Arc<Segment>>, DecodeError>,
+    ) -> Result<ExecutionState, DecodeError> {
+        ExecutionState::decode_with(value, segments)
+    }
+
+    fn decode_with(
+        value: &Json,
+        segments: &mut dyn FnMut(&Json) -> Result<Vec<Arc<Segment>>, DecodeError>,
+    ) -> Result<ExecutionState, DecodeError> {
         let mut r = ObjectReader::new(value)?;
         let kind = r.required("kind")?;
         let payload = crate::kernel::signal::required_payload(&mut r, "payload")?;
         let segments = match r.optional_value("segments")? {
             None => Vec::new(),
-            Some(Json::Array(items)) if !items.is_empty() && items.len() <= crate::limits::MAX_STATE_SEGMENTS => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| Segment::from_json(v).map_err(|e| e.in_index(i).in_member("segments")))
-                .collect::<Result<Vec<_>, _>>()?,
-            Some(_) => {
-                return Err(DecodeError::invalid("a non-empty list of at most MAX_STATE_SEGMENTS segments")
-                    .in_member("segments"))
-            }
+            Some(v) => segments(v).map_err(|e| e.in_member("segments"))?,
         };
         r.finish()?;
         Ok(ExecutionState { kind, payload, segments })
+    }
+}
+
+impl FromJson for ExecutionState {
+    /// Decodes the value form (segments inline).
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        ExecutionState::decode_with(value, &mut |v| match v {
+            Json::Array(items) if !items.is_empty() && items.len() <= crate::limits::MAX_STATE_SEGMENTS => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| Segment::from_json(v).map_err(|e| e.in_index(i)))
+                .collect::<Result<Vec<_>, _>>(),
+            _ => Err(DecodeError::invalid("a non-empty list of at most MAX_STATE_SEGMENTS segments")),
+        })
     }
 }
 

@@ -2,11 +2,12 @@
 //!
 //! * The **envelope** is the cut's canonical text around its records: `head`, then the
 //!   records' canonical bytes joined by `,`, then `tail` (for a keel cut: the JSON object up
-//!   to `"process_snapshots":[` and from its `]` on). It names the root, the writer
-//!   incarnation and the tree limits.
+//!   to `"process_snapshots":[` and from its `]` on; that member holds every record, the name
+//!   is historical). It names the root, the writer incarnation and the tree limits.
 //! * Each **entry** is `(key, digest, bytes)`: `key` names the record (the Process id text for
-//!   a Process record; keys are free text so a Process can later contribute further immutable
-//!   records under keys of its own), `digest` is SHA-256 of the record's canonical bytes.
+//!   a Process record, `segment:<hex of the record digest>` for a segment record, see
+//!   `kernel::segment_record`; keys are free text), `digest` is SHA-256 of the record's
+//!   canonical bytes.
 //! * The **tree digest** is `SHA-256("tree-cut" ‖ 0 ‖ root ‖ 0 ‖ incarnation ‖ 0 ‖ D(head) ‖ 0
 //!   ‖ D(tail) ‖ 0 ‖ n ‖ (0 ‖ key ‖ 0 ‖ D(record))*)` with `D` the `sha256:<hex>` text of a
 //!   SHA-256 and `n` the record count in decimal (the NUL-separated encoding of derived
@@ -340,9 +341,10 @@ impl TreeCut {
         Ok(TreeCut { entries: entries.into(), whole: Arc::new(OnceLock::new()), ..self.clone() })
     }
 
-    /// Splits a whole keel cut text into its envelope and Process records (keyed by their
-    /// `process_id`). Structural only: the text must be canonical JSON with exactly the cut's
-    /// four members; the records' meaning is the kernel's to validate
+    /// Splits a whole keel cut text into its envelope and records: Process records keyed by
+    /// their `process_id`, segment records (objects with `entries` and no `process_id`) by
+    /// `segment:<hex of their SHA-256>`. Structural only: the text must be canonical JSON with
+    /// exactly the cut's four members; the records' meaning is the kernel's to validate
     /// (`TreeSnapshot::decode`).
     pub fn from_whole(bytes: &[u8]) -> Result<TreeCut, CutError> {
         let bad = |m: String| CutError::Malformed(m);
@@ -367,11 +369,20 @@ impl TreeCut {
             .ok_or_else(|| bad("process_snapshots is not an array".into()))?;
         let mut entries = Vec::with_capacity(records.len());
         for (i, record) in records.iter().enumerate() {
-            let key = record
-                .get("process_id")
-                .and_then(Json::as_str)
-                .ok_or_else(|| bad(format!("process_snapshots[{i}] has no process_id")))?;
-            entries.push(CutEntry::new(key, record.to_canonical_bytes()));
+            let bytes = record.to_canonical_bytes();
+            // A Process record is keyed by its `process_id`; a segment record (an object with
+            // `entries` and no `process_id`) by its content digest.
+            let entry = if crate::kernel::segment_record::is_segment_record(record) {
+                let digest = Digest::of(&bytes);
+                CutEntry::trusted(crate::kernel::segment_record::key_of(digest), bytes.into(), digest)
+            } else {
+                let key = record
+                    .get("process_id")
+                    .and_then(Json::as_str)
+                    .ok_or_else(|| bad(format!("process_snapshots[{i}] is neither a Process record nor a segment record")))?;
+                CutEntry::new(key, bytes)
+            };
+            entries.push(entry);
         }
         let envelope = CutEnvelope::keel(&root_id, &incarnation, limits);
         let cut = TreeCut::new(root_id, incarnation, envelope, entries)?;
@@ -462,6 +473,19 @@ mod tests {
         spaced.insert(1, b' ');
         assert!(matches!(TreeCut::from_whole(&spaced), Err(CutError::Malformed(_))));
         assert!(matches!(TreeCut::from_whole(b"[]"), Err(CutError::Malformed(_))));
+    }
+
+    #[test]
+    fn a_segment_record_is_keyed_by_its_digest_and_anything_else_is_refused() {
+        let segment = r#"{"entries":[1]}"#;
+        let key = format!("segment:{}", Digest::of(segment.as_bytes()).hex());
+        let c = cut(&[("process:root", r#"{"process_id":"process:root"}"#), (&key, segment)]);
+        let back = TreeCut::from_whole(&c.bytes().unwrap()).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(back.entries()[1].key(), key);
+        // Neither a Process record nor a segment record: refused.
+        let other = cut(&[("process:root", r#"{"process_id":"process:root"}"#), ("x", r#"{"x":1}"#)]);
+        assert!(matches!(TreeCut::from_whole(&other.bytes().unwrap()), Err(CutError::Malformed(_))));
     }
 
     #[test]

@@ -362,14 +362,17 @@ impl Owner {
         self.processes.builds()
     }
 
-    /// A fresh full build of the in-memory records, every record encoded anew (no cache).
+    /// A fresh full build of the in-memory records, every record (segment records included)
+    /// encoded anew (no cache).
     /// While a commit is in flight the records are exactly what it carries, so a driver can
     /// check that the cut it is asked to commit equals this (a stale cached encoding would
     /// make them differ).
     #[doc(hidden)]
     pub fn fresh_cut(&self) -> Result<TreeSnapshot, SnapshotError> {
-        let residues = self.processes.residues().cloned();
-        TreeSnapshot::build(self.root_id.clone(), self.incarnation.clone(), self.limits, self.processes.values().cloned(), residues)
+        use super::snapshot::EncodedProcess;
+        let members = self.processes.values().map(|p| (p.clone(), Arc::new(EncodedProcess::encode_fresh(p))));
+        let residues = self.processes.residues().map(|r| (Arc::new(r.clone()), Arc::new(EncodedProcess::encode_residue(r))));
+        TreeSnapshot::assemble(self.root_id.clone(), self.incarnation.clone(), self.limits, members.collect(), residues.collect())
     }
 
     /// Checkpoint class of the current cut.

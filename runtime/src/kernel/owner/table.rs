@@ -153,22 +153,33 @@ impl ProcessTable {
             return Ok(());
         }
         let ids: Vec<ProcessId> = self.map.keys().cloned().collect();
-        let mut records: Vec<(u32, ProcessId, u64)> = Vec::with_capacity(ids.len());
+        let mut records: Vec<(u32, ProcessId, u64, u64)> = Vec::with_capacity(ids.len());
+        let mut encoded = Vec::with_capacity(ids.len());
         for id in ids {
             let (Some(e), Some(p)) = (self.encoded_of(&id), self.map.get(&id)) else { continue };
-            records.push((p.relation.depth, id, e.len() as u64));
+            records.push((p.relation.depth, id, e.len() as u64, e.size()));
+            encoded.push(e);
         }
         records.sort();
+        // The cut holds every Process record, the residue records, then each referenced
+        // segment record once.
         let residues = self.residues.values().map(|(_, e)| e.len() as u64);
-        let lens: Vec<u64> = records.iter().map(|r| r.2).chain(residues).collect();
+        let segments = crate::kernel::snapshot::segment_records(&encoded);
+        let lens: Vec<u64> = records
+            .iter()
+            .map(|r| r.2)
+            .chain(residues)
+            .chain(segments.iter().map(|r| r.len() as u64))
+            .collect();
         let total = crate::kernel::snapshot::cut_len(root_id, incarnation, &limits, &lens);
         if let Some(limit) = tree_limit {
             if total > limit {
                 return Err(SnapshotError::TooLarge { what: "tree snapshot".into(), bytes: total, limit });
             }
         }
+        // A Process's size is its record plus the segment records it references.
         if let Some(limit) = record_limit {
-            if let Some((_, id, bytes)) = records.iter().find(|r| r.2 > limit) {
+            if let Some((_, id, _, bytes)) = records.iter().find(|r| r.3 > limit) {
                 return Err(SnapshotError::TooLarge { what: format!("process {id}"), bytes: *bytes, limit });
             }
         }

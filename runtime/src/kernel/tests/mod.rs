@@ -10,6 +10,7 @@ mod cut_cache;
 mod lifecycle;
 mod oracle;
 mod reservations;
+mod segment_records;
 mod signals;
 mod snapshot_rules;
 
