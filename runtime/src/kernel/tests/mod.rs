@@ -209,3 +209,24 @@ pub(crate) fn output_text(result: &ProcessResult) -> String {
 pub(crate) fn stopped(r: &DirectRunner) -> bool {
     r.published.iter().any(|p| matches!(p, Publication::Stopped { .. }))
 }
+
+/// Decodes every head both ways, the whole text and reusing the previous head, asserts they
+/// agree (snapshot and tree digest), and hands each (previous, reusing) pair to `on_pair`.
+/// Returns the last head decoded.
+fn decode_heads_both_ways(
+    cuts: &[crate::kernel::commit::TreeCut],
+    mut on_pair: impl FnMut(&TreeSnapshot, &TreeSnapshot),
+) -> Option<TreeSnapshot> {
+    let mut previous: Option<TreeSnapshot> = None;
+    for cut in cuts {
+        let whole = TreeSnapshot::decode(&cut.bytes().unwrap()).unwrap();
+        let reusing = TreeSnapshot::decode_reusing(cut, previous.as_ref()).unwrap();
+        assert_eq!(reusing, whole);
+        assert_eq!(reusing.digest(), cut.digest);
+        if let Some(p) = &previous {
+            on_pair(p, &reusing);
+        }
+        previous = Some(reusing);
+    }
+    previous
+}

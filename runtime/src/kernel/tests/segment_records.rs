@@ -314,22 +314,14 @@ fn decoding_reusing_the_previous_head_matches_a_whole_decode_with_segment_record
     let mut r = start(&s, 5);
     r.run_to_idle();
     let cuts = r.acknowledged_cuts();
-    let mut previous: Option<TreeSnapshot> = None;
     let mut shared = false;
-    for cut in &cuts {
-        let whole = TreeSnapshot::decode(&cut.bytes().unwrap()).unwrap();
-        let reusing = TreeSnapshot::decode_reusing(cut, previous.as_ref()).unwrap();
-        assert_eq!(reusing, whole);
-        assert_eq!(reusing.digest(), cut.digest);
-        if let Some(p) = &previous {
-            let (old, new) = (&p.root().committed_state.segments, &reusing.root().committed_state.segments);
-            shared |= old.iter().zip(new).any(|(a, b)| Arc::ptr_eq(a, b));
-        }
-        previous = Some(reusing);
-    }
+    let last = decode_heads_both_ways(&cuts, |p, reusing| {
+        let (old, new) = (&p.root().committed_state.segments, &reusing.root().committed_state.segments);
+        shared |= old.iter().zip(new).any(|(a, b)| Arc::ptr_eq(a, b));
+    });
     assert!(shared, "segments the previous head held were reused, not parsed again");
 
-    let last = previous.expect("heads");
+    let last = last.expect("heads");
     let before = TreeSnapshot::from_cut(&cuts[cuts.len() - 2]).unwrap();
     let segments = segment_positions(last.tree_cut().entries());
     let tampered: Vec<Vec<u8>> = vec![

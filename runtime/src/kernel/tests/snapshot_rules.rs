@@ -122,20 +122,12 @@ fn decoding_a_head_reusing_the_previous_one_matches_a_whole_decode() {
     w.check(&r);
     let cuts = r.acknowledged_cuts();
     assert!(cuts.len() > 4, "a run of several heads");
-    let mut previous: Option<TreeSnapshot> = None;
     let (mut reused_any, mut reused_residue) = (false, false);
-    for cut in &cuts {
-        let whole = TreeSnapshot::decode(&cut.bytes().unwrap()).unwrap();
-        let reusing = TreeSnapshot::decode_reusing(cut, previous.as_ref()).unwrap();
-        assert_eq!(reusing, whole);
-        assert_eq!(reusing.digest(), cut.digest);
-        if let Some(p) = &previous {
-            reused_any |= p.encoded().iter().any(|e| reusing.encoded().iter().any(|n| std::sync::Arc::ptr_eq(e, n)));
-            let residues = |s: &TreeSnapshot| s.residues_encoded().to_vec();
-            reused_residue |= residues(p).iter().any(|e| residues(&reusing).iter().any(|n| std::sync::Arc::ptr_eq(e, n)));
-        }
-        previous = Some(reusing);
-    }
+    decode_heads_both_ways(&cuts, |p, reusing| {
+        reused_any |= p.encoded().iter().any(|e| reusing.encoded().iter().any(|n| std::sync::Arc::ptr_eq(e, n)));
+        let residues = |s: &TreeSnapshot| s.residues_encoded().to_vec();
+        reused_residue |= residues(p).iter().any(|e| residues(reusing).iter().any(|n| std::sync::Arc::ptr_eq(e, n)));
+    });
     assert!(reused_any, "unchanged records were reused, not decoded again");
     assert!(reused_residue, "residue records were reused, not decoded again");
 
