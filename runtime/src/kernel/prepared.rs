@@ -100,6 +100,7 @@ impl PreparedStep {
     /// Appends the record form (the candidate state's segments as a reference whose records
     /// `sink` collects, its payload copied verbatim); byte-identical to
     /// [`PreparedStep::to_record_json`].
+    ///
     /// The members are written directly, in canonical order (no tree is built; payloads are
     /// copied from their stored canonical text).
     pub fn write_record(&self, out: &mut String, sink: &mut RecordSink) {
