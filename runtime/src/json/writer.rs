@@ -203,8 +203,12 @@ mod tests {
             .build();
         let mut out = String::new();
         let mut w = ObjectWriter::new(&mut out);
-        w.str("a\u{1}", "q\"uote").canonical("b", &nested.to_canonical_string()).u64("c", 7);
-        w.value("d", &Json::u64(u64::MAX)).field("é", &0u64).opt_field::<u64>("f", None);
+        w.str("a\u{1}", "q\"uote")
+            .canonical("b", &nested.to_canonical_string())
+            .u64("c", 7);
+        w.value("d", &Json::u64(u64::MAX))
+            .field("é", &0u64)
+            .opt_field::<u64>("f", None);
         w.finish();
         assert_eq!(out, tree.to_canonical_string());
         let mut empty = String::new();
@@ -232,7 +236,18 @@ mod tests {
 
     #[test]
     fn integers_match_number_text() {
-        for v in [0, 1, 9, 10, 99, 100, 12_345, u64::from(u32::MAX), u64::MAX - 1, u64::MAX] {
+        for v in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            12_345,
+            u64::from(u32::MAX),
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
             let mut out = String::new();
             push_u64(&mut out, v);
             assert_eq!(out, Json::u64(v).to_canonical_string());

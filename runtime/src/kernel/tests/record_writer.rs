@@ -31,18 +31,35 @@ fn oracle(p: &Process) -> String {
 fn real_processes() -> Vec<Process> {
     let mut all = Vec::new();
     let w = echo_world();
-    let child = |key: &str, script: Vec<Op>| ChildPlan::new(key, w.deployment.reference(), script, Budget::unlimited());
+    let child = |key: &str, script: Vec<Op>| {
+        ChildPlan::new(key, w.deployment.reference(), script, Budget::unlimited())
+    };
     let runs: Vec<Vec<Op>> = vec![
-        vec![Op::Dispatch(Json::str("a \"quoted\"\n\u{1}é")), Op::Checkpoint, Op::Wait("key".into())],
-        vec![Op::WaitAfter { key: "early".into(), then: Json::u64(7) }],
+        vec![
+            Op::Dispatch(Json::str("a \"quoted\"\n\u{1}é")),
+            Op::Checkpoint,
+            Op::Wait("key".into()),
+        ],
+        vec![Op::WaitAfter {
+            key: "early".into(),
+            then: Json::u64(7),
+        }],
         vec![Op::Dispatch(Json::Null), Op::Fail("boom \\ \"why\"".into())],
         vec![Op::Children {
-            children: vec![child("a", vec![Op::Dispatch(Json::str("x"))]), child("b", vec![Op::Wait("go".into())])],
+            children: vec![
+                child("a", vec![Op::Dispatch(Json::str("x"))]),
+                child("b", vec![Op::Wait("go".into())]),
+            ],
             boundary: Boundary::SubtreeDrained,
             condition: Condition::Any,
         }],
         vec![
-            Op::Child { deployment: w.deployment.reference().clone(), script: vec![Op::Checkpoint], key: "c".into(), budget: Budget::unlimited() },
+            Op::Child {
+                deployment: w.deployment.reference().clone(),
+                script: vec![Op::Checkpoint],
+                key: "c".into(),
+                budget: Budget::unlimited(),
+            },
             Op::Dispatch(Json::str("after")),
         ],
     ];
@@ -51,13 +68,23 @@ fn real_processes() -> Vec<Process> {
         let mut r = w.start(&ops, Budget::unlimited());
         r.run_to_idle();
         let head = w.head();
-        if let Some(p) = head.processes().iter().find(|p| p.current_wait_id.is_some()) {
+        if let Some(p) = head
+            .processes()
+            .iter()
+            .find(|p| p.current_wait_id.is_some())
+        {
             let id = p.id.clone();
             let _ = answer_current(&mut r, &head, &id, "signal:answer", "answer \u{7f}");
             r.run_to_idle();
         }
         for cut in r.acknowledged_cuts() {
-            all.extend(TreeSnapshot::from_cut(&cut).expect("cut decodes").processes().iter().cloned());
+            all.extend(
+                TreeSnapshot::from_cut(&cut)
+                    .expect("cut decodes")
+                    .processes()
+                    .iter()
+                    .cloned(),
+            );
         }
     }
     all
@@ -82,20 +109,35 @@ impl Rng {
         [0, 1, 9, 10, u64::from(u32::MAX), u64::MAX, self.next()][self.below(7) as usize]
     }
     fn text(&mut self) -> String {
-        let pieces = ["plain", "\"", "\\", "\n", "\u{0}", "\u{1f}", "é", "😀", "\u{2028}", "/", " "];
-        (0..self.below(6)).map(|_| pieces[self.below(pieces.len() as u64) as usize]).collect()
+        let pieces = [
+            "plain", "\"", "\\", "\n", "\u{0}", "\u{1f}", "é", "😀", "\u{2028}", "/", " ",
+        ];
+        (0..self.below(6))
+            .map(|_| pieces[self.below(pieces.len() as u64) as usize])
+            .collect()
     }
     fn payload(&mut self) -> Payload {
         let value = match self.below(4) {
             0 => Json::str(self.text()),
             1 => Json::u64(self.number()),
-            2 => crate::json::ObjectBuilder::new().field("z", &self.text()).field("a", &self.number()).build(),
-            _ => Json::Array(vec![Json::Null, Json::Bool(self.chance()), Json::str(self.text())]),
+            2 => crate::json::ObjectBuilder::new()
+                .field("z", &self.text())
+                .field("a", &self.number())
+                .build(),
+            _ => Json::Array(vec![
+                Json::Null,
+                Json::Bool(self.chance()),
+                Json::str(self.text()),
+            ]),
         };
         Payload::from_json(value).unwrap()
     }
     fn quota(&mut self) -> Quota {
-        if self.chance() { Quota::Unlimited } else { Quota::Finite(self.number()) }
+        if self.chance() {
+            Quota::Unlimited
+        } else {
+            Quota::Finite(self.number())
+        }
     }
 }
 
@@ -104,14 +146,21 @@ impl Rng {
 fn vary(p: &Process, terminal: Option<&Finish>, rng: &mut Rng) -> Process {
     let mut v = p.clone();
     if rng.chance() {
-        v.budget = Budget { steps: rng.quota(), effects: rng.quota(), signals: rng.quota() };
+        v.budget = Budget {
+            steps: rng.quota(),
+            effects: rng.quota(),
+            signals: rng.quota(),
+        };
     }
     if rng.chance() {
         v.allocated.steps = rng.number();
         v.allocated.signals = rng.number();
     }
     if rng.chance() {
-        v.capabilities = CapabilitySet::from_names(&["keel.net", "a.b", "keel.fs.read"][..rng.below(4) as usize]).unwrap();
+        v.capabilities = CapabilitySet::from_names(
+            &["keel.net", "a.b", "keel.fs.read"][..rng.below(4) as usize],
+        )
+        .unwrap();
     }
     if rng.chance() {
         v.committed_steps = rng.number();
@@ -119,19 +168,34 @@ fn vary(p: &Process, terminal: Option<&Finish>, rng: &mut Rng) -> Process {
         v.dropped_deltas = rng.number();
     }
     if rng.chance() {
-        v.child_request_digest = if rng.chance() { Some(crate::json::Digest::of(&rng.next().to_le_bytes())) } else { None };
+        v.child_request_digest = if rng.chance() {
+            Some(crate::json::Digest::of(&rng.next().to_le_bytes()))
+        } else {
+            None
+        };
     }
     if rng.chance() {
         let effect = EffectId::derive(&v.id, rng.below(100) + 1, rng.below(4) as u32);
         v.current_wait_id = rng.chance().then(|| WaitId::of_effect(&effect));
     }
     if rng.chance() {
-        let all = [Status::Running, Status::Waiting, Status::Paused, Status::Completed, Status::Failed, Status::Canceled, Status::TimedOut, Status::Killed];
+        let all = [
+            Status::Running,
+            Status::Waiting,
+            Status::Paused,
+            Status::Completed,
+            Status::Failed,
+            Status::Canceled,
+            Status::TimedOut,
+            Status::Killed,
+        ];
         v.status = all[rng.below(all.len() as u64) as usize];
     }
     if rng.chance() {
         v.pending_control.kill = rng.chance().then(|| rng.text());
-        v.pending_control.failure = rng.chance().then(|| Failure::new(codes::STEP_FAILED, &rng.text()));
+        v.pending_control.failure = rng
+            .chance()
+            .then(|| Failure::new(codes::STEP_FAILED, &rng.text()));
     }
     if let (true, Some(f)) = (rng.chance(), terminal) {
         let mut f = f.clone();
@@ -151,11 +215,17 @@ fn vary(p: &Process, terminal: Option<&Finish>, rng: &mut Rng) -> Process {
                 1 => EffectPhase::Pending,
                 2 => EffectPhase::Unknown,
                 _ => EffectPhase::Settled(crate::kernel::effect::Settlement {
-                    status: if rng.chance() { SettlementStatus::Succeeded } else { SettlementStatus::Failed },
+                    status: if rng.chance() {
+                        SettlementStatus::Succeeded
+                    } else {
+                        SettlementStatus::Failed
+                    },
                     payload: rng.payload(),
                 }),
             };
-            e.diagnostic = rng.chance().then(|| Failure::new(codes::STEP_FAILED, &rng.text()));
+            e.diagnostic = rng
+                .chance()
+                .then(|| Failure::new(codes::STEP_FAILED, &rng.text()));
         }
     }
     v
@@ -166,12 +236,18 @@ fn the_direct_writer_matches_the_tree_encoding_on_real_records() {
     let processes = real_processes();
     let count = |f: &dyn Fn(&Process) -> bool| processes.iter().filter(|p| f(p)).count();
     // The runs reach the shapes the writer has branches for.
-    assert!(count(&|p| p.prepared.as_ref().is_some_and(|s| !s.effects.is_empty())) > 0, "prepared effects");
+    assert!(
+        count(&|p| p.prepared.as_ref().is_some_and(|s| !s.effects.is_empty())) > 0,
+        "prepared effects"
+    );
     assert!(count(&|p| p.relation.parent_id.is_some()) > 0, "children");
     assert!(count(&|p| p.finish.is_some()) > 0, "finished");
     assert!(count(&|p| p.mailbox.cursor() > 0) > 0, "consumed records");
     assert!(count(&|p| p.current_wait_id.is_some()) > 0, "waiting");
-    assert!(count(&|p| p.mailbox.is_compacted()) > 0, "compacted mailboxes");
+    assert!(
+        count(&|p| p.mailbox.is_compacted()) > 0,
+        "compacted mailboxes"
+    );
     assert!(count(&|p| !p.retired.is_empty()) > 0, "retired children");
     for p in &processes {
         assert_eq!(direct(p), oracle(p), "process {}", p.id);
@@ -187,7 +263,12 @@ fn the_direct_writer_matches_the_tree_encoding_on_seeded_variations() {
     for p in &processes {
         for _ in 0..24 {
             let v = vary(p, terminal.as_ref(), &mut rng);
-            assert_eq!(direct(&v), oracle(&v), "variation of process {}: {v:?}", p.id);
+            assert_eq!(
+                direct(&v),
+                oracle(&v),
+                "variation of process {}: {v:?}",
+                p.id
+            );
             checked += 1;
         }
     }
