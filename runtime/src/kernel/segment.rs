@@ -199,7 +199,9 @@ mod tests {
         };
         let (a, b) = (seg("[1]"), seg("[2]"));
         // `b` is cached after `a`, then reused after another predecessor and after `a` again.
-        for chain in [vec![a.clone(), b.clone()], vec![b.clone()], vec![b.clone(), b.clone()], vec![a.clone(), b.clone()]] {
+        for chain in
+            [vec![a.clone(), b.clone()], vec![b.clone()], vec![b.clone(), b.clone()], vec![a.clone(), b.clone()]]
+        {
             let by_hand = chain.iter().fold(chain_start(), |c, s| step(c, s));
             assert_eq!(chain_digest(&chain), by_hand);
         }

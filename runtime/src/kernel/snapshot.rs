@@ -252,7 +252,8 @@ impl TreeSnapshot {
         fresh: &dyn Fn(&ProcessId) -> bool,
         previous: Option<&TreeCut>,
     ) -> Result<TreeSnapshot, SnapshotError> {
-        let snap = TreeSnapshot::assemble_with_envelope(root_id, incarnation, limits, envelope, members, residues, previous);
+        let snap =
+            TreeSnapshot::assemble_with_envelope(root_id, incarnation, limits, envelope, members, residues, previous);
         snap.validate(fresh)?;
         Ok(snap)
     }
@@ -405,7 +406,8 @@ impl TreeSnapshot {
         if segments.check_all_used().is_err() {
             return whole();
         }
-        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues, Some(&previous.cut));
+        let snap =
+            TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues, Some(&previous.cut));
         // Canonical order: the assembled (sorted) keys are the cut's keys in the cut's order
         // (Process records, residue records, then segment records).
         if snap.cut.entries().len() != cut.entries().len()
@@ -631,7 +633,14 @@ impl TreeSnapshot {
             let encoded = Arc::new(EncodedProcess::encode(&p));
             (p, encoded)
         });
-        TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members.collect(), encode_residues(residues), None)
+        TreeSnapshot::assemble_unchecked(
+            root_id,
+            incarnation,
+            limits,
+            members.collect(),
+            encode_residues(residues),
+            None,
+        )
     }
     /// Replaces the digest WITHOUT checking it against the records.
     pub(crate) fn with_digest_unchecked_for_tests(mut self, digest: Digest) -> TreeSnapshot {

@@ -525,6 +525,14 @@ impl<'a> ChunkMatch<'a> {
     }
 }
 
+/// Whether two entries have the same key and record digest. Shared bytes (the same cached
+/// record in two cuts, the common case) have the same digest (a carried record's digest is its
+/// bytes' SHA-256), so pointers settle most comparisons.
+fn same_entry(a: &CutEntry, b: &CutEntry) -> bool {
+    let same_bytes = matches!((&a.bytes, &b.bytes), (Some(x), Some(y)) if Arc::ptr_eq(x, y));
+    (same_bytes || a.digest == b.digest) && (Arc::ptr_eq(&a.key, &b.key) || a.key == b.key)
+}
+
 fn chunk_ranges(chunks: &[Chunk]) -> impl Iterator<Item = (std::ops::Range<usize>, Digest)> + '_ {
     let starts = std::iter::once(0).chain(chunks.iter().map(|c| c.end));
     starts.zip(chunks).map(|(start, c)| (start..c.end, c.digest))
@@ -569,9 +577,7 @@ pub(crate) fn tree_digest_chunks(
         let reused = starts.get(&entries[at].digest).and_then(|(range, digest)| {
             let end = at + range.len();
             let old = &prev_entries[range.clone()];
-            let same = entries.get(at..end).is_some_and(|new| {
-                new.iter().zip(old).all(|(n, o)| n.digest == o.digest && (Arc::ptr_eq(&n.key, &o.key) || n.key == o.key))
-            });
+            let same = entries.get(at..end).is_some_and(|new| new.iter().zip(old).all(|(n, o)| same_entry(n, o)));
             // The chunk must also end at the same place here: after a boundary entry, or at
             // the end of both lists (a previous last chunk without a boundary).
             let closes = old.last().is_some_and(|o| ends_chunk(&o.digest)) || end == entries.len();
