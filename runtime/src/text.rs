@@ -243,6 +243,11 @@ impl ToJson for QualifiedName {
         Json::String(self.0.clone())
     }
 }
+impl crate::json::WriteJson for QualifiedName {
+    fn write_json(&self, out: &mut String) {
+        crate::json::WriteJson::write_json(self.0.as_str(), out);
+    }
+}
 impl FromJson for QualifiedName {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         decode_text(value, QualifiedName::parse)

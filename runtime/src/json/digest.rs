@@ -24,6 +24,13 @@ impl Digest {
     pub fn of_json(value: &Json) -> Digest {
         Digest::of(&value.to_canonical_bytes())
     }
+    /// SHA-256 of the canonical encoding `value` writes (equal to [`Digest::of_json`] of its
+    /// tree, without building the tree).
+    pub fn of_written<T: super::WriteJson + ?Sized>(value: &T) -> Digest {
+        let mut text = String::new();
+        value.write_json(&mut text);
+        Digest::of(text.as_bytes())
+    }
     /// Parses the text form; rejects malformed text and the zero digest.
     pub fn parse(text: &str) -> Result<Digest, DigestError> {
         let hex = text.strip_prefix("sha256:").ok_or(DigestError::Malformed)?.as_bytes();

@@ -162,7 +162,17 @@ fn string_len(s: &str) -> usize {
     s.bytes().fold(2usize, |len, b| len.saturating_add(escaped_len(b)))
 }
 
-fn write_string(s: &str, out: &mut String) {
+pub(super) fn write_string(s: &str, out: &mut String) {
+    // Most text (ids, names, keys) needs no escape: check that in a branch-free pass over
+    // 16-byte chunks (which vectorizes), then copy it whole.
+    let plain = s.as_bytes().chunks(16).all(|chunk| chunk.iter().fold(true, |ok, &b| ok & (b >= 0x20 && b != b'"' && b != b'\\')));
+    if plain {
+        out.reserve(s.len() + 2);
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     out.push('"');
     let mut run_start = 0;
     // Every byte that needs escaping is ASCII, so runs between them split on char boundaries.

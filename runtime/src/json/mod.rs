@@ -10,6 +10,8 @@
 //!   both before and after normalization.
 //! * [`Json::to_serde_value`] / [`Json::from_serde_value`] convert to and from
 //!   `serde_json::Value` with exact numbers ([`SerdeValueError`] on excessive depth).
+//! * [`ObjectWriter`] streams an object's members canonically (records of known shape are
+//!   encoded without building a tree first).
 //! * [`codec`] holds the strict typed-decoding helpers (unknown members rejected).
 
 pub mod codec;
@@ -20,6 +22,7 @@ mod parse;
 mod payload;
 mod serde_value;
 mod value;
+mod writer;
 
 #[cfg(test)]
 mod tests;
@@ -33,3 +36,4 @@ pub use payload::Payload;
 pub use serde_value::SerdeValueError;
 pub(crate) use serde_value::to_serde_value_with;
 pub use value::{Json, Number, Object};
+pub use writer::{push_u64, ObjectWriter, WriteJson};

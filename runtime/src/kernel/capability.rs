@@ -74,6 +74,18 @@ impl ToJson for CapabilitySet {
         Json::Array(self.0.iter().map(ToJson::to_json).collect())
     }
 }
+impl crate::json::WriteJson for CapabilitySet {
+    fn write_json(&self, out: &mut String) {
+        out.push('[');
+        for (i, name) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            crate::json::WriteJson::write_json(name, out);
+        }
+        out.push(']');
+    }
+}
 impl FromJson for CapabilitySet {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let items = value.as_array().ok_or_else(|| DecodeError::wrong_type("array", value))?;

@@ -16,7 +16,9 @@
 //! re-derived from the ref alone; the Engine re-checks it against the live Definition.)
 
 use super::descriptor::{digest_from_json, digest_to_json, Descriptor};
-use crate::json::{DecodeError, Digest, DigestError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{
+    DecodeError, Digest, DigestError, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, ToJson, WriteJson,
+};
 use crate::text::{QualifiedName, TextError};
 
 /// The exact identity of a Deployment.
@@ -129,6 +131,18 @@ impl ToJson for DeploymentRef {
             .value("bindings_digest", digest_to_json(&self.bindings_digest))
             .value("digest", digest_to_json(&self.digest))
             .build()
+    }
+}
+impl WriteJson for DeploymentRef {
+    fn write_json(&self, out: &mut String) {
+        let mut w = ObjectWriter::new(out);
+        w.write("bindings_digest", &self.bindings_digest)
+            .write("configuration_digest", &self.configuration_digest)
+            .write("contract_digest", &self.contract_digest)
+            .write("digest", &self.digest)
+            .write("implementation_digest", &self.implementation_digest)
+            .write("name", &self.name);
+        w.finish();
     }
 }
 impl FromJson for DeploymentRef {

@@ -6,7 +6,7 @@ use super::child::{ChildSpec, ChildWaitSpec};
 use super::failure::Failure;
 use super::ids::{EffectId, WaitKey};
 use super::signal::{optional_payload, required_payload, SettlementStatus};
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, Payload, ToJson, WriteJson};
 
 /// An Effect declared by a `continue` Transition.
 #[allow(clippy::large_enum_variant)] // few per Step and short-lived: boxing buys nothing
@@ -104,12 +104,44 @@ pub struct Settlement {
     pub payload: Payload,
 }
 
+/// The dispatcher and wait forms (every Effect the hot path writes) are written directly,
+/// their payloads copied from the stored canonical text; child specs go through their tree.
+impl WriteJson for Effect {
+    fn write_json(&self, out: &mut String) {
+        let mut w = ObjectWriter::new(out);
+        match self {
+            Effect::Dispatcher(p) => {
+                w.write("payload", p).str("target", "dispatcher");
+            }
+            Effect::Framework(FrameworkEffect::Wait { key, payload }) => {
+                w.write("key", key).str("operation", "wait").opt_write("payload", payload.as_ref());
+                w.str("target", "framework");
+            }
+            Effect::Framework(FrameworkEffect::StartChild(spec)) => {
+                w.str("operation", "start_child").field("spec", spec).str("target", "framework");
+            }
+            Effect::Framework(FrameworkEffect::WaitChildren(spec)) => {
+                w.str("operation", "wait_children").field("spec", spec).str("target", "framework");
+            }
+        }
+        w.finish();
+    }
+}
+
 impl ToJson for Settlement {
     fn to_json(&self) -> Json {
         ObjectBuilder::new()
             .field("status", &self.status)
             .value("payload", self.payload.value().clone())
             .build()
+    }
+}
+
+impl WriteJson for Settlement {
+    fn write_json(&self, out: &mut String) {
+        let mut w = ObjectWriter::new(out);
+        w.write("payload", &self.payload).write("status", &self.status);
+        w.finish();
     }
 }
 

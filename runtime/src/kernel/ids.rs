@@ -82,6 +82,11 @@ macro_rules! identity {
                 Json::String(self.0.clone())
             }
         }
+        impl crate::json::WriteJson for $name {
+            fn write_json(&self, out: &mut String) {
+                crate::json::WriteJson::write_json(self.0.as_str(), out);
+            }
+        }
         impl FromJson for $name {
             fn from_json(value: &Json) -> Result<Self, DecodeError> {
                 let s = String::from_json(value)?;

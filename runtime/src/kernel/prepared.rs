@@ -8,7 +8,7 @@ use super::ids::{EffectId, ProcessId};
 use super::transition::Transition;
 use super::segment_record::RecordSink;
 use super::waist::ExecutionState;
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, ToJson};
 
 /// A Step whose candidate waits for its batch to settle before it is adopted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,11 +100,31 @@ impl PreparedStep {
     /// Appends the record form (the candidate state's segments as a reference whose records
     /// `sink` collects, its payload copied verbatim); byte-identical to
     /// [`PreparedStep::to_record_json`].
+    ///
+    /// The members are written directly, in canonical order (no tree is built; payloads are
+    /// copied from their stored canonical text).
     pub fn write_record(&self, out: &mut String, sink: &mut RecordSink) {
-        let mut state = String::with_capacity(self.candidate_state.payload.len() + 256);
-        self.candidate_state.write_record(&mut state, sink);
-        let members = self.members_without_state().into_object();
-        crate::json::write_object_with(out, &members, vec![("candidate_state", crate::json::Member::Canonical(&state))]);
+        let mut w = ObjectWriter::new(out);
+        self.candidate_state.write_record(w.key("candidate_state"), sink);
+        let effects = w.key("effects");
+        effects.push('[');
+        for (i, e) in self.effects.iter().enumerate() {
+            if i > 0 {
+                effects.push(',');
+            }
+            let mut item = ObjectWriter::new(effects);
+            item.write("effect", &e.effect);
+            let mut progress = ObjectWriter::new(item.key("progress"));
+            progress.opt_field("diagnostic", e.diagnostic.as_ref()).str("phase", e.phase.name());
+            if let EffectPhase::Settled(s) = &e.phase {
+                progress.write("settlement", s);
+            }
+            progress.finish();
+            item.finish();
+        }
+        effects.push(']');
+        w.write("intent", &self.intent).u64("sequence", self.sequence);
+        w.finish();
     }
 
     /// The record form as a JSON value.

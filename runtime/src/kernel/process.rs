@@ -13,7 +13,9 @@ use super::status::{PendingControl, Status, Termination};
 use super::segment_record::RecordSink;
 use super::waist::ExecutionState;
 use crate::env::Timestamp;
-use crate::json::{DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
+use crate::json::{
+    DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, Payload, ToJson, WriteJson,
+};
 
 /// Facts recorded when a Process terminates.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,6 +89,15 @@ impl ToJson for Finish {
     }
 }
 
+impl WriteJson for Finish {
+    fn write_json(&self, out: &mut String) {
+        let mut w = ObjectWriter::new(out);
+        w.write("finished_at", &self.finished_at).opt_write("output", self.output.as_ref());
+        w.field("termination", &self.termination);
+        w.finish();
+    }
+}
+
 impl FromJson for Finish {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;
@@ -107,17 +118,47 @@ impl Process {
     /// stored canonical text instead of being cloned and re-encoded, and no segment bytes are
     /// touched; the bytes are identical to encoding [`Process::to_record_json`] (a unit test
     /// and every snapshot decode check this).
+    ///
+    /// Every member is written straight into `out` in canonical key order (no intermediate
+    /// tree: this runs for each changed record of every cut); only rare members (a
+    /// termination, non-empty pending control, retired children) go through their trees.
     pub fn write_record(&self, out: &mut String, sink: &mut RecordSink) {
-        let mut state = String::with_capacity(self.committed_state.payload.len() + 256);
-        self.committed_state.write_record(&mut state, sink);
-        let mut prepared = String::new();
-        let mut spliced = vec![("committed_execution_state", crate::json::Member::Canonical(&state))];
+        let mut w = ObjectWriter::new(out);
+        w.write("allocated_resources", &self.allocated)
+            .write("budget", &self.budget)
+            .write("capabilities", &self.capabilities)
+            .opt_write("child_request_digest", self.child_request_digest.as_ref());
+        self.committed_state.write_record(w.key("committed_execution_state"), sink);
+        w.u64("committed_steps", self.committed_steps);
+        let mut counters = ObjectWriter::new(w.key("counters"));
+        counters.u64("dropped_deltas", self.dropped_deltas).u64("prepared_effects", self.prepared_effects);
+        counters.finish();
+        w.opt_write("current_wait_id", self.current_wait_id.as_ref())
+            .write("deployment_ref", &self.deployment_ref)
+            .opt_write("finish", self.finish.as_ref())
+            .write("mailbox", &self.mailbox)
+            .write("pending_control", &self.pending_control);
         if let Some(p) = &self.prepared {
-            p.write_record(&mut prepared, sink);
-            spliced.push(("prepared", crate::json::Member::Canonical(&prepared)));
+            p.write_record(w.key("prepared"), sink);
         }
-        let members = self.members_without_states().into_object();
-        crate::json::write_object_with(out, &members, spliced);
+        w.write("process_id", &self.id).write("relation", &self.relation);
+        if !self.retired.is_empty() {
+            w.field("retired_children", &self.retired);
+        }
+        w.write("started_at", &self.started_at).write("status", &self.status);
+        w.finish();
+    }
+
+    /// A size to reserve for [`Process::write_record`]: the stored payloads it copies plus
+    /// room for the fixed members (a hint only; the buffer grows if it is short).
+    pub fn record_len_hint(&self) -> usize {
+        let prepared = self.prepared.as_ref().map_or(0, |p| p.candidate_state.payload.len().saturating_add(512));
+        let records = self.mailbox.records().iter().map(|r| match r.body() {
+            super::mailbox::RecordBody::Pending(p) => p.len().saturating_add(160),
+            super::mailbox::RecordBody::Consumed(_) => 160,
+        });
+        let mailbox = records.fold(0usize, usize::saturating_add);
+        self.committed_state.payload.len().saturating_add(prepared).saturating_add(mailbox).saturating_add(1024)
     }
 
     /// The record form as a JSON value.

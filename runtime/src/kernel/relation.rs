@@ -1,7 +1,7 @@
 //! Where a Process sits in its tree.
 
 use super::ids::{ChildKey, ProcessId};
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, ToJson, WriteJson};
 
 /// A Process's tree location. Root: depth 0, no parent or key. Child: parent and key present.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -37,6 +37,17 @@ impl ToJson for Relation {
             .opt_field("child_key", self.child_key.as_ref())
             .field("depth", &self.depth)
             .build()
+    }
+}
+
+impl WriteJson for Relation {
+    fn write_json(&self, out: &mut String) {
+        let mut w = ObjectWriter::new(out);
+        w.opt_write("child_key", self.child_key.as_ref())
+            .write("depth", &self.depth)
+            .opt_write("parent_id", self.parent_id.as_ref())
+            .write("root_id", &self.root_id);
+        w.finish();
     }
 }
 

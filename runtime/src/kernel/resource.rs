@@ -13,7 +13,7 @@
 //! `child.max`. Invariant ([`Budget::check`]): `used + allocated ≤ max` per finite dimension and
 //! an unlimited dimension carries no allocation. All sums are checked; overflow never fits.
 
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, ToJson, WriteJson};
 
 /// One resource limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -50,6 +50,16 @@ impl ToJson for Quota {
             Quota::Finite(max) => Json::u64(*max),
         };
         ObjectBuilder::new().value("maximum", maximum).build()
+    }
+}
+impl WriteJson for Quota {
+    fn write_json(&self, out: &mut String) {
+        out.push_str("{\"maximum\":");
+        match self {
+            Quota::Unlimited => out.push_str("null"),
+            Quota::Finite(max) => crate::json::push_u64(out, *max),
+        }
+        out.push('}');
     }
 }
 impl FromJson for Quota {
@@ -249,6 +259,13 @@ impl ToJson for Budget {
             .build()
     }
 }
+impl WriteJson for Budget {
+    fn write_json(&self, out: &mut String) {
+        let mut w = ObjectWriter::new(out);
+        w.write("effects", &self.effects).write("signals", &self.signals).write("steps", &self.steps);
+        w.finish();
+    }
+}
 impl FromJson for Budget {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;
@@ -315,6 +332,13 @@ impl ToJson for Allocation {
             .field("effects", &self.effects)
             .field("signals", &self.signals)
             .build()
+    }
+}
+impl WriteJson for Allocation {
+    fn write_json(&self, out: &mut String) {
+        let mut w = ObjectWriter::new(out);
+        w.u64("effects", self.effects).u64("signals", self.signals).u64("steps", self.steps);
+        w.finish();
     }
 }
 impl FromJson for Allocation {

@@ -37,6 +37,12 @@ impl ToJson for SettlementStatus {
     }
 }
 
+impl crate::json::WriteJson for SettlementStatus {
+    fn write_json(&self, out: &mut String) {
+        crate::json::WriteJson::write_json(self.as_str(), out);
+    }
+}
+
 impl FromJson for SettlementStatus {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         match String::from_json(value)?.as_str() {

@@ -122,8 +122,12 @@ impl EncodedProcess {
     }
 
     fn encode_with(p: &Process, mut sink: RecordSink) -> EncodedProcess {
-        let mut text = String::with_capacity(p.committed_state.payload.len() + 1024);
+        let mut text = String::with_capacity(p.record_len_hint());
         p.write_record(&mut text, &mut sink);
+        // Test builds check every record any test encodes against the tree encoding the
+        // direct writer replaced (kept as the oracle): the bytes of a cut never change.
+        #[cfg(test)]
+        assert_eq!(text, p.to_record_json().to_canonical_string(), "direct record writer differs from the tree encoding");
         let committed = p.committed_state.segments.len().min(sink.records.len());
         let segments = super::segment_record::union_of_two(&sink.records[..committed], &sink.records[committed..]);
         let size = segments.iter().fold(text.len() as u64, |sum, r| sum.saturating_add(r.len() as u64));

@@ -54,6 +54,11 @@ impl ToJson for Status {
         Json::str(self.as_str())
     }
 }
+impl crate::json::WriteJson for Status {
+    fn write_json(&self, out: &mut String) {
+        crate::json::WriteJson::write_json(self.as_str(), out);
+    }
+}
 impl FromJson for Status {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let s = String::from_json(value)?;
@@ -295,6 +300,17 @@ impl ToJson for PendingControl {
             b = b.value("cancellation", intent_json(c));
         }
         b.opt_field("failure", self.failure.as_ref()).build()
+    }
+}
+
+/// An empty record (the common case) is written directly; any other through its tree.
+impl crate::json::WriteJson for PendingControl {
+    fn write_json(&self, out: &mut String) {
+        if self.is_empty() {
+            out.push_str("{}");
+        } else {
+            self.to_json().write_canonical(out);
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 use super::effect::Effect;
 use super::failure::Failure;
 use super::ids::WaitId;
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, Payload, ToJson, WriteJson};
 use crate::text::BoundedText;
 
 /// A candidate lifecycle intent. Every kind consumes a prefix of the delivered window; only
@@ -75,6 +75,36 @@ impl ToJson for Transition {
             Transition::Fail { failure, .. } => b.field("failure", failure),
         }
         .build()
+    }
+}
+
+impl WriteJson for Transition {
+    fn write_json(&self, out: &mut String) {
+        let mut w = ObjectWriter::new(out);
+        w.u64("consumed_signals", u64::from(self.consumed()));
+        match self {
+            Transition::Continue { effects, .. } => {
+                w.write("effects", effects);
+            }
+            Transition::Fail { failure, .. } => {
+                w.field("failure", failure);
+            }
+            _ => {}
+        }
+        w.str("kind", self.kind());
+        match self {
+            Transition::Complete { output, .. } => {
+                w.write("output", output);
+            }
+            Transition::Pause { reason, .. } => {
+                w.field("reason", reason);
+            }
+            Transition::Wait { wait_id, .. } => {
+                w.write("wait_id", wait_id);
+            }
+            _ => {}
+        }
+        w.finish();
     }
 }
 

@@ -12,7 +12,7 @@ use super::failure::{codes, Failure, FailureCode};
 use super::signal::Signal;
 use super::transition::Transition;
 use crate::env::CancelToken;
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, Payload, ToJson};
 use crate::text::QualifiedName;
 use super::segment::Segment;
 use super::segment_record::{self, RecordSink};
@@ -71,27 +71,34 @@ impl ExecutionState {
     /// canonical text verbatim (byte-identical to encoding `to_json()`, without cloning or
     /// re-encoding any value).
     pub fn write_canonical(&self, out: &mut String) {
-        let kind = self.kind.to_json();
-        let segments: Vec<&str> = self.segments.iter().map(|s| s.text()).collect();
-        let mut members =
-            vec![("kind", crate::json::Member::Value(&kind)), ("payload", crate::json::Member::Canonical(self.payload.canonical()))];
-        if !segments.is_empty() {
-            members.push(("segments", crate::json::Member::CanonicalArray(&segments)));
+        let mut w = ObjectWriter::new(out);
+        w.write("kind", &self.kind).write("payload", &self.payload);
+        if !self.segments.is_empty() {
+            let items = w.key("segments");
+            items.push('[');
+            for (i, s) in self.segments.iter().enumerate() {
+                if i > 0 {
+                    items.push(',');
+                }
+                items.push_str(s.text());
+            }
+            items.push(']');
         }
-        crate::json::write_object(out, members);
+        w.finish();
     }
 
     /// Appends the record form: the segments as a reference to their chain, whose records
     /// `sink` collects. No segment bytes are copied or hashed (a segment's record is cached).
     pub fn write_record(&self, out: &mut String, sink: &mut RecordSink) {
-        let kind = self.kind.to_json();
-        let reference = sink.chain(&self.segments).map(|(count, last)| segment_record::reference_json(count, last));
-        let mut members =
-            vec![("kind", crate::json::Member::Value(&kind)), ("payload", crate::json::Member::Canonical(self.payload.canonical()))];
-        if let Some(r) = &reference {
-            members.push(("segments", crate::json::Member::Value(r)));
+        let mut w = ObjectWriter::new(out);
+        w.write("kind", &self.kind).write("payload", &self.payload);
+        if let Some((count, last)) = sink.chain(&self.segments) {
+            // `reference_json`'s bytes: {"count":N,"last":D}.
+            let mut r = ObjectWriter::new(w.key("segments"));
+            r.u64("count", count as u64).write("last", &last);
+            r.finish();
         }
-        crate::json::write_object(out, members);
+        w.finish();
     }
 
     /// The record form as a JSON value (byte-identical to [`ExecutionState::write_record`]).

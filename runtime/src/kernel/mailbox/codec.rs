@@ -8,7 +8,7 @@
 
 use super::record::SignalRecord;
 use super::Mailbox;
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, ToJson, WriteJson};
 
 impl ToJson for Mailbox {
     fn to_json(&self) -> Json {
@@ -23,6 +23,29 @@ impl ToJson for Mailbox {
             .field("cursor", &self.cursor())
             .opt_field("admitted", compacted.then_some(self.len()).as_ref())
             .build()
+    }
+}
+
+/// The same bytes as the tree above, written directly (pending payloads copied from their
+/// stored canonical text).
+impl WriteJson for Mailbox {
+    fn write_json(&self, out: &mut String) {
+        let compacted = self.is_compacted();
+        let mut w = ObjectWriter::new(out);
+        if compacted {
+            w.u64("admitted", self.len());
+        }
+        w.u64("cursor", self.cursor());
+        let records = w.key("records");
+        records.push('[');
+        for (i, r) in self.records().iter().enumerate() {
+            if i > 0 {
+                records.push(',');
+            }
+            r.write_encoded(records, (compacted && r.is_consumed()).then_some(r.arrival()));
+        }
+        records.push(']');
+        w.finish();
     }
 }
 

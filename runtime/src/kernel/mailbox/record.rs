@@ -1,7 +1,7 @@
 //! One mailbox record and its wait opening.
 
 use crate::json::{
-    DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson,
+    DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, Payload, ToJson, WriteJson,
 };
 use crate::kernel::ids::{SignalId, WaitId, WaitKey};
 use crate::kernel::signal::{required_payload, SettlementStatus, Signal, SignalSource};
@@ -40,6 +40,17 @@ impl ToJson for WaitOpening {
                 ObjectBuilder::new().field("key", key).field("spec", spec).build()
             }
         }
+    }
+}
+
+impl WriteJson for WaitOpening {
+    fn write_json(&self, out: &mut String) {
+        let mut w = ObjectWriter::new(out);
+        match self {
+            WaitOpening::External { key } => w.write("key", key),
+            WaitOpening::Children { key, spec } => w.write("key", key).write("spec", spec),
+        };
+        w.finish();
     }
 }
 
@@ -277,6 +288,18 @@ impl SignalRecord {
             RecordBody::Consumed(d) => b.value("payload_digest", Json::String(d.to_string())),
         }
         .build()
+    }
+
+    /// Appends the canonical bytes of [`SignalRecord::encode`] without building its tree.
+    pub(super) fn write_encoded(&self, out: &mut String, arrival: Option<u64>) {
+        let mut w = ObjectWriter::new(out);
+        w.opt_write("arrival", arrival.as_ref()).write("id", &self.id).opt_write("opens", self.opens.as_ref());
+        match &self.body {
+            RecordBody::Pending(p) => w.write("payload", p),
+            RecordBody::Consumed(d) => w.write("payload_digest", d),
+        };
+        w.opt_write("status", self.status.as_ref()).opt_write("wait_id", self.wait_id.as_ref());
+        w.finish();
     }
 
     /// Decodes the wire form with an optional explicit `arrival` member (returned beside the

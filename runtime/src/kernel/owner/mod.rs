@@ -461,13 +461,13 @@ impl Owner {
         let prepared = self.processes.get(process)?.prepared.as_ref()?;
         let index = prepared.effect_index(effect)?;
         let e = &prepared.effects[index];
-        use crate::json::ToJson;
+        // Digests of the written canonical bytes (the same as of the trees: no payload clone).
         let settlement = match &e.phase {
-            EffectPhase::Settled(s) => Some(Digest::of_json(&s.to_json())),
+            EffectPhase::Settled(s) => Some(Digest::of_written(s)),
             EffectPhase::Unknown => Some(Digest::of(b"unknown")),
             _ => None,
         };
-        Some((prepared.sequence, index as u32, Digest::of_json(&e.effect.to_json()), settlement))
+        Some((prepared.sequence, index as u32, Digest::of_written(&e.effect), settlement))
     }
 
     fn on_commit_done(&mut self, result: Result<(), super::commit::CommitError>) {

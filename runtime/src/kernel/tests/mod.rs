@@ -9,6 +9,7 @@ mod crash;
 mod cut_cache;
 mod lifecycle;
 mod oracle;
+mod record_writer;
 mod reservations;
 mod segment_records;
 mod signals;
