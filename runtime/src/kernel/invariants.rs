@@ -186,7 +186,7 @@ fn residues_in_cut(
 /// of the records the bytes split into.
 fn round_trip(s: &TreeSnapshot, r: &mut Report) {
     let bytes = s.bytes();
-    if TreeCut::from_whole(&bytes).map(|c| c.digest).ok() != Some(s.digest()) {
+    if TreeCut::from_whole(bytes).map(|c| c.digest).ok() != Some(s.digest()) {
         r.push(24, "digest is not the tree digest of the canonical bytes");
     }
     if s.to_json().to_canonical_bytes() != **bytes {
