@@ -12,6 +12,9 @@
 //! * `cut_ratio_200_over_20`: final cut size at R=200 over R=20;
 //! * `ms_per_round_200`: wall milliseconds per round at R=200 (what a peer is compared to).
 //!
+//! Comment lines (`#`) also break the final cut down by kind of record (context segments,
+//! retired-child residues, live Processes, envelope): what makes `cut_ratio` grow with R.
+//!
 //! Each (store, R) figure is the median of a few runs; both R run in the same process, one
 //! after the other per repeat, so drift hits both alike.
 
@@ -138,6 +141,50 @@ struct Sample {
     elapsed: Duration,
     committed_bytes: u64,
     final_cut: u64,
+    parts: CutParts,
+}
+
+/// What the final cut holds, by kind of record: the explanation of `cut_ratio`.
+#[derive(Default)]
+struct CutParts {
+    /// Context segment records (the conversation), count and bytes.
+    segments: (u64, u64),
+    /// Retired-child residue records (one per finished tool child), count and bytes.
+    residues: (u64, u64),
+    /// Live Process records (the root, and any child not retired), count and bytes.
+    processes: (u64, u64),
+    /// The envelope and the separators between records.
+    envelope: u64,
+}
+
+impl CutParts {
+    fn of(cut: &keel::kernel::commit::TreeCut) -> CutParts {
+        let mut parts = CutParts { envelope: cut.envelope().len() as u64, ..CutParts::default() };
+        parts.envelope += cut.entries().len().saturating_sub(1) as u64;
+        for entry in cut.entries() {
+            let len = entry.bytes().map_or(0, |b| b.len() as u64);
+            let is_residue = || {
+                entry.bytes().and_then(|b| keel::json::parse(b).ok()).is_some_and(|v| v.get("retired") == Some(&Json::Bool(true)))
+            };
+            let slot = if entry.key().starts_with("segment:") {
+                &mut parts.segments
+            } else if is_residue() {
+                &mut parts.residues
+            } else {
+                &mut parts.processes
+            };
+            slot.0 += 1;
+            slot.1 += len;
+        }
+        parts
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} segment records {} B, {} residue records {} B, {} Process records {} B, envelope {} B",
+            self.segments.0, self.segments.1, self.residues.0, self.residues.1, self.processes.0, self.processes.1, self.envelope
+        )
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -175,7 +222,12 @@ fn one_run(store: Store, rounds: u64, run: u64) -> Sample {
         let elapsed = started.elapsed();
         assert!(result.output.is_some(), "the loop completed: {:?}", result.termination);
         let head = counting.load_tree(handle.id()).await.expect("load").expect("a head");
-        Sample { elapsed, committed_bytes: counting.bytes.load(Ordering::Relaxed), final_cut: head.cut.whole_len().unwrap_or(0) }
+        Sample {
+            elapsed,
+            committed_bytes: counting.bytes.load(Ordering::Relaxed),
+            final_cut: head.cut.whole_len().unwrap_or(0),
+            parts: CutParts::of(&head.cut),
+        }
     });
     let _ = std::fs::remove_dir_all(&dir);
     sample
@@ -212,6 +264,9 @@ fn main() {
             large.committed_bytes / r1,
             large.final_cut,
         );
+        for (s, r) in [(&small, r0), (&large, r1)] {
+            println!("# final cut R={r}: {}", s.parts.describe());
+        }
         println!("{prefix}round_ratio_{r1}_over_{r0} = {:.2}", per_round(&large, r1) / per_round(&small, r0));
         println!("{prefix}bytes_per_round_{r1} = {}", large.committed_bytes / r1);
         println!("{prefix}cut_ratio_{r1}_over_{r0} = {:.2}", large.final_cut as f64 / small.final_cut as f64);

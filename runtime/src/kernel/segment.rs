@@ -31,6 +31,8 @@ pub struct Segment {
     digest: Digest,
     decoded: OnceLock<Arc<dyn Any + Send + Sync>>,
     record: OnceLock<Arc<SegmentRecord>>,
+    /// One chain step through this segment: (chain digest before it, chain digest after it).
+    chained: OnceLock<(Digest, Digest)>,
 }
 
 impl Segment {
@@ -43,7 +45,7 @@ impl Segment {
     /// input: use [`Segment::from_json`] for that).
     pub fn from_canonical(text: String) -> Arc<Segment> {
         let digest = Digest::of(text.as_bytes());
-        Arc::new(Segment { text, digest, decoded: OnceLock::new(), record: OnceLock::new() })
+        Arc::new(Segment { text, digest, decoded: OnceLock::new(), record: OnceLock::new(), chained: OnceLock::new() })
     }
 
     /// A segment read from a decoded state: it must be a JSON array (a list of entries); its
@@ -98,6 +100,25 @@ impl Segment {
         }
     }
 
+    /// The chain digest after this segment when the chain before it is `before`: one SHA-256
+    /// of `before ‖ digest`, computed once per segment (the first predecessor asked is cached;
+    /// another predecessor, a state reusing the segment elsewhere, is hashed anew). A state
+    /// re-derives its chain on every restore and snapshot, so this keeps that O(segments)
+    /// comparisons instead of O(segments) hashes.
+    fn chained_after(&self, before: Digest) -> Digest {
+        if let Some((b, after)) = self.chained.get() {
+            if *b == before {
+                return *after;
+            }
+        }
+        let mut buf = [0u8; 64];
+        buf[..32].copy_from_slice(&before.0);
+        buf[32..].copy_from_slice(&self.digest.0);
+        let after = Digest::of(&buf);
+        let _ = self.chained.set((before, after));
+        after
+    }
+
     /// Attaches a decoded form (the first one wins) and returns the attached one when it has
     /// type `T`.
     pub fn remember<T: Any + Send + Sync>(&self, decoded: Arc<T>) -> Option<Arc<T>> {
@@ -133,11 +154,8 @@ pub fn chain_start() -> Digest {
 
 /// Extends a chain digest by `segments`.
 pub fn chain_extend(mut chain: Digest, segments: &[Arc<Segment>]) -> Digest {
-    let mut buf = [0u8; 64];
     for s in segments {
-        buf[..32].copy_from_slice(&chain.0);
-        buf[32..].copy_from_slice(&s.digest().0);
-        chain = Digest::of(&buf);
+        chain = s.chained_after(chain);
     }
     chain
 }
@@ -169,6 +187,24 @@ mod tests {
         let two = chain_digest(&[a.clone(), b.clone()]);
         assert_eq!(chain_extend(two, &[c.clone()]), chain_digest(&[a.clone(), b.clone(), c.clone()]));
         assert_eq!(chain_digest(&[]), chain_start());
+    }
+
+    #[test]
+    fn the_cached_chain_step_equals_the_hash_for_every_predecessor() {
+        let step = |before: Digest, s: &Segment| {
+            let mut buf = [0u8; 64];
+            buf[..32].copy_from_slice(&before.0);
+            buf[32..].copy_from_slice(&s.digest().0);
+            Digest::of(&buf)
+        };
+        let (a, b) = (seg("[1]"), seg("[2]"));
+        // `b` is cached after `a`, then reused after another predecessor and after `a` again.
+        for chain in
+            [vec![a.clone(), b.clone()], vec![b.clone()], vec![b.clone(), b.clone()], vec![a.clone(), b.clone()]]
+        {
+            let by_hand = chain.iter().fold(chain_start(), |c, s| step(c, s));
+            assert_eq!(chain_digest(&chain), by_hand);
+        }
     }
 
     #[test]

@@ -231,7 +231,7 @@ impl TreeSnapshot {
         members: Vec<(Process, Arc<EncodedProcess>)>,
         residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
     ) -> Result<TreeSnapshot, SnapshotError> {
-        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues);
+        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues, None);
         snap.validate(&|_| true)?;
         Ok(snap)
     }
@@ -239,7 +239,9 @@ impl TreeSnapshot {
     /// [`TreeSnapshot::assemble`] for records of which only those `fresh` says are new since
     /// a cut that validated: per-record rules run only for those, tree-wide rules for all.
     /// `envelope` must be `CutEnvelope::keel` of this root, writer and limits (the owner
-    /// keeps it across cuts: it changes only with the writer).
+    /// keeps it across cuts: it changes only with the writer). `previous` (the last cut the
+    /// owner assembled) lends the digests of its chunks that recur (`TreeCut::new_reusing`).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble_changed(
         root_id: ProcessId,
         incarnation: IncarnationId,
@@ -248,8 +250,10 @@ impl TreeSnapshot {
         members: Vec<(Process, Arc<EncodedProcess>)>,
         residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
         fresh: &dyn Fn(&ProcessId) -> bool,
+        previous: Option<&TreeCut>,
     ) -> Result<TreeSnapshot, SnapshotError> {
-        let snap = TreeSnapshot::assemble_with_envelope(root_id, incarnation, limits, envelope, members, residues);
+        let snap =
+            TreeSnapshot::assemble_with_envelope(root_id, incarnation, limits, envelope, members, residues, previous);
         snap.validate(fresh)?;
         Ok(snap)
     }
@@ -260,9 +264,10 @@ impl TreeSnapshot {
         limits: TreeLimits,
         members: Vec<(Process, Arc<EncodedProcess>)>,
         residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
+        previous: Option<&TreeCut>,
     ) -> TreeSnapshot {
         let envelope = CutEnvelope::keel(&root_id, &incarnation, &limits.to_json());
-        TreeSnapshot::assemble_with_envelope(root_id, incarnation, limits, envelope, members, residues)
+        TreeSnapshot::assemble_with_envelope(root_id, incarnation, limits, envelope, members, residues, previous)
     }
 
     fn assemble_with_envelope(
@@ -272,6 +277,7 @@ impl TreeSnapshot {
         envelope: CutEnvelope,
         mut members: Vec<(Process, Arc<EncodedProcess>)>,
         mut residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
+        previous: Option<&TreeCut>,
     ) -> TreeSnapshot {
         members.sort_by(|a, b| (a.0.relation.depth, &a.0.id).cmp(&(b.0.relation.depth, &b.0.id)));
         residues.sort_by(|a, b| a.0.process_id.cmp(&b.0.process_id));
@@ -288,7 +294,7 @@ impl TreeSnapshot {
             .map(|e| e.entry())
             .chain(segments.iter().map(|r| r.entry()))
             .collect();
-        let cut = TreeCut::new_unchecked(root_id.clone(), incarnation.clone(), envelope, entries);
+        let cut = TreeCut::new_reusing(root_id.clone(), incarnation.clone(), envelope, entries, previous);
         TreeSnapshot { root_id, incarnation, limits, processes, encoded, residues, residues_encoded, cut }
     }
 
@@ -400,7 +406,8 @@ impl TreeSnapshot {
         if segments.check_all_used().is_err() {
             return whole();
         }
-        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues);
+        let snap =
+            TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues, Some(&previous.cut));
         // Canonical order: the assembled (sorted) keys are the cut's keys in the cut's order
         // (Process records, residue records, then segment records).
         if snap.cut.entries().len() != cut.entries().len()
@@ -495,12 +502,16 @@ impl TreeSnapshot {
             return Err(SnapshotError::Tree("tree exceeds max_tree_processes".into()));
         }
         let mut child_debits: BTreeMap<&ProcessId, Allocation> = BTreeMap::new();
-        let mut child_keys: BTreeSet<(&ProcessId, &str)> = BTreeSet::new();
+        // Child keys per parent (a parent has many children, a tree few parents: keying by
+        // parent first keeps each lookup to one comparison of the long parent ids).
+        let mut child_keys: BTreeMap<&ProcessId, BTreeSet<&str>> = BTreeMap::new();
         let mut children_of: BTreeMap<&ProcessId, Vec<&Process>> = BTreeMap::new();
         // A retired child keeps its key and identity for good and never comes back; its
         // residue lives as long as its parent does, and the parent counts its residues.
-        let mut retired_ids: BTreeSet<&ProcessId> = BTreeSet::new();
+        // Residues are in id order (every snapshot is assembled so), so a repeated id is the
+        // one before it.
         let mut residue_counts: BTreeMap<&ProcessId, u64> = BTreeMap::new();
+        let mut previous: Option<&ProcessId> = None;
         for r in &self.residues {
             if !by_id.contains_key(&r.parent_id) {
                 return Err(rerr(r, ResidueFault::ParentAbsent(r.parent_id.to_string())));
@@ -508,10 +519,11 @@ impl TreeSnapshot {
             if by_id.contains_key(&r.process_id) {
                 return Err(rerr(r, ResidueFault::LiveId));
             }
-            if !retired_ids.insert(&r.process_id) {
+            if previous == Some(&r.process_id) {
                 return Err(rerr(r, ResidueFault::DuplicateId));
             }
-            if !child_keys.insert((&r.parent_id, r.child_key.as_str())) {
+            previous = Some(&r.process_id);
+            if !child_keys.entry(&r.parent_id).or_default().insert(r.child_key.as_str()) {
                 return Err(rerr(r, ResidueFault::DuplicateChildKey(r.child_key.to_string())));
             }
             *residue_counts.entry(&r.parent_id).or_default() += 1;
@@ -538,7 +550,7 @@ impl TreeSnapshot {
                     .map_err(|e| perr(p, format!("budget is not a legal grant from the parent: {e}")))?;
                 let total = child_debits.entry(parent_id).or_default();
                 *total = total.checked_add(&debit).ok_or_else(|| perr(p, "child debits overflow"))?;
-                if !child_keys.insert((parent_id, key.as_str())) {
+                if !child_keys.entry(parent_id).or_default().insert(key.as_str()) {
                     if let Some(r) = self.residues.iter().find(|r| &r.parent_id == parent_id && r.child_key == *key) {
                         return Err(rerr(r, ResidueFault::DuplicateChildKey(key.to_string())));
                     }
@@ -621,7 +633,14 @@ impl TreeSnapshot {
             let encoded = Arc::new(EncodedProcess::encode(&p));
             (p, encoded)
         });
-        TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members.collect(), encode_residues(residues))
+        TreeSnapshot::assemble_unchecked(
+            root_id,
+            incarnation,
+            limits,
+            members.collect(),
+            encode_residues(residues),
+            None,
+        )
     }
     /// Replaces the digest WITHOUT checking it against the records.
     pub(crate) fn with_digest_unchecked_for_tests(mut self, digest: Digest) -> TreeSnapshot {

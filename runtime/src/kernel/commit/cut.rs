@@ -8,11 +8,32 @@
 //!   a Process record, `segment:<hex of the record digest>` for a segment record, see
 //!   `kernel::segment_record`; keys are free text), `digest` is SHA-256 of the record's
 //!   canonical bytes.
-//! * The **tree digest** is `SHA-256("tree-cut" ‖ 0 ‖ root ‖ 0 ‖ incarnation ‖ 0 ‖ D(head) ‖ 0
-//!   ‖ D(tail) ‖ 0 ‖ n ‖ (0 ‖ key ‖ 0 ‖ D(record))*)` with `D` the `sha256:<hex>` text of a
-//!   SHA-256 and `n` the record count in decimal (the NUL-separated encoding of derived
-//!   identities; keys cannot contain NUL). It covers the whole cut, yet costs O(records) once
-//!   the record digests are known (the kernel caches them with each record).
+//! * The **tree digest** is `SHA-256("tree-cut/2" ‖ 0 ‖ root ‖ 0 ‖ incarnation ‖ 0 ‖ H(head)
+//!   ‖ H(tail) ‖ n ‖ C₁ ‖ … ‖ Cₘ)` with `H` a raw 32-byte SHA-256, `n` the record count as 8
+//!   bytes big-endian and `Cᵢ` the **chunk digests**: the ordered entry list is split into
+//!   content-defined chunks, a chunk ending after every entry whose record digest's last byte
+//!   has its low four bits zero (about one entry in 16) and at the end of the list, and
+//!   `Cᵢ = SHA-256("tree-cut-chunk" ‖ (key ‖ 0 ‖ D)*)` over the chunk's entries with `D` the
+//!   record's raw 32-byte digest (keys cannot contain NUL and digests have a fixed length, so
+//!   the encoding is unambiguous). Root and incarnation ids contain no NUL either.
+//!
+//!   It covers the whole cut (envelope, every key, every record digest, their order: a chunk
+//!   list determines the entry list) and is a deterministic function of
+//!   `(root, incarnation, envelope digests, [(key, digest)])`, since where a chunk ends
+//!   depends only on the entries. What chunking buys is reuse: an insertion, removal or change
+//!   alters only the chunks holding it, so a cut built from the previous one
+//!   ([`TreeCut::new_reusing`]) rehashes only its changed chunks and takes the others'
+//!   digests from the previous cut (after checking their entries' keys and digests are
+//!   equal, a comparison of 64-byte pieces). Deltas and resolution match chunks by digest
+//!   the same way, so a commit's cost is O(changed records) hashing plus O(records) pointer
+//!   copies and comparisons. The boundary uses the digest's last byte, not its first: segment
+//!   records are ordered by digest, so a first-byte rule would put every boundary among the
+//!   first segments. Every tree digest, from scratch or reusing, is computed by the one
+//!   function [`tree_digest_chunks`] (`tree_digest` is it without a previous cut).
+//!
+//!   This definition replaced (as a format break) an earlier one hashing every entry's key
+//!   and `sha256:<hex>` digest text in one pass: stored heads whose digests were computed the
+//!   old way no longer verify.
 //!
 //! A cut is **whole** when every entry carries its bytes, and a **delta** when some entries
 //! carry only `(key, digest)`: "unchanged from the head this commit advances from". The kernel
@@ -161,6 +182,8 @@ pub struct TreeCut {
     pub digest: Digest,
     envelope: CutEnvelope,
     entries: Arc<[CutEntry]>,
+    /// The content-defined chunks of `entries` with their digests (module docs), in order.
+    chunks: Arc<[Chunk]>,
     /// The whole canonical text, built on first request and shared by clones.
     whole: Arc<OnceLock<Arc<[u8]>>>,
 }
@@ -211,13 +234,28 @@ impl TreeCut {
         envelope: CutEnvelope,
         entries: Vec<CutEntry>,
     ) -> TreeCut {
-        let digest = tree_digest(&root_id, &incarnation, &envelope, &entries);
+        TreeCut::new_reusing(root_id, incarnation, envelope, entries, None)
+    }
+
+    /// [`TreeCut::new_unchecked`] taking the digests of chunks that recur unchanged from
+    /// `previous` (the last cut the caller built): only changed chunks are hashed. The digest
+    /// is the one a from-scratch build computes (same function, module docs).
+    pub(crate) fn new_reusing(
+        root_id: ProcessId,
+        incarnation: IncarnationId,
+        envelope: CutEnvelope,
+        entries: Vec<CutEntry>,
+        previous: Option<&TreeCut>,
+    ) -> TreeCut {
+        let previous = previous.map(|p| (&p.entries[..], &p.chunks[..]));
+        let (digest, chunks) = tree_digest_chunks(&root_id, &incarnation, &envelope, &entries, previous);
         TreeCut {
             root_id,
             incarnation,
             digest,
             envelope,
             entries: entries.into(),
+            chunks: chunks.into(),
             whole: Arc::new(OnceLock::new()),
         }
     }
@@ -232,6 +270,7 @@ impl TreeCut {
             digest,
             envelope: CutEnvelope::new(Vec::new(), Vec::new()),
             entries: Arc::from(Vec::new()),
+            chunks: Arc::from(Vec::new()),
             whole: Arc::new(OnceLock::new()),
         }
     }
@@ -305,37 +344,66 @@ impl TreeCut {
 
     /// The delta of this cut against `base`: every entry whose key and digest `base` holds
     /// drops its bytes. Same tree digest.
+    ///
+    /// Chunks whose digest `base` also has are kept whole-sale (equal chunk digests mean equal
+    /// `(key, digest)` lists); only entries of the other chunks are looked up, among the
+    /// entries of `base`'s chunks this cut lacks (keys are unique within a cut, so a record of
+    /// a changed chunk that `base` holds sits in one of those).
     pub fn delta_from(&self, base: &TreeCut) -> TreeCut {
-        let known: BTreeMap<&str, Digest> = base.entries.iter().map(|e| (&*e.key, e.digest)).collect();
-        let entries: Vec<CutEntry> = self
-            .entries
-            .iter()
-            .map(|e| match known.get(&*e.key) {
-                Some(d) if *d == e.digest => CutEntry::kept(e.key.clone(), e.digest),
-                _ => e.clone(),
-            })
-            .collect();
+        let matching = ChunkMatch::new(self, base);
+        let mut entries = Vec::with_capacity(self.entries.len());
+        for (range, in_base) in matching.chunks(self) {
+            for e in &self.entries[range] {
+                let kept = in_base.is_some() || matching.unmatched_base(e.key()).is_some_and(|b| b.digest == e.digest);
+                entries.push(if kept { CutEntry::kept(e.key.clone(), e.digest) } else { e.clone() });
+            }
+        }
         TreeCut { entries: entries.into(), whole: Arc::new(OnceLock::new()), ..self.clone() }
     }
 
     /// The whole cut of this (possibly delta) cut, taking each kept record from `base` (the
     /// head the commit advances from) by key and digest. A whole cut is returned as is.
+    /// Records are matched chunk by chunk as in [`TreeCut::delta_from`].
     pub fn resolve(&self, base: Option<&TreeCut>) -> Result<TreeCut, CutError> {
         if self.is_whole() {
             return Ok(self.clone());
         }
-        let known: BTreeMap<&str, &CutEntry> = base
-            .map(|b| b.entries.iter().map(|e| (&*e.key, e)).collect())
-            .unwrap_or_default();
-        let mut entries = Vec::with_capacity(self.entries.len());
-        for e in self.entries.iter() {
-            if e.bytes.is_some() {
-                entries.push(e.clone());
-                continue;
+        let empty;
+        let base = match base {
+            Some(b) => b,
+            None => {
+                empty = TreeCut::named(self.root_id.clone(), self.incarnation.clone(), self.digest);
+                &empty
             }
-            match known.get(&*e.key) {
-                Some(b) if b.digest == e.digest && b.bytes.is_some() => entries.push((*b).clone()),
-                _ => return Err(CutError::MissingRecord { key: e.key.to_string(), digest: e.digest }),
+        };
+        let matching = ChunkMatch::new(self, base);
+        let mut entries = Vec::with_capacity(self.entries.len());
+        for (range, in_base) in matching.chunks(self) {
+            let from_base = in_base.map(|r| &base.entries[r]);
+            // The common case: an unchanged chunk, every record kept, the base's whole.
+            if let Some(chunk) = from_base {
+                let ours = &self.entries[range.clone()];
+                if ours.len() == chunk.len()
+                    && ours.iter().all(|e| e.bytes.is_none())
+                    && chunk.iter().all(|b| b.bytes.is_some())
+                {
+                    entries.extend_from_slice(chunk);
+                    continue;
+                }
+            }
+            for (i, e) in self.entries[range].iter().enumerate() {
+                if e.bytes.is_some() {
+                    entries.push(e.clone());
+                    continue;
+                }
+                let b = match from_base {
+                    Some(chunk) => chunk.get(i),
+                    None => matching.unmatched_base(e.key()),
+                };
+                match b {
+                    Some(b) if b.key == e.key && b.digest == e.digest && b.bytes.is_some() => entries.push(b.clone()),
+                    _ => return Err(CutError::MissingRecord { key: e.key.to_string(), digest: e.digest }),
+                }
             }
         }
         Ok(TreeCut { entries: entries.into(), whole: Arc::new(OnceLock::new()), ..self.clone() })
@@ -407,39 +475,147 @@ fn check_key(key: &str) -> Result<(), CutError> {
     Err(CutError::BadKey { key: key.chars().take(64).collect(), reason })
 }
 
-/// The tree digest (module docs).
+/// One content-defined chunk of a cut's entry list: it ends before entry `end` (module docs).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Chunk {
+    end: usize,
+    digest: Digest,
+}
+
+/// Whether a chunk ends after an entry with this record digest: the low four bits of the last
+/// byte are zero (one entry in 16 on average; the last byte because segment records are
+/// ordered by their digest's first bytes).
+fn ends_chunk(d: &Digest) -> bool {
+    d.0[31] & 0x0f == 0
+}
+
+/// How two cuts' chunks correspond: per chunk digest of `base`, its entry range, and the
+/// entries of `base`'s chunks that `this` lacks by key.
+struct ChunkMatch<'a> {
+    base: BTreeMap<Digest, std::ops::Range<usize>>,
+    unmatched: BTreeMap<&'a str, &'a CutEntry>,
+}
+
+impl<'a> ChunkMatch<'a> {
+    fn new(this: &TreeCut, base: &'a TreeCut) -> ChunkMatch<'a> {
+        let ours: std::collections::BTreeSet<Digest> = this.chunks.iter().map(|c| c.digest).collect();
+        let mut by_digest = BTreeMap::new();
+        let mut unmatched = BTreeMap::new();
+        for (range, digest) in chunk_ranges(&base.chunks) {
+            if ours.contains(&digest) {
+                by_digest.insert(digest, range);
+            } else {
+                unmatched.extend(base.entries[range].iter().map(|e| (&*e.key, e)));
+            }
+        }
+        ChunkMatch { base: by_digest, unmatched }
+    }
+
+    /// Each chunk range of `this`, with the range of the equal chunk of `base`, if any.
+    fn chunks<'s>(
+        &'s self,
+        this: &'s TreeCut,
+    ) -> impl Iterator<Item = (std::ops::Range<usize>, Option<std::ops::Range<usize>>)> + 's {
+        chunk_ranges(&this.chunks).map(|(range, digest)| (range, self.base.get(&digest).cloned()))
+    }
+
+    /// The entry of `base` under `key` among its chunks `this` lacks.
+    fn unmatched_base(&self, key: &str) -> Option<&'a CutEntry> {
+        self.unmatched.get(key).copied()
+    }
+}
+
+/// Whether two entries have the same key and record digest. Shared bytes (the same cached
+/// record in two cuts, the common case) have the same digest (a carried record's digest is its
+/// bytes' SHA-256), so pointers settle most comparisons.
+fn same_entry(a: &CutEntry, b: &CutEntry) -> bool {
+    let same_bytes = matches!((&a.bytes, &b.bytes), (Some(x), Some(y)) if Arc::ptr_eq(x, y));
+    (same_bytes || a.digest == b.digest) && (Arc::ptr_eq(&a.key, &b.key) || a.key == b.key)
+}
+
+fn chunk_ranges(chunks: &[Chunk]) -> impl Iterator<Item = (std::ops::Range<usize>, Digest)> + '_ {
+    let starts = std::iter::once(0).chain(chunks.iter().map(|c| c.end));
+    starts.zip(chunks).map(|(start, c)| (start..c.end, c.digest))
+}
+
+/// The tree digest (module docs), from scratch.
 pub fn tree_digest(
     root: &ProcessId,
     incarnation: &IncarnationId,
     envelope: &CutEnvelope,
     entries: &[CutEntry],
 ) -> Digest {
-    let mut h = Sha256::new();
-    let mut text = String::with_capacity(71);
-    let part = |h: &mut Sha256, bytes: &[u8]| {
-        h.update([0u8]);
-        h.update(bytes);
-    };
-    h.update(b"tree-cut");
-    part(&mut h, root.as_str().as_bytes());
-    part(&mut h, incarnation.as_str().as_bytes());
-    for d in [envelope.head_digest, envelope.tail_digest] {
-        digest_text(&mut text, d);
-        part(&mut h, text.as_bytes());
-    }
-    part(&mut h, entries.len().to_string().as_bytes());
-    for e in entries {
-        part(&mut h, e.key.as_bytes());
-        digest_text(&mut text, e.digest);
-        part(&mut h, text.as_bytes());
-    }
-    Digest(h.finalize().into())
+    tree_digest_chunks(root, incarnation, envelope, entries, None).0
 }
 
-fn digest_text(out: &mut String, d: Digest) {
-    out.clear();
-    out.push_str("sha256:");
-    crate::text::push_lower_hex(out, &d.0);
+/// The tree digest and the chunks of `entries` (module docs). A chunk of `previous` (an entry
+/// list with its chunks) that recurs, entry for entry by key and digest, where a chunk of
+/// `entries` starts contributes its cached digest instead of being rehashed; every other chunk
+/// is hashed. Whether or not a chunk is reused, it has the same entries and so the same
+/// digest: the result does not depend on `previous`.
+pub(crate) fn tree_digest_chunks(
+    root: &ProcessId,
+    incarnation: &IncarnationId,
+    envelope: &CutEnvelope,
+    entries: &[CutEntry],
+    previous: Option<(&[CutEntry], &[Chunk])>,
+) -> (Digest, Vec<Chunk>) {
+    // A previous chunk by the record digest of its first entry (a record digest names one
+    // entry: keys live inside records, and segment keys are their digests).
+    let starts: BTreeMap<Digest, (std::ops::Range<usize>, Digest)> = previous
+        .map(|(prev, chunks)| {
+            chunk_ranges(chunks)
+                .filter(|(range, _)| !range.is_empty())
+                .map(|(range, digest)| (prev[range.start].digest, (range, digest)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let prev_entries = previous.map_or(&[][..], |(p, _)| p);
+    let mut chunks = Vec::with_capacity(entries.len() / 8 + 1);
+    let mut at = 0;
+    while at < entries.len() {
+        let reused = starts.get(&entries[at].digest).and_then(|(range, digest)| {
+            let end = at + range.len();
+            let old = &prev_entries[range.clone()];
+            let same = entries.get(at..end).is_some_and(|new| new.iter().zip(old).all(|(n, o)| same_entry(n, o)));
+            // The chunk must also end at the same place here: after a boundary entry, or at
+            // the end of both lists (a previous last chunk without a boundary).
+            let closes = old.last().is_some_and(|o| ends_chunk(&o.digest)) || end == entries.len();
+            (same && closes).then_some(Chunk { end, digest: *digest })
+        });
+        let chunk = reused.unwrap_or_else(|| {
+            let mut h = Sha256::new();
+            h.update(b"tree-cut-chunk");
+            let mut end = at;
+            while end < entries.len() {
+                let e = &entries[end];
+                h.update(e.key.as_bytes());
+                h.update([0u8]);
+                h.update(e.digest.0);
+                end += 1;
+                if ends_chunk(&e.digest) {
+                    break;
+                }
+            }
+            Chunk { end, digest: Digest(h.finalize().into()) }
+        });
+        at = chunk.end;
+        chunks.push(chunk);
+    }
+    let mut h = Sha256::new();
+    h.update(b"tree-cut/2");
+    for part in [root.as_str().as_bytes(), incarnation.as_str().as_bytes()] {
+        h.update([0u8]);
+        h.update(part);
+    }
+    h.update([0u8]);
+    h.update(envelope.head_digest.0);
+    h.update(envelope.tail_digest.0);
+    h.update(u64::try_from(entries.len()).unwrap_or(u64::MAX).to_be_bytes());
+    for c in &chunks {
+        h.update(c.digest.0);
+    }
+    (Digest(h.finalize().into()), chunks)
 }
 
 #[cfg(test)]
@@ -518,6 +694,140 @@ mod tests {
         let other = cut(&[("k1", "9")]);
         assert!(matches!(delta.resolve(Some(&other)), Err(CutError::MissingRecord { key, .. }) if key == "k1"));
         assert!(matches!(delta.resolve(None), Err(CutError::MissingRecord { .. })));
+    }
+
+    /// Record bytes whose digest's last byte does (`boundary`) or does not end a chunk.
+    fn record(n: u32, boundary: bool) -> String {
+        (0u32..)
+            .map(|salt| format!("r{n}-{salt}"))
+            .find(|r| ends_chunk(&Digest::of(r.as_bytes())) == boundary)
+            .unwrap_or_default()
+    }
+    fn keyed(records: &[(String, String)]) -> TreeCut {
+        let borrowed: Vec<(&str, &str)> = records.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        cut(&borrowed)
+    }
+    /// `n` records, every `every`th one ending a chunk.
+    fn records(n: u32, every: u32) -> Vec<(String, String)> {
+        (0..n).map(|i| (format!("k{i}"), record(i, (i + 1) % every == 0))).collect()
+    }
+    fn reused(records: &[(String, String)], previous: &TreeCut) -> TreeCut {
+        let entries = records.iter().map(|(k, v)| CutEntry::new(k.as_str(), v.as_bytes().to_vec())).collect();
+        TreeCut::new_reusing(root(), inc(), CutEnvelope::keel(&root(), &inc(), &Json::Null), entries, Some(previous))
+    }
+
+    #[test]
+    fn chunks_end_after_boundary_entries_and_at_the_end() {
+        let c = keyed(&records(10, 4));
+        let ends: Vec<usize> = c.chunks.iter().map(|c| c.end).collect();
+        assert_eq!(ends, [4, 8, 10]);
+        // A boundary entry last: no empty chunk after it. No entry: no chunk.
+        assert_eq!(keyed(&records(8, 4)).chunks.iter().map(|c| c.end).collect::<Vec<_>>(), [4, 8]);
+        assert!(keyed(&[]).chunks.is_empty());
+        assert_ne!(keyed(&[]).digest, cut(&[("k", "")]).digest);
+    }
+
+    #[test]
+    fn an_edit_rehashes_only_its_own_chunk() {
+        let base = records(40, 4);
+        let before = keyed(&base);
+        // Insertion inside the second chunk, a removal in the fourth, a change in the sixth.
+        let mut edited = base.clone();
+        edited[21].1 = record(1000, false);
+        edited.remove(13);
+        edited.insert(5, ("new".into(), record(2000, false)));
+        let after = keyed(&edited);
+        let changed: Vec<usize> = (0..after.chunks.len())
+            .filter(|i| !before.chunks.iter().any(|b| b.digest == after.chunks[*i].digest))
+            .collect();
+        assert_eq!(changed, [1, 3, 5]);
+        // Reusing the previous cut gives the from-scratch digest and chunks.
+        let again = reused(&edited, &before);
+        assert_eq!((again.digest, &again.chunks), (after.digest, &after.chunks));
+    }
+
+    #[test]
+    fn reuse_respects_chunk_ends() {
+        // The previous last chunk had no boundary entry: appending extends it, so its cached
+        // digest must not be reused for the longer chunk.
+        let short = records(6, 4);
+        let mut long = short.clone();
+        long.push(("k6".into(), record(6, false)));
+        let prev = keyed(&short);
+        assert_eq!(reused(&long, &prev).digest, keyed(&long).digest);
+        // A boundary entry removed: two chunks merge; added: one splits.
+        let base = records(12, 4);
+        let mut merged = base.clone();
+        merged.remove(3);
+        assert_eq!(reused(&merged, &keyed(&base)).digest, keyed(&merged).digest);
+        assert_eq!(reused(&base, &keyed(&merged)).digest, keyed(&base).digest);
+        // Reordering whole chunks changes the digest; reuse still agrees.
+        let mut swapped = base[4..8].to_vec();
+        swapped.extend_from_slice(&base[..4]);
+        swapped.extend_from_slice(&base[8..]);
+        assert_ne!(keyed(&swapped).digest, keyed(&base).digest);
+        assert_eq!(reused(&swapped, &keyed(&base)).digest, keyed(&swapped).digest);
+    }
+
+    #[test]
+    fn chunk_matching_deltas_carry_exactly_the_changed_records() {
+        let base = records(30, 4);
+        let before = keyed(&base);
+        let mut edited = base.clone();
+        edited[9].1 = record(900, false);
+        // A record moved between chunks keeps its key and digest: it travels by reference.
+        let moved = edited.remove(2);
+        edited.insert(20, moved);
+        let after = keyed(&edited);
+        let delta = after.delta_from(&before);
+        assert_eq!(delta.carried().map(|e| e.key()).collect::<Vec<_>>(), ["k9"]);
+        assert_eq!(delta.resolve(Some(&before)).unwrap(), after);
+        // A delta naming a record the base lacks is refused with the record named.
+        let mut fewer = base.clone();
+        fewer.remove(2);
+        let missing = after.delta_from(&before).resolve(Some(&keyed(&fewer)));
+        assert!(matches!(missing, Err(CutError::MissingRecord { key, .. }) if key == "k2"));
+    }
+
+    proptest::proptest! {
+        /// Reusing any previous cut's chunks gives the from-scratch digest, chunks included, and
+        /// delta/resolve round-trip against it.
+        #[test]
+        fn reuse_equals_from_scratch(
+            base in proptest::collection::vec((0u32..60, proptest::bool::weighted(0.2)), 0..50),
+            edits in proptest::collection::vec((0usize..60, 0u8..3, 0u32..60, proptest::bool::ANY), 0..8),
+        ) {
+            let mut seen = std::collections::BTreeSet::new();
+            let base: Vec<(String, String)> = base
+                .into_iter()
+                .filter(|(k, _)| seen.insert(*k))
+                .map(|(k, b)| (format!("k{k}"), record(k, b)))
+                .collect();
+            let mut next = base.clone();
+            for (at, op, k, b) in edits {
+                let at = at % (next.len() + 1);
+                let key = format!("k{k}");
+                match op {
+                    0 if !next.iter().any(|(x, _)| *x == key) => next.insert(at, (key, record(k + 100, b))),
+                    1 if at < next.len() => { next.remove(at); }
+                    2 if at < next.len() => next[at].1 = record(k + 200, b),
+                    _ => {}
+                }
+            }
+            let previous = keyed(&base);
+            let scratch = keyed(&next);
+            let again = reused(&next, &previous);
+            proptest::prop_assert_eq!(again.digest, scratch.digest);
+            proptest::prop_assert_eq!(&again.chunks, &scratch.chunks);
+            let entries: Vec<CutEntry> = scratch.entries().to_vec();
+            proptest::prop_assert_eq!(tree_digest(&root(), &inc(), scratch.envelope(), &entries), scratch.digest);
+            let delta = scratch.delta_from(&previous);
+            proptest::prop_assert_eq!(delta.digest, scratch.digest);
+            proptest::prop_assert_eq!(delta.resolve(Some(&previous)).unwrap(), scratch.clone());
+            let carried = delta.carried().count();
+            let fresh = next.iter().filter(|r| !base.contains(r)).count();
+            proptest::prop_assert_eq!(carried, fresh);
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! idle owner can tell that nothing differs from its head without building anything.
 
 use crate::json::Digest;
-use crate::kernel::commit::CutEnvelope;
+use crate::kernel::commit::{CutEnvelope, TreeCut};
 use crate::kernel::ids::{ChildKey, IncarnationId, ProcessId};
 use crate::kernel::process::Process;
 use crate::kernel::retired::RetiredChild;
@@ -44,6 +44,9 @@ pub(super) struct ProcessTable {
     /// The envelope of the last assembled cut, with the root, writer and limits it is the
     /// keel envelope of (rebuilt only when one of them changes: a new writer).
     envelope: Option<(ProcessId, IncarnationId, TreeLimits, CutEnvelope)>,
+    /// The last assembled cut: the next one takes the digests of its unchanged chunks from it
+    /// (a cache only; the digest is the same without it).
+    last: Option<TreeCut>,
 }
 
 impl std::ops::Deref for ProcessTable {
@@ -211,10 +214,19 @@ impl ProcessTable {
         self.builds += 1;
         let valid = &self.valid;
         let fresh = |id: &ProcessId| !valid.contains(id);
-        let cut =
-            TreeSnapshot::assemble_changed(root_id.clone(), incarnation.clone(), limits, envelope, members, residues, &fresh);
+        let cut = TreeSnapshot::assemble_changed(
+            root_id.clone(),
+            incarnation.clone(),
+            limits,
+            envelope,
+            members,
+            residues,
+            &fresh,
+            self.last.as_ref(),
+        );
         match &cut {
             Ok(c) => {
+                self.last = Some(c.tree_cut().clone());
                 self.changed = false;
                 self.last_cut = Some(c.digest());
                 self.valid = self.map.keys().cloned().collect();
