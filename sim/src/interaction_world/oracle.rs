@@ -31,7 +31,7 @@ use keel::interaction::wire::Wire;
 use keel::kernel::commit::{CommitRecordKind, EffectBoundaryKind};
 use keel::kernel::effect::EffectPhase;
 use keel::kernel::ids::{EffectId, IncarnationId, ProcessId};
-use keel::kernel::invariants::{check_commit, check_history};
+use keel::kernel::invariants::{check_commit_reusing, check_history};
 use keel::kernel::owner::CommitRequest;
 use keel::kernel::snapshot::TreeSnapshot;
 use std::collections::{BTreeMap, BTreeSet};
@@ -92,11 +92,11 @@ impl Checker {
 /// Every invariant; returns (violations, checks).
 pub fn check(cx: &Context, host: &Host, root: Option<&ProcessId>, summary: &Summary) -> (Vec<Violation>, u64) {
     let mut c = Checker { checks: 0, violations: Vec::new() };
-    let (violations, checks) = check_store(&cx.store, root, cx.spec.compaction);
+    let (violations, checks, decoded) = check_store_decoded(&cx.store, root, cx.spec.compaction);
     c.violations.extend(violations);
     c.checks += checks;
     model_requests(&mut c, cx, host);
-    left_unknowns(&mut c, cx, host, root);
+    left_unknowns(&mut c, cx, host, root, &decoded);
     expectations(&mut c, cx, summary);
     let (ledger, checks) = cx.ledger.findings();
     c.violations.extend(ledger);
@@ -109,6 +109,13 @@ pub fn check(cx: &Context, host: &Host, root: Option<&ProcessId>, summary: &Summ
 /// resolved boundary, and (when the writers compact) every mailbox fully compacted. Returns
 /// (violations, checks). The facade harness judges its stores with the same checks.
 pub(crate) fn check_store(store: &Store, root: Option<&ProcessId>, compacting: bool) -> (Vec<Violation>, u64) {
+    let (violations, checks, _) = check_store_decoded(store, root, compacting);
+    (violations, checks)
+}
+
+/// [`check_store`], also returning every acknowledged cut as decoded (`None`: it does not
+/// decode), in record order, for later checks that read a head.
+fn check_store_decoded(store: &Store, root: Option<&ProcessId>, compacting: bool) -> (Vec<Violation>, u64, Vec<Option<TreeSnapshot>>) {
     let mut c = Checker { checks: 0, violations: Vec::new() };
     let records = store.records();
     let decoded = kernel(&mut c, store, &records, root);
@@ -116,7 +123,7 @@ pub(crate) fn check_store(store: &Store, root: Option<&ProcessId>, compacting: b
     if compacting {
         mailbox_bounded(&mut c, &decoded);
     }
-    (c.violations, c.checks)
+    (c.violations, c.checks, decoded)
 }
 
 /// `mailbox_bounded`: a compacting writer drops every consumed Engine record no open wait
@@ -140,10 +147,14 @@ fn kernel(c: &mut Checker, store: &Store, records: &[Recorded], root: Option<&Pr
     let mut decoded: Vec<Option<TreeSnapshot>> = Vec::new();
     // Per writer: its commits so far and the position in `decoded` of its last decoded head.
     let mut writers: BTreeMap<IncarnationId, (u64, Option<usize>)> = BTreeMap::new();
+    // The position of the last decoded head of any writer: a new writer's first cut (the
+    // activation after a restore) repeats most of its records, which need no second parse.
+    let mut last: Option<usize> = None;
     for r in records.iter().filter(|r| r.acknowledged) {
         let writer = writers.entry(r.request.cut().incarnation.clone()).or_insert((0, None));
         let previous = writer.1.and_then(|i| decoded.get(i)).and_then(Option::as_ref);
-        let (snap, violations) = check_commit(previous, &r.request);
+        let known = last.and_then(|i| decoded.get(i)).and_then(Option::as_ref);
+        let (snap, violations) = check_commit_reusing(previous, known, &r.request);
         for v in violations {
             let detail = format!("commit {} ({}): {}", writer.0, r.request.boundary_name(), v.detail);
             c.violations.push(Violation::new(format!("kernel_{}", v.invariant), detail));
@@ -152,6 +163,7 @@ fn kernel(c: &mut Checker, store: &Store, records: &[Recorded], root: Option<&Pr
         writer.0 += 1;
         if snap.is_some() {
             writer.1 = Some(decoded.len());
+            last = Some(decoded.len());
         }
         decoded.push(snap);
     }
@@ -258,9 +270,17 @@ pub(crate) fn results_in_call_order(request: &keel::chat::Request) -> Vec<String
     wrong
 }
 
-fn left_unknowns(c: &mut Checker, cx: &Context, host: &Host, root: Option<&ProcessId>) {
-    let head = root.and_then(|r| cx.store.head_snapshot(r));
-    let now = head.as_ref().map(unknowns_of).unwrap_or_default();
+fn left_unknowns(c: &mut Checker, cx: &Context, host: &Host, root: Option<&ProcessId>, decoded: &[Option<TreeSnapshot>]) {
+    let head = root.and_then(|r| cx.store.memory().head(r));
+    // The store's head is usually the last acknowledged cut, already decoded strictly: a
+    // decoded cut equal to it record for record (same keys, digests and bytes) is its
+    // decoding. Otherwise (a head whose acknowledgement was lost) it is decoded here.
+    let known = head.as_ref().and_then(|h| decoded.iter().rev().flatten().find(|s| *s.tree_cut() == h.cut));
+    let fresh = match (&head, known) {
+        (Some(h), None) => TreeSnapshot::from_cut(&h.cut).ok(),
+        _ => None,
+    };
+    let now = known.or(fresh.as_ref()).map(unknowns_of).unwrap_or_default();
     for e in &host.left {
         c.expect(now.contains_key(e), "unknown_left_retained", || format!("unknown {e} left by the host is gone from the final head"));
         let engine_calls = cx.ledger.dispatches(e).iter().filter(|d| d.caller != Caller::Host).count();

@@ -10,7 +10,7 @@ use crate::kernel::engine_signal::{ChildOutcome, ChildWaitSatisfied};
 use crate::kernel::failure::{codes, Failure};
 use crate::kernel::ids::{EffectId, SignalId, WaitId};
 use crate::kernel::invariants::{
-    check_commit, check_history, check_publications, check_snapshot, check_transition, Violation,
+    check_commit, check_commit_reusing, check_history, check_publications, check_snapshot, check_transition, Violation,
 };
 use crate::kernel::mailbox::{Mailbox, RecordBody, SignalRecord};
 use crate::kernel::owner::{Command, CommitRequest};
@@ -836,6 +836,34 @@ fn remaining_commit_rules_are_each_reported() {
     // 22: a start after an acknowledged head.
     let (_, v) = check_commit(Some(&cuts[3]), &requests[0]);
     assert_reports(&v, 22);
+}
+
+/// `check_commit_reusing` only caches: a new writer's activation checked with the previous
+/// writer's last head as known records gives exactly `check_commit`'s snapshot and findings,
+/// on a genuine activation and on one whose digest lies.
+#[test]
+fn a_known_head_of_another_writer_changes_no_verdict() {
+    let w = world(Arc::new(|_| Err(DispatchError::Failed("reset".into()))));
+    let mut r = w.start(&[Op::Dispatch(Json::str("x"))], Budget::unlimited());
+    r.run_to_idle();
+    let known = heads(&r).pop().expect("the first writer committed");
+    let r2 = w.restore(200);
+    let activation = r2
+        .commits
+        .iter()
+        .map(|(c, _)| c.clone())
+        .find(|c| matches!(c, CommitRequest::Activation(_)))
+        .expect("the restore activated");
+    let plain = check_commit(None, &activation);
+    assert!(plain.0.is_some());
+    assert_clean(&plain.1);
+    assert_eq!(check_commit_reusing(None, Some(&known), &activation), plain);
+    let CommitRequest::Activation(mut lying) = activation else { unreachable!() };
+    lying.cut.digest = Digest::of(b"another cut");
+    let lying = CommitRequest::Activation(lying);
+    let plain = check_commit(None, &lying);
+    assert_reports(&plain.1, 24);
+    assert_eq!(check_commit_reusing(None, Some(&known), &lying), plain);
 }
 
 #[test]
