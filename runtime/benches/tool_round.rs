@@ -13,7 +13,8 @@
 //! * `ms_per_round_200`: wall milliseconds per round at R=200 (what a peer is compared to).
 //!
 //! Comment lines (`#`) also break the final cut down by kind of record (context segments,
-//! retired-child residues, live Processes, envelope): what makes `cut_ratio` grow with R.
+//! retired-child residues, live Processes, envelope): what makes `cut_ratio` grow with R;
+//! and count commit calls per round (each one `fsync` on the FileCommitter).
 //!
 //! Each (store, R) figure is the median of a few runs; both R run in the same process, one
 //! after the other per repeat, so drift hits both alike.
@@ -83,19 +84,24 @@ impl Tool for Echo {
 struct Counting<C> {
     inner: C,
     bytes: AtomicU64,
+    /// Commit calls (each one `fsync` on the FileCommitter).
+    commits: AtomicU64,
 }
 
 impl<C: Committer> Committer for Counting<C> {
     fn commit_checkpoint(&self, c: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
         self.bytes.fetch_add(c.cut.carried_bytes(), Ordering::Relaxed);
+        self.commits.fetch_add(1, Ordering::Relaxed);
         self.inner.commit_checkpoint(c)
     }
     fn commit_effect(&self, b: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
         self.bytes.fetch_add(b.cut.carried_bytes(), Ordering::Relaxed);
+        self.commits.fetch_add(1, Ordering::Relaxed);
         self.inner.commit_effect(b)
     }
     fn activate_tree(&self, a: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
         self.bytes.fetch_add(a.cut.carried_bytes(), Ordering::Relaxed);
+        self.commits.fetch_add(1, Ordering::Relaxed);
         self.inner.activate_tree(a)
     }
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
@@ -140,6 +146,7 @@ fn deployments(rounds: u64) -> (Deployment, Arc<DeploymentSet>) {
 struct Sample {
     elapsed: Duration,
     committed_bytes: u64,
+    commits: u64,
     final_cut: u64,
     parts: CutParts,
 }
@@ -207,7 +214,7 @@ fn one_run(store: Store, rounds: u64, run: u64) -> Sample {
                 Arc::new(FileCommitter::open(&dir).expect("file committer"))
             }
         };
-        let counting = Arc::new(Counting { inner, bytes: AtomicU64::new(0) });
+        let counting = Arc::new(Counting { inner, bytes: AtomicU64::new(0), commits: AtomicU64::new(0) });
         let engine = Engine::new(EngineConfig {
             env,
             committer: counting.clone(),
@@ -225,6 +232,7 @@ fn one_run(store: Store, rounds: u64, run: u64) -> Sample {
         Sample {
             elapsed,
             committed_bytes: counting.bytes.load(Ordering::Relaxed),
+            commits: counting.commits.load(Ordering::Relaxed),
             final_cut: head.cut.whole_len().unwrap_or(0),
             parts: CutParts::of(&head.cut),
         }
@@ -266,6 +274,7 @@ fn main() {
         );
         for (s, r) in [(&small, r0), (&large, r1)] {
             println!("# final cut R={r}: {}", s.parts.describe());
+            println!("# commits R={r}: {:.2} per round", s.commits as f64 / r as f64);
         }
         println!("{prefix}round_ratio_{r1}_over_{r0} = {:.2}", per_round(&large, r1) / per_round(&small, r0));
         println!("{prefix}bytes_per_round_{r1} = {}", large.committed_bytes / r1);
