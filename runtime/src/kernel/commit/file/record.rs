@@ -137,8 +137,9 @@ impl LoggedCut {
 
     /// The listing of a commit: `sent` is the request's cut (a delta: kept records carry no
     /// bytes), `whole` the same cut resolved against `head` (the installation's cut, entry for
-    /// entry in the same order). Records the request carried are carried; every record it kept
-    /// becomes part of a run of `head`, found by key and digest. Cost: O(changed records) for
+    /// entry in the same order). Records the request carried are carried (unless one is the
+    /// next head entry unchanged); every record it kept becomes part of a run of `head`, found
+    /// by key and digest. Cost: O(changed records) for
     /// the log, and O(records) key comparisons, almost all against the next head entry.
     pub(super) fn listing(sent: &TreeCut, whole: &TreeCut, head: Option<&TreeCut>) -> LoggedCut {
         let (sent_entries, whole_entries) = (sent.entries(), whole.entries());
@@ -149,12 +150,7 @@ impl LoggedCut {
         let mut finder = HeadFinder::new(head.map_or(&[][..], |h| h.entries()));
         let mut listed: Vec<Listed> = Vec::new();
         for (sent, entry) in sent_entries.iter().zip(whole_entries) {
-            let found = if sent.bytes().is_some() {
-                finder.pass(entry);
-                None
-            } else {
-                finder.find(entry)
-            };
+            let found = if sent.bytes().is_some() { finder.pass(entry) } else { finder.find(entry) };
             match (found, listed.last_mut()) {
                 (Some(at), Some(Listed::Kept { start, count })) if *start + *count == at => {
                     *count += 1
@@ -221,11 +217,13 @@ impl<'a> HeadFinder<'a> {
         Some(at)
     }
 
-    /// A carried record: if it replaces the next head entry (same key), step past that entry.
-    fn pass(&mut self, e: &CutEntry) {
-        if self.head.get(self.next).is_some_and(|h| h.key() == e.key()) {
-            self.next += 1;
-        }
+    /// A carried record: if it replaces the next head entry (same key), step past that entry,
+    /// and if it is that entry unchanged (a request sent whole), keep it as that entry.
+    fn pass(&mut self, e: &CutEntry) -> Option<usize> {
+        let at = self.next;
+        let h = self.head.get(at).filter(|h| h.key() == e.key())?;
+        self.next += 1;
+        (h.digest() == e.digest()).then_some(at)
     }
 }
 
