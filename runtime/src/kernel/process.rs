@@ -102,8 +102,8 @@ impl Process {
             started_at: *started_at,
             status: *status,
             committed_steps: *committed_steps,
-            budget: budget.clone(),
-            allocated: allocated.clone(),
+            budget: *budget,
+            allocated: *allocated,
             capabilities: capabilities.clone(),
             prepared_effects: *prepared_effects,
             dropped_deltas: *dropped_deltas,
@@ -113,7 +113,7 @@ impl Process {
             current_wait_id: current_wait_id.clone(),
             pending_control: pending_control.clone(),
             finish: finish.clone(),
-            retired: retired.clone(),
+            retired: *retired,
         }
     }
 
