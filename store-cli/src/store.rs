@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 /// The first bytes of every SQLite database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
-/// The first bytes of a file store's log.
-const LOG_MAGIC: &[u8; 16] = b"keel.commits.v1\n";
+/// The first bytes of a file store's log of any format version (the file store itself refuses
+/// the versions it cannot read, saying what to do).
+const LOG_MAGIC_PREFIX: &[u8] = b"keel.commits.";
 
 pub enum Store {
     File(FileCommitter),
@@ -41,7 +42,7 @@ impl Store {
                     .map_err(|e| format!("{}: {e}", path.display()));
                 match read {
                     Ok(()) if &magic == SQLITE_MAGIC => open_sqlite(path),
-                    Ok(()) if &magic == LOG_MAGIC => {
+                    Ok(()) if magic.starts_with(LOG_MAGIC_PREFIX) => {
                         open_file(path.parent().unwrap_or_else(|| Path::new(".")))
                     }
                     Ok(()) => Err(format!(

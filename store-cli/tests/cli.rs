@@ -202,9 +202,14 @@ fn check_store(kind: Kind) {
     assert!(stdout(&export).contains("\n  "), "pretty printed");
     assert!(json.to_string().contains(finished.as_str()));
 
-    // Detection from the path alone.
+    // Detection from the path alone (for a file store, its directory or its log).
     let detected = run(&["list", "--store", path]);
     assert_eq!(stdout(&detected), stdout(&list));
+    if kind == Kind::File {
+        let log = Path::new(path).join("commits.log");
+        let detected = run(&["list", "--store", log.to_str().unwrap()]);
+        assert_eq!(stdout(&detected), stdout(&list), "{}", stderr(&detected));
+    }
 
     let compact = cmd(&["compact"]);
     assert!(compact.status.success(), "{}", stderr(&compact));

@@ -91,7 +91,7 @@ fn corpus_commit_log() {
     replay("commit_log");
 }
 
-/// Writes the `commit_log` seeds: every record payload of a real v2 log (deltas of a kernel
+/// Writes the `commit_log` seeds: every record payload of a real v3 log (deltas of a kernel
 /// run, then the compacted base record) and a few whole cuts. Run with `--ignored` after a
 /// format change (after deleting the old `log-*` and `cut-*` files).
 #[test]
@@ -119,7 +119,8 @@ fn write_commit_log_seeds() {
     let frames = |log: &[u8]| -> Vec<Vec<u8>> {
         let mut at = 16;
         let mut out = Vec::new();
-        while at + 56 <= log.len() {
+        // Frames follow one another up to the free space (zeros) after the last one.
+        while at + 56 <= log.len() && &log[at..at + 8] == b"KEELREC\n" {
             let len = u64::from_le_bytes(log[at + 8..at + 16].try_into().unwrap()) as usize;
             out.push(log[at + 56..at + 56 + len].to_vec());
             at += 56 + len;

@@ -63,7 +63,7 @@ pub fn run_target(name: &str, data: &[u8]) -> bool {
     true
 }
 
-/// `commit_log`: the file store's v2 record decoder and the whole-cut splitter never panic; an
+/// `commit_log`: the file store's v3 record decoder and the whole-cut splitter never panic; an
 /// accepted record re-encodes byte-identically; an accepted whole cut reassembles into exactly
 /// its input, splits again into an equal cut, keeps its tree digest as a delta against itself
 /// and resolves back; where the snapshot decoder also accepts the bytes, both agree on the

@@ -1,4 +1,11 @@
+use super::record::{Listed, LoggedCut};
 use super::*;
+use crate::json::Digest;
+use crate::kernel::commit::cut::CutEntry;
+use crate::kernel::commit::{CheckpointKind, EffectBoundaryKind, Installation, TreeCut};
+use crate::kernel::ids::{EffectId, IncarnationId};
+use std::io::Write;
+use std::sync::Arc;
 use crate::kernel::commit::conformance::check_committer;
 use crate::kernel::commit::{audit_history, MemoryCommitter};
 use futures::executor::block_on;
@@ -147,14 +154,15 @@ fn file_len(path: &Path) -> u64 {
     fs::metadata(path).unwrap().len()
 }
 
-/// Commits `requests` in a new store and returns the log length after each one.
+/// Commits `requests` in a new store and returns the end of the log's frames after each one
+/// (the file is cut to the last one when the committer drops).
 fn populate(dir: &TempDir, requests: &[Request]) -> Vec<u64> {
     let f = FileCommitter::open(&dir.0).unwrap();
     requests
         .iter()
         .map(|r| {
             send(&f, r).unwrap();
-            file_len(&dir.log())
+            f.stats().log_bytes
         })
         .collect()
 }
@@ -175,12 +183,18 @@ fn flip(path: &Path, at: u64) {
 
 fn append_raw(path: &Path, meta: &[u8], blobs: &[u8]) {
     let mut f = OpenOptions::new().append(true).open(path).unwrap();
-    append_frame(&mut f, &Record { meta: meta.to_vec(), blobs: vec![Arc::from(blobs)] }).unwrap();
+    write_frame(&mut f, &Record { meta: meta.to_vec(), blobs: vec![Arc::from(blobs)] }).unwrap();
 }
 
-/// The metadata and the concatenated blobs of the record a request would write.
+/// The metadata and the concatenated blobs of the record a request would write over a tree
+/// without a head (so every record is carried).
 fn record_of(r: &Request, i: &Installation) -> (Vec<u8>, Vec<u8>) {
-    let record = encode_record(r, i);
+    listed_record(r, i, &LoggedCut::listing(r.cut(), r.cut(), None))
+}
+
+/// The same for a hand-made listing.
+fn listed_record(r: &Request, i: &Installation, listing: &LoggedCut) -> (Vec<u8>, Vec<u8>) {
+    let record = encode_record(r, listing, i);
     (record.meta, record.blobs.iter().flat_map(|b| b.iter().copied()).collect())
 }
 
@@ -275,18 +289,78 @@ fn torn_tail_is_truncated_at_every_length() {
 }
 
 #[test]
-fn zero_filled_and_garbage_tails_are_truncated() {
+fn garbage_tails_are_truncated_and_zero_tails_are_free_space() {
     let dir = TempDir::new();
     let lens = populate(&dir, &script()[..3]);
-    for tail in [vec![0u8; 4096], b"KEELREC\ngarbage after a magic".to_vec(), vec![0xff; 3]] {
+    let mut zeros_after_a_torn_frame = b"KEELREC\n".to_vec();
+    zeros_after_a_torn_frame.resize(4096, 0);
+    for tail in [b"KEELREC\ngarbage after a magic".to_vec(), vec![0xff; 3], zeros_after_a_torn_frame, vec![0u8; 4096]] {
         let mut f = OpenOptions::new().append(true).open(dir.log()).unwrap();
         f.write_all(&tail).unwrap();
         drop(f);
         let f = FileCommitter::open(&dir.0).unwrap();
         assert_eq!(f.recovery().records, 3);
-        assert_eq!(f.recovery().truncated_bytes, to_u64(tail.len()));
-        assert_eq!(file_len(&dir.log()), lens[2]);
+        if tail.iter().all(|&b| b == 0) {
+            // Free space written ahead: kept while open, nothing reported.
+            assert_eq!(f.recovery().truncated_bytes, 0);
+            assert_eq!(file_len(&dir.log()), lens[2] + 4096);
+        } else {
+            assert_eq!(f.recovery().truncated_bytes, to_u64(tail.len()));
+            assert_eq!(file_len(&dir.log()), lens[2]);
+        }
+        assert_eq!(f.stats().log_bytes, lens[2]);
+        drop(f);
+        assert_eq!(file_len(&dir.log()), lens[2], "a closed log is its frames");
     }
+}
+
+#[test]
+fn free_space_is_written_ahead_reused_and_survives_a_crash() {
+    let dir = TempDir::new();
+    let requests = script();
+    let f = FileCommitter::open(&dir.0).unwrap();
+    send(&f, &requests[0]).unwrap();
+    let (first, allocated) = (f.stats().log_bytes, file_len(&dir.log()));
+    assert!(allocated >= first + GROW_MIN_BYTES, "grown ahead: {first} of {allocated}");
+    for r in &requests[1..6] {
+        send(&f, r).unwrap();
+    }
+    let written = f.stats().log_bytes;
+    assert_eq!(file_len(&dir.log()), allocated, "later frames land in the free space");
+    // What a crash leaves: the frames, then zeros.
+    let crashed = fs::read(dir.log()).unwrap();
+    assert!(crashed[usize::try_from(written).unwrap()..].iter().all(|&b| b == 0));
+    drop(f);
+    assert_eq!(file_len(&dir.log()), written);
+    fs::write(dir.log(), &crashed).unwrap();
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.recovery(), &Recovery { created: false, records: 6, truncated_bytes: 0 });
+    send(&f, &requests[6]).unwrap();
+    assert_eq!(file_len(&dir.log()), allocated, "the free space is reused after reopening");
+    let all = f.stats().log_bytes;
+    drop(f);
+    assert_eq!(FileCommitter::open(&dir.0).unwrap().recovery().records, 7);
+    // A frame torn inside the free space (its first bytes written, the rest still zeros) is a
+    // torn tail; the zeros after it go with it.
+    let torn_len = usize::try_from(all - written).unwrap() / 2;
+    let mut torn = crashed.clone();
+    let full = fs::read(dir.log()).unwrap();
+    let at = usize::try_from(written).unwrap();
+    torn[at..at + torn_len].copy_from_slice(&full[at..at + torn_len]);
+    fs::write(dir.log(), &torn).unwrap();
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.recovery().records, 6);
+    assert_eq!(f.recovery().truncated_bytes, to_u64(crashed.len()) - written);
+    assert_eq!(file_len(&dir.log()), written);
+    drop(f);
+    // A complete, checksum-valid frame after zeros is never dropped: damage in the middle.
+    let mut gap = crashed.clone();
+    let frame = &full[at..usize::try_from(all).unwrap()];
+    let later = at + 8192;
+    gap[later..later + frame.len()].copy_from_slice(frame);
+    fs::write(dir.log(), &gap).unwrap();
+    assert!(matches!(open_err(&dir), OpenError::Corrupt { .. }));
+    assert_eq!(fs::read(dir.log()).unwrap(), gap, "left as found");
 }
 
 #[test]
@@ -359,14 +433,14 @@ fn a_store_of_several_trees_with_one_corrupted_record_serves_the_rest() {
         for (i, r) in roots.iter().enumerate() {
             let n = u8::try_from(i).unwrap() * 10 + 1;
             send(&f, &Request::Checkpoint(start(cut_of(r.clone(), n, 1)))).unwrap();
-            lens.push(file_len(&dir.log()));
+            lens.push(f.stats().log_bytes);
         }
         for step in 1..=3u8 {
             for (i, r) in roots.iter().enumerate() {
                 let n = u8::try_from(i).unwrap() * 10 + 1 + step;
                 let next = Request::Checkpoint(progress(u64::from(step) + 1, n - 1, cut_of(r.clone(), n, 1)));
                 send(&f, &next).unwrap();
-                lens.push(file_len(&dir.log()));
+                lens.push(f.stats().log_bytes);
             }
         }
     }
@@ -404,24 +478,27 @@ fn damage_inside_the_last_record_is_treated_as_a_torn_write() {
 fn a_file_without_the_header_is_not_a_log() {
     let dir = TempDir::new();
     fs::create_dir_all(&dir.0).unwrap();
-    for content in [&b""[..], b"keel.commits.v2", b"keel.commits.v3\n", b"{\"not\":\"a log\"}"] {
+    for content in [&b""[..], b"keel.commits.v3", b"keel.commits.v4\n", b"{\"not\":\"a log\"}"] {
         fs::write(dir.log(), content).unwrap();
         assert!(matches!(open_err(&dir), OpenError::NotALog { .. }), "{content:?}");
     }
 }
 
 #[test]
-fn a_format_v1_log_is_refused_with_what_to_do() {
-    let dir = TempDir::new();
-    fs::create_dir_all(&dir.0).unwrap();
-    let mut v1 = b"keel.commits.v1\n".to_vec();
-    v1.extend_from_slice(b"KEELREC\n and whatever followed");
-    fs::write(dir.log(), &v1).unwrap();
-    let err = open_err(&dir);
-    assert!(matches!(&err, OpenError::UnsupportedVersion { found, .. } if found == "v1"), "{err:?}");
-    let text = err.to_string();
-    assert!(text.contains("format v1") && text.contains("keel-store export"), "{text}");
-    assert_eq!(fs::read(dir.log()).unwrap(), v1, "the old log is left untouched");
+fn logs_of_formats_v1_and_v2_are_refused_with_what_to_do() {
+    for version in ["v1", "v2"] {
+        let dir = TempDir::new();
+        fs::create_dir_all(&dir.0).unwrap();
+        let mut old = format!("keel.commits.{version}\n").into_bytes();
+        old.extend_from_slice(b"KEELREC\n and whatever followed");
+        fs::write(dir.log(), &old).unwrap();
+        let err = open_err(&dir);
+        assert!(matches!(&err, OpenError::UnsupportedVersion { found, .. } if found == version), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains(&format!("format {version}")) && text.contains("reads format v3"), "{text}");
+        assert!(text.contains("keel-store export"), "{text}");
+        assert_eq!(fs::read(dir.log()).unwrap(), old, "the old log is left untouched");
+    }
 }
 
 #[test]
@@ -664,16 +741,21 @@ fn deltas_log_only_changed_records_and_replay_to_whole_heads() {
     for r in &requests {
         send(&memory, r).unwrap();
     }
-    // A delta record holds the root's record but not the kept one: the same chain sent whole
-    // writes more, by about the kept record per commit.
+    // A progress record holds the root's record but not the kept one: each is smaller than
+    // the start (which carries both) by about the kept record.
+    let kept = cut(1, 1).entries()[1].bytes().unwrap().len() as u64;
+    let start_len = lens[0] - to_u64(FILE_HEADER.len());
+    for pair in lens.windows(2) {
+        assert!(pair[1] - pair[0] + kept <= start_len + 16, "{lens:?} kept {kept}");
+    }
+    // The same chain sent whole logs the same bytes: an unchanged record sent whole is kept
+    // like one sent as key and digest.
     let whole_dir = TempDir::new();
     let whole: Vec<Request> = (1..=6u8)
         .map(|i| if i == 1 { Request::Checkpoint(start(cut(1, 1))) } else { Request::Checkpoint(progress(u64::from(i), i - 1, cut(i, 1))) })
         .collect();
-    let whole_lens = populate(&whole_dir, &whole);
-    let kept = cut(1, 1).entries()[1].bytes().unwrap().len() as u64;
-    assert_eq!(lens[0], whole_lens[0], "the start is whole either way");
-    assert!(lens[5] + 5 * (kept - 4) <= whole_lens[5], "{lens:?} {whole_lens:?} kept {kept}");
+    assert_eq!(populate(&whole_dir, &whole), lens);
+    assert_eq!(fs::read(whole_dir.log()).unwrap(), fs::read(dir.log()).unwrap());
     let f = FileCommitter::open(&dir.0).unwrap();
     assert_eq!(f.head(&root()), memory.head(&root()));
     let head = f.head(&root()).unwrap();
@@ -683,21 +765,171 @@ fn deltas_log_only_changed_records_and_replay_to_whole_heads() {
 }
 
 #[test]
-fn a_logged_delta_whose_kept_record_the_head_lacks_damages_its_tree() {
+fn a_logged_run_the_head_lacks_damages_its_tree() {
+    // Written by hand past the rules: cut 2's root record, then a run of the head's records
+    // 1..3 (the head, cut 1, holds two), and a start that keeps records of a head it lacks.
+    let whole = cut(2, 1);
+    let forged = Request::Checkpoint(progress(2, 1, whole.clone()));
+    let listing = LoggedCut {
+        listed: vec![Listed::Carried(whole.entries()[0].clone()), Listed::Kept { start: 1, count: 2 }],
+        ..LoggedCut::whole(&whole)
+    };
+    let (meta, blobs) = listed_record(&forged, &installation_of(&forged, 2), &listing);
     let dir = TempDir::new();
     populate(&dir, &[Request::Checkpoint(start(cut(1, 1)))]);
-    // A delta keeping a record the head never held, written by hand past the rules.
-    // It keeps the root's record as cut 2 holds it; the head (cut 1) holds another one.
-    let ghost = crate::kernel::commit::conformance::sample_cut(&root(), &inc(1), &[(root().as_str(), "cut 2 of writer 1")]);
-    let forged = Request::Checkpoint(progress(2, 1, cut(2, 1).delta_from(&ghost)));
-    let i = installation_of(&forged, 2);
-    let (meta, blobs) = record_of(&forged, &i);
     append_raw(&dir.log(), &meta, &blobs);
     let f = FileCommitter::open(&dir.0).unwrap();
     let damage = f.damaged_trees();
     assert_eq!(damage.len(), 1);
-    assert!(damage[0].reason.contains("lacks"), "{damage:?}");
+    assert!(damage[0].reason.contains("lacks them (it holds 2)"), "{damage:?}");
     assert!(matches!(block_on(f.load_tree(&root())), Err(CommitError::Damaged { .. })));
+    drop(f);
+    // Control: the run the head does hold replays to the same head as the whole cut.
+    let honest = LoggedCut { listed: vec![Listed::Carried(whole.entries()[0].clone()), Listed::Kept { start: 1, count: 1 }], ..listing };
+    let (meta, blobs) = listed_record(&forged, &installation_of(&forged, 2), &honest);
+    let dir = TempDir::new();
+    populate(&dir, &[Request::Checkpoint(start(cut(1, 1)))]);
+    append_raw(&dir.log(), &meta, &blobs);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert!(f.damaged_trees().is_empty());
+    assert_eq!(f.head(&root()).unwrap().cut, whole);
+    drop(f);
+    // A start keeps nothing: its tree has no head.
+    let first = Request::Checkpoint(start(cut(1, 1)));
+    let one = cut(1, 1);
+    let kept = LoggedCut { listed: vec![Listed::Kept { start: 0, count: 2 }], ..LoggedCut::whole(&one) };
+    let (meta, blobs) = listed_record(&first, &installation_of(&first, 1), &kept);
+    let dir = TempDir::new();
+    populate(&dir, &[]);
+    append_raw(&dir.log(), &meta, &blobs);
+    let damage = FileCommitter::open(&dir.0).unwrap().damaged_trees();
+    assert!(damage.len() == 1 && damage[0].reason.contains("has none"), "{damage:?}");
+}
+
+/// A tree of `n` segment-like records plus the root's, as the kernel keeps it.
+fn many(root_state: &str, keys: &[String]) -> TreeCut {
+    let root = root();
+    let mut records: Vec<(&str, &str)> = vec![(root.as_str(), root_state)];
+    records.extend(keys.iter().map(|k| (k.as_str(), k.as_str())));
+    crate::kernel::commit::conformance::sample_cut(&root, &inc(1), &records)
+}
+
+#[test]
+fn a_record_lists_kept_records_as_runs_of_the_head_and_grows_with_changes_only() {
+    let keys = |n: usize| (0..n).map(|i| format!("segment:{i:04}")).collect::<Vec<String>>();
+    // The log growth of one commit that changes the root's record and appends one record.
+    let growth = |n: usize| {
+        let dir = TempDir::new();
+        let f = FileCommitter::open(&dir.0).unwrap();
+        let (before, after) = (many("a", &keys(n)), many("b", &keys(n + 1)));
+        send(&f, &Request::Checkpoint(start(before.clone()))).unwrap();
+        let at = f.stats().log_bytes;
+        let next = Checkpoint { sequence: 2, kind: CheckpointKind::Progress, previous_digest: Some(before.digest), cut: after.delta_from(&before) };
+        send(&f, &Request::Checkpoint(next)).unwrap();
+        drop(f);
+        let f = FileCommitter::open(&dir.0).unwrap();
+        assert_eq!(f.head(&root()).unwrap().cut, after, "replays to the whole cut");
+        f.stats().log_bytes - at
+    };
+    let (small, large) = (growth(10), growth(1000));
+    // Runs are numbers whatever the count they cover (a few digits more at most).
+    assert!(large <= small + 16, "growth with 10 kept records {small}, with 1000 {large}");
+    // The listing itself: carried root record, one run, the appended record.
+    let (before, after) = (many("a", &keys(5)), many("b", &keys(6)));
+    let sent = after.delta_from(&before);
+    let listing = LoggedCut::listing(&sent, &after, Some(&before));
+    assert_eq!(
+        listing.listed,
+        vec![
+            Listed::Carried(after.entries()[0].clone()),
+            Listed::Kept { start: 1, count: 5 },
+            Listed::Carried(after.entries()[6].clone()),
+        ]
+    );
+    // The same cut sent whole lists the same way: a carried record that is the next head
+    // entry unchanged is kept.
+    assert_eq!(LoggedCut::listing(&after, &after, Some(&before)), listing);
+}
+
+#[test]
+fn insertions_removals_and_reorderings_replay_to_the_same_heads() {
+    let key = |i: usize| format!("segment:{i:04}");
+    let keys = |ids: &[usize]| ids.iter().map(|&i| key(i)).collect::<Vec<String>>();
+    // Each cut against the one before: an insertion in the middle, a removal, a swap, a
+    // change in the middle, a reversal (every record found by key), everything dropped, and
+    // records back.
+    let shapes: Vec<(String, Vec<usize>)> = vec![
+        ("a".into(), (0..40).collect()),
+        ("b".into(), (0..20).chain([100]).chain(20..40).collect()),
+        ("c".into(), (0..20).chain([100]).chain(21..40).collect()),
+        ("d".into(), (0..20).chain([21, 100]).chain(22..40).collect()),
+        ("e".into(), (0..20).chain([21, 100]).chain(22..40).collect()),
+        ("f".into(), (0..40).rev().collect()),
+        ("g".into(), vec![]),
+        ("h".into(), (5..9).collect()),
+    ];
+    let cuts: Vec<TreeCut> = shapes.iter().map(|(state, ids)| many(state, &keys(ids))).collect();
+    // "e" changes record 21 in place: a different record under the same key.
+    let cuts: Vec<TreeCut> = cuts
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            if i != 4 {
+                return c;
+            }
+            let mut entries = c.entries().to_vec();
+            entries[21] = CutEntry::new(key(21), b"changed".to_vec());
+            TreeCut::new(c.root_id.clone(), c.incarnation.clone(), c.envelope().clone(), entries).unwrap()
+        })
+        .collect();
+    let dir = TempDir::new();
+    let memory = MemoryCommitter::new();
+    let f = FileCommitter::open(&dir.0).unwrap();
+    let mut requests = vec![Request::Checkpoint(start(cuts[0].clone()))];
+    for (i, pair) in cuts.windows(2).enumerate() {
+        let sequence = u64::try_from(i).unwrap() + 2;
+        let c = Checkpoint { sequence, kind: CheckpointKind::Progress, previous_digest: Some(pair[0].digest), cut: pair[1].delta_from(&pair[0]) };
+        requests.push(Request::Checkpoint(c));
+    }
+    for r in &requests {
+        send(&f, r).unwrap();
+        send(&memory, r).unwrap();
+        assert_eq!(f.head(&root()), memory.head(&root()));
+    }
+    drop(f);
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(f.recovery().records, to_u64(cuts.len()));
+    assert_eq!(f.head(&root()), memory.head(&root()));
+    assert_eq!(f.head(&root()).unwrap().cut.bytes().unwrap(), cuts.last().unwrap().bytes().unwrap());
+    assert_eq!(f.history(&root()), memory.history(&root()));
+}
+
+#[test]
+fn the_decoder_accepts_one_spelling_of_a_listing() {
+    let whole = many("a", &["segment:1".into(), "segment:2".into(), "segment:3".into()]);
+    let r = Request::Checkpoint(progress(2, 1, whole.clone()));
+    let i = installation_of(&r, 2);
+    let payload = |listed: Vec<Listed>| {
+        let (meta, blobs) = listed_record(&r, &i, &LoggedCut { listed, ..LoggedCut::whole(&whole) });
+        let mut out = u32::try_from(meta.len()).unwrap().to_le_bytes().to_vec();
+        out.extend_from_slice(&meta);
+        out.extend_from_slice(&blobs);
+        out
+    };
+    let root_record = Listed::Carried(whole.entries()[0].clone());
+    let good = payload(vec![root_record.clone(), Listed::Kept { start: 1, count: 3 }]);
+    assert_eq!(reencode_payload(&good).unwrap(), good);
+    let disjoint = payload(vec![Listed::Kept { start: 2, count: 1 }, root_record.clone(), Listed::Kept { start: 0, count: 1 }]);
+    assert_eq!(reencode_payload(&disjoint).unwrap(), disjoint);
+    for (bad, what) in [
+        (payload(vec![root_record.clone(), Listed::Kept { start: 1, count: 1 }, Listed::Kept { start: 2, count: 2 }]), "continue one another"),
+        (payload(vec![root_record.clone(), Listed::Kept { start: 1, count: 0 }]), "empty"),
+        (payload(vec![root_record.clone(), root_record.clone()]), "twice"),
+        (payload(vec![root_record]), "tree digest"),
+    ] {
+        let err = reencode_payload(&bad).unwrap_err();
+        assert!(err.contains(what), "{what}: {err}");
+    }
 }
 
 #[test]
