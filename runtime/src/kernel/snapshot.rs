@@ -101,6 +101,8 @@ pub struct EncodedProcess {
     key: Arc<str>,
     text: Arc<str>,
     digest: std::sync::OnceLock<Digest>,
+    /// The record as a cut entry, built once (on first use) and lent to every cut holding it.
+    entry: std::sync::OnceLock<CutEntry>,
     /// The distinct segment records the committed and candidate states reference.
     segments: Vec<Arc<SegmentRecord>>,
     /// The record's bytes plus those of its segment records (what the per-Process byte limit
@@ -135,6 +137,7 @@ impl EncodedProcess {
             key: Arc::from(p.id.as_str()),
             text: Arc::from(text),
             digest: std::sync::OnceLock::new(),
+            entry: std::sync::OnceLock::new(),
             segments,
             size,
         }
@@ -157,13 +160,18 @@ impl EncodedProcess {
             key: Arc::from(r.process_id.as_str()),
             text: Arc::from(text),
             digest: std::sync::OnceLock::new(),
+            entry: std::sync::OnceLock::new(),
             segments: Vec::new(),
             size,
         }
     }
     /// The record as a cut entry carrying its bytes.
     pub fn entry(&self) -> CutEntry {
-        CutEntry::trusted(self.key.clone(), Arc::<[u8]>::from(self.text.clone()), self.digest())
+        self.cut_entry().clone()
+    }
+    /// The record as a cut entry, borrowed (built on first use).
+    pub fn cut_entry(&self) -> &CutEntry {
+        self.entry.get_or_init(|| CutEntry::trusted(self.key.clone(), Arc::<[u8]>::from(self.text.clone()), self.digest()))
     }
     /// The canonical bytes of the record.
     pub fn bytes(&self) -> &[u8] {
@@ -291,14 +299,15 @@ impl TreeSnapshot {
         // segment record once, by key. Keys are Process ids (a residue's: the retired
         // child's), unique in a validated cut (duplicates fail `validate`), and segment keys,
         // unique by construction and never a Process id.
-        let segments = segment_records(&encoded);
-        let entries = encoded
+        // Borrowed entries: only the chunks that differ from `previous` clone theirs.
+        let segments = super::segment_record::sorted_distinct_refs(encoded.iter().flat_map(|e| e.segments.iter()));
+        let entries: Vec<&CutEntry> = encoded
             .iter()
             .chain(&residues_encoded)
-            .map(|e| e.entry())
-            .chain(segments.iter().map(|r| r.entry()))
+            .map(|e| e.cut_entry())
+            .chain(segments.iter().map(|r| r.cut_entry()))
             .collect();
-        let cut = TreeCut::new_reusing(root_id.clone(), incarnation.clone(), envelope, entries, previous);
+        let cut = TreeCut::from_refs(root_id.clone(), incarnation.clone(), envelope, &entries, previous);
         TreeSnapshot { root_id, incarnation, limits, processes, encoded, residues, residues_encoded, cut }
     }
 
