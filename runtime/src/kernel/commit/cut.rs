@@ -416,7 +416,7 @@ impl TreeCut {
             .chunks
             .iter()
             .map(|c| {
-                if matching.base.contains_key(&c.digest) {
+                if matching.base_chunk(&c.digest).is_some() {
                     return Chunk { kept: true, ..c.clone() };
                 }
                 let entries: Arc<[CutEntry]> = c
@@ -424,7 +424,7 @@ impl TreeCut {
                     .iter()
                     .map(|e| {
                         let carried = !c.kept && e.bytes.is_some();
-                        let in_base = matching.unmatched_base(e.key()).is_some_and(|b| b.digest == e.digest);
+                        let in_base = matching.unmatched_base(e.key(), &e.digest).is_some();
                         if carried && !in_base { e.clone() } else { CutEntry::kept(e.key.clone(), e.digest) }
                     })
                     .collect();
@@ -457,7 +457,7 @@ impl TreeCut {
                 chunks.push(c.clone());
                 continue;
             }
-            let from_base = matching.base.get(&c.digest).map(|i| &base.chunks[*i]);
+            let from_base = matching.base_chunk(&c.digest).map(|i| &base.chunks[i]);
             // The common case: an unchanged chunk, the base's carrying every record.
             if let Some(b) = from_base.filter(|b| b.carries_all && !b.kept && b.entries.len() == c.entries.len()) {
                 chunks.push(Chunk { end: c.end, ..b.clone() });
@@ -471,7 +471,7 @@ impl TreeCut {
                 }
                 let b = match from_base {
                     Some(chunk) => chunk.entries.get(i).filter(|_| !chunk.kept),
-                    None => matching.unmatched_base(e.key()),
+                    None => matching.unmatched_base(e.key(), &e.digest),
                 };
                 match b {
                     Some(b) if b.key == e.key && b.digest == e.digest && b.bytes.is_some() => entries.push(b.clone()),
@@ -590,30 +590,43 @@ fn ends_chunk(d: &Digest) -> bool {
 }
 
 /// How two cuts' chunks correspond: per chunk digest of `base` that `this` also has, its
-/// index in `base`; and the entries of `base`'s chunks that `this` lacks, by key.
+/// index in `base`; and the entries of `base`'s chunks that `this` lacks. Sorted vectors, not
+/// maps: a cut has tens of chunks and a commit changes a few, and this is built twice per
+/// commit (delta, then resolution).
 struct ChunkMatch<'a> {
-    base: BTreeMap<Digest, usize>,
-    unmatched: BTreeMap<&'a str, &'a CutEntry>,
+    /// `(chunk digest, index in base)`, sorted by digest.
+    base: Vec<(Digest, usize)>,
+    /// The entries of `base`'s unmatched chunks, sorted by record digest (then key).
+    unmatched: Vec<&'a CutEntry>,
 }
 
 impl<'a> ChunkMatch<'a> {
     fn new(this: &TreeCut, base: &'a TreeCut) -> ChunkMatch<'a> {
-        let ours: std::collections::BTreeSet<Digest> = this.chunks.iter().map(|c| c.digest).collect();
-        let mut by_digest = BTreeMap::new();
-        let mut unmatched = BTreeMap::new();
+        let mut ours: Vec<Digest> = this.chunks.iter().map(|c| c.digest).collect();
+        ours.sort_unstable();
+        let mut by_digest = Vec::new();
+        let mut unmatched = Vec::new();
         for (i, c) in base.chunks.iter().enumerate() {
-            if ours.contains(&c.digest) {
-                by_digest.insert(c.digest, i);
+            if ours.binary_search(&c.digest).is_ok() {
+                by_digest.push((c.digest, i));
             } else if !c.kept {
-                unmatched.extend(c.entries.iter().map(|e| (&*e.key, e)));
+                unmatched.extend(c.entries.iter());
             }
         }
+        by_digest.sort_unstable_by_key(|(d, _)| *d);
+        unmatched.sort_unstable_by(|a: &&CutEntry, b: &&CutEntry| a.digest.cmp(&b.digest).then_with(|| a.key.cmp(&b.key)));
         ChunkMatch { base: by_digest, unmatched }
     }
 
-    /// The entry of `base` under `key` among its chunks `this` lacks.
-    fn unmatched_base(&self, key: &str) -> Option<&'a CutEntry> {
-        self.unmatched.get(key).copied()
+    /// The index in `base` of its chunk with this digest, if `this` has it too.
+    fn base_chunk(&self, digest: &Digest) -> Option<usize> {
+        self.base.binary_search_by_key(digest, |(d, _)| *d).ok().map(|i| self.base[i].1)
+    }
+
+    /// The entry of `base` with this key and record digest among its chunks `this` lacks.
+    fn unmatched_base(&self, key: &str, digest: &Digest) -> Option<&'a CutEntry> {
+        let start = self.unmatched.partition_point(|e| e.digest < *digest);
+        self.unmatched[start..].iter().take_while(|e| e.digest == *digest).find(|e| &*e.key == key).copied()
     }
 }
 
