@@ -541,7 +541,7 @@ impl TreeSnapshot {
         // O(parents + Processes). Any fault sends the check through every residue in id
         // order, so the fault named is the first residue's, as it always was.
         let index = self.residues.index().filter(|index| {
-            index.parents().all(|parent| by_id.contains_key(parent)) && self.processes.iter().all(|p| !index.holds_id(&p.id))
+            index.parents().all(|parent| by_id.contains_key(parent)) && self.processes.iter().all(|p| !self.residues.holds_id(&p.id))
         });
         let Some(index) = index else { return Err(self.residue_fault(&by_id)) };
         for p in &self.processes {

@@ -42,8 +42,8 @@ pub(super) struct ProcessTable {
     residues: BTreeMap<ProcessId, (Arc<RetiredChild>, Arc<EncodedProcess>)>,
     /// Per parent: the keys of its retired children, with their ids.
     by_parent: BTreeMap<ProcessId, BTreeMap<ChildKey, ProcessId>>,
-    /// `residues` as the immutable set a cut holds, built at the first cut after a residue
-    /// came or left (`None` since), and shared by every cut until the next such change.
+    /// `residues` as the immutable set a cut holds, shared by every cut until a residue comes
+    /// (the set is then extended by it) or leaves (`None`: rebuilt at the next cut).
     residue_set: Option<Arc<ResidueSet>>,
     /// The envelope of the last assembled cut, with the root, writer and limits it is the
     /// keel envelope of (rebuilt only when one of them changes: a new writer).
@@ -111,8 +111,11 @@ impl ProcessTable {
         self.changed = true;
         let (parent, key, id) = (residue.parent_id.clone(), residue.child_key.clone(), residue.process_id.clone());
         self.by_parent.entry(parent).or_default().insert(key, id.clone());
-        self.residues.insert(id, (residue, encoded));
-        self.residue_set = None;
+        let replaced = self.residues.insert(id, (residue.clone(), encoded.clone())).is_some();
+        self.residue_set = match &self.residue_set {
+            Some(set) if !replaced => Some(Arc::new(set.adding(residue, encoded))),
+            _ => None,
+        };
     }
 
     /// The residue record of retired child `id`.
