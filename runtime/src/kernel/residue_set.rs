@@ -49,7 +49,11 @@ impl ResidueSet {
             residues.sort_by(|a, b| a.0.process_id.cmp(&b.0.process_id));
         }
         let (residues, encoded) = residues.into_iter().unzip();
-        ResidueSet { residues, encoded, index: OnceLock::new() }
+        ResidueSet {
+            residues,
+            encoded,
+            index: OnceLock::new(),
+        }
     }
 
     /// This set plus one residue (a child just retired): O(residues) pointer copies. When
@@ -58,7 +62,9 @@ impl ResidueSet {
     /// [`ResidueSet::index`] would compute from the new set's records.
     pub fn adding(&self, residue: Arc<RetiredChild>, encoded: Arc<EncodedProcess>) -> ResidueSet {
         // After any equal id, as a stable sort of the records with this one last places it.
-        let at = self.residues.partition_point(|r| r.process_id <= residue.process_id);
+        let at = self
+            .residues
+            .partition_point(|r| r.process_id <= residue.process_id);
         let repeated_id = at > 0 && self.residues[at - 1].process_id == residue.process_id;
         let mut residues = Vec::with_capacity(self.residues.len() + 1);
         residues.extend_from_slice(&self.residues[..at]);
@@ -84,7 +90,11 @@ impl ResidueSet {
             });
             let _ = index.set(derived);
         }
-        ResidueSet { residues, encoded: all_encoded, index }
+        ResidueSet {
+            residues,
+            encoded: all_encoded,
+            index,
+        }
     }
 
     pub fn residues(&self) -> &[Arc<RetiredChild>] {
@@ -103,7 +113,9 @@ impl ResidueSet {
 
     /// Whether `id` is a retired child's id of this set.
     pub fn holds_id(&self, id: &ProcessId) -> bool {
-        self.residues.binary_search_by(|r| r.process_id.cmp(id)).is_ok()
+        self.residues
+            .binary_search_by(|r| r.process_id.cmp(id))
+            .is_ok()
     }
 
     /// The index of a set that keeps the residue-only rules (no id twice, no child key twice
@@ -113,12 +125,19 @@ impl ResidueSet {
         self.index
             .get_or_init(|| {
                 // Sorted by id: a repeated id is adjacent.
-                if self.residues.windows(2).any(|w| w[0].process_id == w[1].process_id) {
+                if self
+                    .residues
+                    .windows(2)
+                    .any(|w| w[0].process_id == w[1].process_id)
+                {
                     return None;
                 }
                 let mut by_key = self.residues.clone();
                 by_key.sort_by(|a, b| key_order(a).cmp(&key_order(b)));
-                if by_key.windows(2).any(|w| key_order(&w[0]) == key_order(&w[1])) {
+                if by_key
+                    .windows(2)
+                    .any(|w| key_order(&w[0]) == key_order(&w[1]))
+                {
                     return None;
                 }
                 Some(ResidueIndex { by_key })
@@ -145,7 +164,9 @@ impl ResidueIndex {
     }
     /// Whether a residue of `parent` holds `key`.
     pub fn holds_key(&self, parent: &ProcessId, key: &ChildKey) -> bool {
-        self.by_key.binary_search_by(|r| key_order(r).cmp(&(parent, key))).is_ok()
+        self.by_key
+            .binary_search_by(|r| key_order(r).cmp(&(parent, key)))
+            .is_ok()
     }
 }
 
@@ -173,14 +194,22 @@ mod tests {
     }
 
     fn index_of(set: &ResidueSet) -> Option<Vec<(String, String)>> {
-        set.index().map(|i| i.by_key.iter().map(|r| (r.parent_id.to_string(), r.child_key.to_string())).collect())
+        set.index().map(|i| {
+            i.by_key
+                .iter()
+                .map(|r| (r.parent_id.to_string(), r.child_key.to_string()))
+                .collect()
+        })
     }
 
     /// A set extended by one residue is the set built from scratch, and its derived index is
     /// the one its records give (refused exactly when the new residue repeats an id or a key).
     #[test]
     fn adding_equals_building_from_scratch() {
-        let base = vec![residue("process:p", "process:c1", "a"), residue("process:q", "process:c3", "a")];
+        let base = vec![
+            residue("process:p", "process:c1", "a"),
+            residue("process:q", "process:c3", "a"),
+        ];
         let cases = [
             (residue("process:p", "process:c2", "b"), true),
             (residue("process:p", "process:c0", "a"), false),
