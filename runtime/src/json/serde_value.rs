@@ -79,10 +79,12 @@ fn to_value(json: &Json, depth: usize, max_depth: usize) -> Result<Value, SerdeV
         }
         Json::Object(members) => {
             let depth = enter(depth, max_depth)?;
-            let mut out = serde_json::Map::new();
-            for (key, value) in members {
-                out.insert(key.clone(), to_value(value, depth, max_depth)?);
-            }
+            // The members come in key order: collecting builds the map in one pass instead of
+            // one search-and-insert per member (this runs for every schema validation).
+            let out: serde_json::Map<String, Value> = members
+                .iter()
+                .map(|(key, value)| Ok((key.clone(), to_value(value, depth, max_depth)?)))
+                .collect::<Result<_, SerdeValueError>>()?;
             Value::Object(out)
         }
     })

@@ -69,6 +69,54 @@ impl Process {
         }
     }
 
+    /// A copy of every member except the prepared step (`None`): finalization builds its
+    /// candidate from this instead of cloning the whole batch and dropping it again.
+    /// Destructured so a new member cannot be forgotten.
+    pub fn clone_without_prepared(&self) -> Process {
+        let Process {
+            id,
+            relation,
+            child_request_digest,
+            deployment_ref,
+            started_at,
+            status,
+            committed_steps,
+            budget,
+            allocated,
+            capabilities,
+            prepared_effects,
+            dropped_deltas,
+            committed_state,
+            mailbox,
+            prepared: _,
+            current_wait_id,
+            pending_control,
+            finish,
+            retired,
+        } = self;
+        Process {
+            id: id.clone(),
+            relation: relation.clone(),
+            child_request_digest: *child_request_digest,
+            deployment_ref: deployment_ref.clone(),
+            started_at: *started_at,
+            status: *status,
+            committed_steps: *committed_steps,
+            budget: *budget,
+            allocated: *allocated,
+            capabilities: capabilities.clone(),
+            prepared_effects: *prepared_effects,
+            dropped_deltas: *dropped_deltas,
+            committed_state: committed_state.clone(),
+            mailbox: mailbox.clone(),
+            prepared: None,
+            current_wait_id: current_wait_id.clone(),
+            pending_control: pending_control.clone(),
+            finish: finish.clone(),
+            retired: *retired,
+        }
+    }
+
     /// Parked: waiting or paused, or running while holding an Unknown (checkpoint class).
     pub fn is_parked(&self) -> bool {
         match self.status {

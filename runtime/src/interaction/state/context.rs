@@ -17,12 +17,27 @@ use crate::json::{DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectRead
 use crate::kernel::segment::{self, Segment};
 use std::sync::Arc;
 
-/// One sealed segment: its messages (decoded once, shared) and where system messages sit.
+/// One sealed segment: its messages with their shape (decoded once, shared) and the segment.
 #[derive(Clone)]
 struct Part {
-    messages: Arc<Vec<Message>>,
+    sealed: Arc<SealedMessages>,
     segment: Arc<Segment>,
+}
+
+/// The decoded form a context segment carries ([`Segment::decoded`]): its messages and where
+/// their system messages sit. The shape is computed once, when the segment is sealed or first
+/// parsed, so a restore (every Step) attaches old segments in O(segments), never walking their
+/// messages again.
+pub(crate) struct SealedMessages {
+    messages: Vec<Message>,
     shape: Shape,
+}
+
+impl SealedMessages {
+    fn new(messages: Vec<Message>) -> SealedMessages {
+        let shape = Shape::of(&messages);
+        SealedMessages { messages, shape }
+    }
 }
 
 /// Where the system messages of a run of messages are (for the leading-prefix rule).
@@ -91,7 +106,7 @@ impl WorkingContext {
 
     /// Every message in order.
     pub fn messages(&self) -> impl DoubleEndedIterator<Item = &Message> + '_ {
-        self.parts.iter().flat_map(|p| p.messages.iter()).chain(self.tail.iter())
+        self.parts.iter().flat_map(|p| p.sealed.messages.iter()).chain(self.tail.iter())
     }
 
     /// An owned copy of every message (O(context): for model requests and hosts, never a Step).
@@ -139,7 +154,7 @@ impl WorkingContext {
         let mut offset = 0;
         let mut seen_other = false;
         let tail = Shape::of(&self.tail);
-        let shapes = self.parts.iter().map(|p| (p.shape, p.messages.len())).chain([(tail, self.tail.len())]);
+        let shapes = self.parts.iter().map(|p| (p.sealed.shape, p.sealed.messages.len())).chain([(tail, self.tail.len())]);
         for (shape, len) in shapes {
             let misplaced = if seen_other { shape.first_system } else { shape.system_after_other };
             if let Some(i) = misplaced {
@@ -163,17 +178,16 @@ impl WorkingContext {
         }
         let messages = std::mem::take(&mut self.tail);
         let text = Json::Array(messages.iter().map(ToJson::to_json).collect()).to_canonical_string();
-        let messages = Arc::new(messages);
-        let segment = Segment::with_decoded(text, messages.clone());
-        self.push_part(messages, segment);
+        let sealed = Arc::new(SealedMessages::new(messages));
+        let segment = Segment::with_decoded(text, sealed.clone());
+        self.push_part(sealed, segment);
         Ok(())
     }
 
-    fn push_part(&mut self, messages: Arc<Vec<Message>>, segment: Arc<Segment>) {
-        self.sealed_messages += messages.len();
+    fn push_part(&mut self, sealed: Arc<SealedMessages>, segment: Arc<Segment>) {
+        self.sealed_messages += sealed.messages.len();
         self.sealed_bytes = self.sealed_bytes.saturating_add(segment.len() as u64);
-        let shape = Shape::of(&messages);
-        self.parts.push(Part { messages, segment, shape });
+        self.parts.push(Part { sealed, segment });
     }
 
     /// Whether every message is sealed.
@@ -212,17 +226,18 @@ impl WorkingContext {
         }
         let mut context = WorkingContext { options: head.options.clone(), ..WorkingContext::default() };
         for (i, s) in segments.iter().enumerate() {
-            let messages = match s.decoded::<Vec<Message>>() {
-                Some(messages) => messages,
+            let sealed = match s.decoded::<SealedMessages>() {
+                Some(sealed) => sealed,
                 None => {
                     let messages = parse_segment(s).map_err(|e| format!("segments[{i}]: {e}"))?;
-                    s.remember(Arc::new(messages)).ok_or_else(|| format!("segments[{i}] holds another decoded form"))?
+                    let sealed = Arc::new(SealedMessages::new(messages));
+                    s.remember(sealed).ok_or_else(|| format!("segments[{i}] holds another decoded form"))?
                 }
             };
-            if messages.is_empty() {
+            if sealed.messages.is_empty() {
                 return Err(format!("segments[{i}] is empty"));
             }
-            context.push_part(messages, s.clone());
+            context.push_part(sealed, s.clone());
         }
         if context.sealed_messages as u64 != head.messages {
             return Err(format!("the segments hold {} messages, the head names {}", context.sealed_messages, head.messages));
@@ -340,7 +355,7 @@ mod tests {
         // Freshly read segments (no decoded form) are parsed once, then remembered.
         let fresh: Vec<Arc<Segment>> = c.segments().iter().map(|s| Segment::from_canonical(s.text().to_owned())).collect();
         assert_eq!(WorkingContext::attach(&head, &fresh).unwrap(), c);
-        assert!(fresh.iter().all(|s| s.decoded::<Vec<Message>>().is_some()));
+        assert!(fresh.iter().all(|s| s.decoded::<SealedMessages>().is_some()));
         let wrong_count = ContextHead { messages: 2, ..head.clone() };
         assert!(WorkingContext::attach(&wrong_count, &c.segments()).is_err());
         let mut reordered = c.segments();

@@ -23,6 +23,8 @@ mod tool_child;
 mod tests;
 
 pub use context::{ContextHead, WorkingContext};
+#[cfg(test)]
+pub(crate) use context::SealedMessages;
 pub use parent::ParentState;
 pub use pending_steer::PendingSteer;
 pub use phase::Phase;

@@ -15,8 +15,7 @@ impl Owner {
         let Some(p) = self.processes.get(pid) else { return };
         let Some(prepared) = p.prepared.clone() else { return };
         // Work on a candidate copy: on any failure nothing is adopted.
-        let mut candidate = p.clone();
-        candidate.prepared = None;
+        let mut candidate = p.clone_without_prepared();
         let consumed = usize::try_from(prepared.intent.consumed()).unwrap_or(usize::MAX);
         let delivered = super::compact::delivered_children(
             candidate.mailbox.pending_records().get(..consumed).unwrap_or(&[]),
@@ -104,9 +103,11 @@ impl Owner {
         // Consumed Engine records no open wait needs leave the mailbox (compaction).
         self.compact_mailbox(&mut candidate);
         // Adopt: committed state, cursor and step counter advance together.
-        candidate.committed_state = prepared.candidate_state.clone();
-        candidate.committed_steps = prepared.sequence;
+        // `prepared` is this call's own copy: its candidate state moves, nothing is cloned.
+        let checkpoint = matches!(prepared.intent, Transition::Checkpoint { .. });
         let sequence = prepared.sequence;
+        candidate.committed_state = prepared.candidate_state;
+        candidate.committed_steps = sequence;
         self.processes.insert(pid.clone(), candidate);
         if let Some(live) = self.live.get_mut(pid) {
             live.execution = live.candidate.take();
@@ -118,7 +119,7 @@ impl Owner {
         self.evaluate_child_waits();
         if let Some(step_failure) = terminal_outcome {
             self.terminate_with(pid, Some(step_failure), output);
-        } else if matches!(prepared.intent, Transition::Checkpoint { .. }) {
+        } else if checkpoint {
             let kind = self.cut_class();
             self.commit_checkpoint(kind, AfterCommit::Nothing);
         }

@@ -274,3 +274,22 @@ fn the_direct_writer_matches_the_tree_encoding_on_seeded_variations() {
     }
     assert!(checked >= 24 * 20, "only {checked} variations");
 }
+
+/// `Process::clone_without_prepared` (finalization's candidate copy) equals a whole clone with
+/// the prepared step removed, on the real records and seeded variations of every member.
+#[test]
+fn a_copy_without_the_prepared_step_keeps_every_other_member() {
+    let processes = real_processes();
+    let terminal = processes.iter().find_map(|p| p.finish.clone());
+    let mut rng = Rng(0x636c_6f6e_655f_7072);
+    let mut with_prepared = 0;
+    for p in &processes {
+        for v in std::iter::once(p.clone()).chain((0..8).map(|_| vary(p, terminal.as_ref(), &mut rng))) {
+            with_prepared += usize::from(v.prepared.is_some());
+            let mut expected = v.clone();
+            expected.prepared = None;
+            assert_eq!(v.clone_without_prepared(), expected, "process {}", v.id);
+        }
+    }
+    assert!(with_prepared > 0, "some records hold a prepared step");
+}

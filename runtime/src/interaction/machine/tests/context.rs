@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::interaction::codes;
-use crate::interaction::state::ParentState;
+use crate::interaction::state::{ParentState, SealedMessages};
 use crate::kernel::owner::{RestoreError, StartError};
 use crate::kernel::segment::Segment;
 use crate::kernel::snapshot::TreeSnapshot;
@@ -139,14 +139,14 @@ fn restore_before_adopt_reuses_the_decoded_segments() {
     let (h, head) = head_with_two_segments();
     let candidate = &head.root().prepared.as_ref().unwrap().candidate_state;
     // A state read from storage has no decoded form: restore parses it once and remembers.
-    assert!(candidate.segments.iter().all(|s| s.decoded::<Vec<Message>>().is_none()));
+    assert!(candidate.segments.iter().all(|s| s.decoded::<SealedMessages>().is_none()));
     let first = h.definition.restore_state(candidate).unwrap();
-    let cached: Vec<Arc<Vec<Message>>> =
-        candidate.segments.iter().map(|s| s.decoded::<Vec<Message>>().expect("remembered")).collect();
+    let cached: Vec<Arc<SealedMessages>> =
+        candidate.segments.iter().map(|s| s.decoded::<SealedMessages>().expect("remembered")).collect();
     // The next restore of the same segments reuses those messages instead of parsing again.
     let again = h.definition.restore_state(candidate).unwrap();
     for (s, c) in candidate.segments.iter().zip(&cached) {
-        assert!(Arc::ptr_eq(&s.decoded::<Vec<Message>>().unwrap(), c));
+        assert!(Arc::ptr_eq(&s.decoded::<SealedMessages>().unwrap(), c));
     }
     assert_eq!(first, again);
     // Snapshot of the restored state is byte-identical and shares the segments.
