@@ -49,6 +49,17 @@ impl Request {
         self.validate_shape()
     }
 
+    /// [`Request::validate`] for a request whose messages and options already passed their
+    /// rules (an Interaction's context request, checked when it was rebuilt): the tools, the
+    /// tool choice and the request-level rules, without walking every message again.
+    pub(crate) fn validate_with_checked_messages(&self) -> Result<(), ChatError> {
+        for (index, tool) in self.tools.iter().enumerate() {
+            tool.validate().map_err(|e| ChatError::in_tool(index, e))?;
+        }
+        self.tool_choice.validate()?;
+        self.validate_shape()
+    }
+
     /// The request-level rules, assuming every member is valid on its own.
     fn validate_shape(&self) -> Result<(), ChatError> {
         if self.messages.is_empty() {

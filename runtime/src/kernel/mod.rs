@@ -27,6 +27,7 @@ pub mod process;
 pub mod relation;
 pub mod resource;
 pub mod result;
+pub mod residue_set;
 pub mod retired;
 pub mod segment;
 pub mod segment_record;

@@ -49,6 +49,8 @@ pub struct SegmentRecord {
     bytes: Arc<[u8]>,
     digest: Digest,
     prev: Option<Digest>,
+    /// The record as a cut entry (the same key and bytes), lent to every cut holding it.
+    entry: CutEntry,
 }
 
 impl SegmentRecord {
@@ -64,7 +66,9 @@ impl SegmentRecord {
         }
         text.push('}');
         let digest = Digest::of(text.as_bytes());
-        SegmentRecord { key: key_of(digest), bytes: Arc::from(text.into_bytes()), digest, prev }
+        let (key, bytes): (Arc<str>, Arc<[u8]>) = (key_of(digest), Arc::from(text.into_bytes()));
+        let entry = CutEntry::trusted(key.clone(), bytes.clone(), digest);
+        SegmentRecord { key, bytes, digest, prev, entry }
     }
 
     /// The record's key in a cut: `segment:<hex of its digest>`.
@@ -91,7 +95,11 @@ impl SegmentRecord {
     }
     /// The record as a cut entry carrying its bytes.
     pub fn entry(&self) -> CutEntry {
-        CutEntry::trusted(self.key.clone(), self.bytes.clone(), self.digest)
+        self.entry.clone()
+    }
+    /// The record as a cut entry, borrowed.
+    pub fn cut_entry(&self) -> &CutEntry {
+        &self.entry
     }
 }
 
@@ -302,6 +310,11 @@ impl SegmentTable {
 
 /// The distinct records of `chains` sorted by key (the order of segment records in a cut).
 pub fn sorted_distinct<'a>(chains: impl IntoIterator<Item = &'a Arc<SegmentRecord>>) -> Vec<Arc<SegmentRecord>> {
+    sorted_distinct_refs(chains).into_iter().cloned().collect()
+}
+
+/// [`sorted_distinct`], borrowed.
+pub fn sorted_distinct_refs<'a>(chains: impl IntoIterator<Item = &'a Arc<SegmentRecord>>) -> Vec<&'a Arc<SegmentRecord>> {
     let mut all: Vec<&Arc<SegmentRecord>> = chains.into_iter().collect();
     // A key is the prefix plus the digest's lowercase hex, so key order is digest byte order.
     // Comparing the digests' first 8 bytes as one big-endian integer first is the same order
@@ -314,7 +327,7 @@ pub fn sorted_distinct<'a>(chains: impl IntoIterator<Item = &'a Arc<SegmentRecor
     };
     all.sort_unstable_by(|a, b| prefix(a).cmp(&prefix(b)).then_with(|| a.digest.0.cmp(&b.digest.0)));
     all.dedup_by(|a, b| a.digest == b.digest);
-    all.into_iter().cloned().collect()
+    all
 }
 
 /// The distinct records of two chains given in chain order, `a` then `b` (a committed state

@@ -11,6 +11,7 @@ use super::effect::{EffectPhase, FrameworkEffect, Effect};
 use super::ids::{IncarnationId, ProcessId};
 use super::process::Process;
 use super::resource::Allocation;
+use super::residue_set::ResidueSet;
 use super::retired::RetiredChild;
 use super::status::Status;
 use super::tree_limits::TreeLimits;
@@ -101,6 +102,8 @@ pub struct EncodedProcess {
     key: Arc<str>,
     text: Arc<str>,
     digest: std::sync::OnceLock<Digest>,
+    /// The record as a cut entry, built once (on first use) and lent to every cut holding it.
+    entry: std::sync::OnceLock<CutEntry>,
     /// The distinct segment records the committed and candidate states reference.
     segments: Vec<Arc<SegmentRecord>>,
     /// The record's bytes plus those of its segment records (what the per-Process byte limit
@@ -135,6 +138,7 @@ impl EncodedProcess {
             key: Arc::from(p.id.as_str()),
             text: Arc::from(text),
             digest: std::sync::OnceLock::new(),
+            entry: std::sync::OnceLock::new(),
             segments,
             size,
         }
@@ -157,13 +161,18 @@ impl EncodedProcess {
             key: Arc::from(r.process_id.as_str()),
             text: Arc::from(text),
             digest: std::sync::OnceLock::new(),
+            entry: std::sync::OnceLock::new(),
             segments: Vec::new(),
             size,
         }
     }
     /// The record as a cut entry carrying its bytes.
     pub fn entry(&self) -> CutEntry {
-        CutEntry::trusted(self.key.clone(), Arc::<[u8]>::from(self.text.clone()), self.digest())
+        self.cut_entry().clone()
+    }
+    /// The record as a cut entry, borrowed (built on first use).
+    pub fn cut_entry(&self) -> &CutEntry {
+        self.entry.get_or_init(|| CutEntry::trusted(self.key.clone(), Arc::<[u8]>::from(self.text.clone()), self.digest()))
     }
     /// The canonical bytes of the record.
     pub fn bytes(&self) -> &[u8] {
@@ -198,11 +207,10 @@ pub struct TreeSnapshot {
     processes: Vec<Process>,
     /// The canonical bytes of each record of `processes`, in the same order.
     encoded: Vec<Arc<EncodedProcess>>,
-    /// The residue records of retired children, sorted by ProcessId; in the cut they follow
-    /// every Process record.
-    residues: Vec<Arc<RetiredChild>>,
-    /// The canonical bytes of each residue record, in the same order.
-    residues_encoded: Vec<Arc<EncodedProcess>>,
+    /// The residue records of retired children, sorted by ProcessId, with their canonical
+    /// bytes; in the cut they follow every Process record. Shared by every snapshot holding
+    /// the same residues (`kernel::residue_set`).
+    residues: Arc<ResidueSet>,
     /// The cut of these records (whole); its digest is the snapshot's.
     cut: TreeCut,
 }
@@ -235,7 +243,8 @@ impl TreeSnapshot {
         members: Vec<(Process, Arc<EncodedProcess>)>,
         residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
     ) -> Result<TreeSnapshot, SnapshotError> {
-        let snap = TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues, None);
+        let snap =
+            TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, Arc::new(ResidueSet::new(residues)), None);
         snap.validate(&|_| true)?;
         Ok(snap)
     }
@@ -252,7 +261,7 @@ impl TreeSnapshot {
         limits: TreeLimits,
         envelope: CutEnvelope,
         members: Vec<(Process, Arc<EncodedProcess>)>,
-        residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
+        residues: Arc<ResidueSet>,
         fresh: &dyn Fn(&ProcessId) -> bool,
         previous: Option<&TreeCut>,
     ) -> Result<TreeSnapshot, SnapshotError> {
@@ -267,7 +276,7 @@ impl TreeSnapshot {
         incarnation: IncarnationId,
         limits: TreeLimits,
         members: Vec<(Process, Arc<EncodedProcess>)>,
-        residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
+        residues: Arc<ResidueSet>,
         previous: Option<&TreeCut>,
     ) -> TreeSnapshot {
         let envelope = CutEnvelope::keel(&root_id, &incarnation, &limits.to_json());
@@ -280,26 +289,25 @@ impl TreeSnapshot {
         limits: TreeLimits,
         envelope: CutEnvelope,
         mut members: Vec<(Process, Arc<EncodedProcess>)>,
-        mut residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
+        residues: Arc<ResidueSet>,
         previous: Option<&TreeCut>,
     ) -> TreeSnapshot {
         members.sort_by(|a, b| (a.0.relation.depth, &a.0.id).cmp(&(b.0.relation.depth, &b.0.id)));
-        residues.sort_by(|a, b| a.0.process_id.cmp(&b.0.process_id));
         let (processes, encoded): (Vec<Process>, Vec<Arc<EncodedProcess>>) = members.into_iter().unzip();
-        let (residues, residues_encoded): (Vec<_>, Vec<_>) = residues.into_iter().unzip();
         // Process records in (depth, id) order, residue records by id, then every referenced
         // segment record once, by key. Keys are Process ids (a residue's: the retired
         // child's), unique in a validated cut (duplicates fail `validate`), and segment keys,
         // unique by construction and never a Process id.
-        let segments = segment_records(&encoded);
-        let entries = encoded
+        // Borrowed entries: only the chunks that differ from `previous` clone theirs.
+        let segments = super::segment_record::sorted_distinct_refs(encoded.iter().flat_map(|e| e.segments.iter()));
+        let entries: Vec<&CutEntry> = encoded
             .iter()
-            .chain(&residues_encoded)
-            .map(|e| e.entry())
-            .chain(segments.iter().map(|r| r.entry()))
+            .chain(residues.encoded())
+            .map(|e| e.cut_entry())
+            .chain(segments.iter().map(|r| r.cut_entry()))
             .collect();
-        let cut = TreeCut::new_reusing(root_id.clone(), incarnation.clone(), envelope, entries, previous);
-        TreeSnapshot { root_id, incarnation, limits, processes, encoded, residues, residues_encoded, cut }
+        let cut = TreeCut::from_refs(root_id.clone(), incarnation.clone(), envelope, &entries, previous);
+        TreeSnapshot { root_id, incarnation, limits, processes, encoded, residues, cut }
     }
 
     /// Strictly decodes and fully validates canonical snapshot bytes.
@@ -361,7 +369,7 @@ impl TreeSnapshot {
         let known: BTreeMap<&str, (&Process, &Arc<EncodedProcess>)> =
             previous.processes.iter().zip(&previous.encoded).map(|(p, e)| (&*e.key, (p, e))).collect();
         let known_residues: BTreeMap<&str, (&Arc<RetiredChild>, &Arc<EncodedProcess>)> =
-            previous.residues.iter().zip(&previous.residues_encoded).map(|(r, e)| (&*e.key, (r, e))).collect();
+            previous.residues.residues().iter().zip(previous.residues.encoded()).map(|(r, e)| (&*e.key, (r, e))).collect();
         let parse_limits = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
         // Segment records first (the Process records name them), reusing the previous head's.
         let Some(mut segments) = SegmentTable::of_cut_reusing(cut.entries(), &previous.processes) else { return whole() };
@@ -411,7 +419,7 @@ impl TreeSnapshot {
             return whole();
         }
         let snap =
-            TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, residues, Some(&previous.cut));
+            TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, Arc::new(ResidueSet::new(residues)), Some(&previous.cut));
         // Canonical order: the assembled (sorted) keys are the cut's keys in the cut's order
         // (Process records, residue records, then segment records).
         if snap.cut.entries().len() != cut.entries().len()
@@ -446,20 +454,25 @@ impl TreeSnapshot {
     }
     /// The residue records of retired children, sorted by ProcessId.
     pub fn residues(&self) -> &[Arc<RetiredChild>] {
-        &self.residues
+        self.residues.residues()
     }
     /// The canonical bytes of each residue record, in the order of [`TreeSnapshot::residues`].
     pub fn residues_encoded(&self) -> &[Arc<EncodedProcess>] {
-        &self.residues_encoded
+        self.residues.encoded()
+    }
+    /// The residue records as the shared set they are.
+    pub fn residue_set(&self) -> &Arc<ResidueSet> {
+        &self.residues
     }
     /// The residue record of retired child `id`.
     pub fn residue(&self, id: &ProcessId) -> Option<&RetiredChild> {
-        let i = self.residues.binary_search_by(|r| r.process_id.cmp(id)).ok()?;
-        Some(&self.residues[i])
+        let residues = self.residues.residues();
+        let i = residues.binary_search_by(|r| r.process_id.cmp(id)).ok()?;
+        Some(&residues[i])
     }
     /// The residue records of the children `parent` retired.
     pub fn residues_of<'a>(&'a self, parent: &'a ProcessId) -> impl Iterator<Item = &'a RetiredChild> + 'a {
-        self.residues.iter().map(|r| &**r).filter(move |r| &r.parent_id == parent)
+        self.residues.residues().iter().map(|r| &**r).filter(move |r| &r.parent_id == parent)
     }
     pub fn process(&self, id: &ProcessId) -> Option<&Process> {
         self.processes.iter().find(|p| &p.id == id)
@@ -471,8 +484,16 @@ impl TreeSnapshot {
     /// Re-stamps the cut with a new writer (activation).
     pub fn with_incarnation(&self, incarnation: IncarnationId) -> Result<TreeSnapshot, SnapshotError> {
         let members = self.processes.iter().cloned().zip(self.encoded.iter().cloned()).collect();
-        let residues = self.residues.iter().cloned().zip(self.residues_encoded.iter().cloned()).collect();
-        TreeSnapshot::assemble(self.root_id.clone(), incarnation, self.limits, members, residues)
+        let snap = TreeSnapshot::assemble_unchecked(
+            self.root_id.clone(),
+            incarnation,
+            self.limits,
+            members,
+            self.residues.clone(),
+            None,
+        );
+        snap.validate(&|_| true)?;
+        Ok(snap)
     }
 
     fn validate(&self, fresh: &dyn Fn(&ProcessId) -> bool) -> Result<(), SnapshotError> {
@@ -508,30 +529,21 @@ impl TreeSnapshot {
         let mut child_debits: BTreeMap<&ProcessId, Allocation> = BTreeMap::new();
         // Child keys per parent (a parent has many children, a tree few parents: keying by
         // parent first keeps each lookup to one comparison of the long parent ids).
+        // Child keys of live children per parent (a parent has many children, a tree few
+        // parents: keying by parent first keeps each lookup to one comparison of the long
+        // parent ids).
         let mut child_keys: BTreeMap<&ProcessId, BTreeSet<&str>> = BTreeMap::new();
         let mut children_of: BTreeMap<&ProcessId, Vec<&Process>> = BTreeMap::new();
         // A retired child keeps its key and identity for good and never comes back; its
-        // residue lives as long as its parent does, and the parent counts its residues.
-        // Residues are in id order (every snapshot is assembled so), so a repeated id is the
-        // one before it.
-        let mut residue_counts: BTreeMap<&ProcessId, u64> = BTreeMap::new();
-        let mut previous: Option<&ProcessId> = None;
-        for r in &self.residues {
-            if !by_id.contains_key(&r.parent_id) {
-                return Err(rerr(r, ResidueFault::ParentAbsent(r.parent_id.to_string())));
-            }
-            if by_id.contains_key(&r.process_id) {
-                return Err(rerr(r, ResidueFault::LiveId));
-            }
-            if previous == Some(&r.process_id) {
-                return Err(rerr(r, ResidueFault::DuplicateId));
-            }
-            previous = Some(&r.process_id);
-            if !child_keys.entry(&r.parent_id).or_default().insert(r.child_key.as_str()) {
-                return Err(rerr(r, ResidueFault::DuplicateChildKey(r.child_key.to_string())));
-            }
-            *residue_counts.entry(&r.parent_id).or_default() += 1;
-        }
+        // residue lives as long as its parent does, and the parent counts its residues. The
+        // rules among residues alone were checked once for this residue set (its index,
+        // `kernel::residue_set`); the rules relating them to this cut's Processes run here, in
+        // O(parents + Processes). Any fault sends the check through every residue in id
+        // order, so the fault named is the first residue's, as it always was.
+        let index = self.residues.index().filter(|index| {
+            index.parents().all(|parent| by_id.contains_key(parent)) && self.processes.iter().all(|p| !self.residues.holds_id(&p.id))
+        });
+        let Some(index) = index else { return Err(self.residue_fault(&by_id)) };
         for p in &self.processes {
             if p.relation.root_id != self.root_id {
                 return Err(perr(p, "belongs to another root"));
@@ -554,20 +566,22 @@ impl TreeSnapshot {
                     .map_err(|e| perr(p, format!("budget is not a legal grant from the parent: {e}")))?;
                 let total = child_debits.entry(parent_id).or_default();
                 *total = total.checked_add(&debit).ok_or_else(|| perr(p, "child debits overflow"))?;
-                if !child_keys.entry(parent_id).or_default().insert(key.as_str()) {
-                    if let Some(r) = self.residues.iter().find(|r| &r.parent_id == parent_id && r.child_key == *key) {
+                if index.holds_key(parent_id, key) {
+                    if let Some(r) = self.residues().iter().find(|r| &r.parent_id == parent_id && r.child_key == *key) {
                         return Err(rerr(r, ResidueFault::DuplicateChildKey(key.to_string())));
                     }
+                }
+                if !child_keys.entry(parent_id).or_default().insert(key.as_str()) {
                     return Err(perr(p, "duplicate child key under one parent"));
                 }
                 children_of.entry(parent_id).or_default().push(p);
             }
         }
         for p in &self.processes {
-            let counted = residue_counts.get(&p.id).copied().unwrap_or(0);
+            let counted = index.count(&p.id);
             if counted != p.retired.count {
                 let fault = ResidueFault::CountMismatch { parent: p.id.to_string(), recorded: p.retired.count, counted };
-                let witness = self.residues.iter().find(|r| r.parent_id == p.id);
+                let witness = self.residues().iter().find(|r| r.parent_id == p.id);
                 return Err(SnapshotError::Residue {
                     process: witness.map_or_else(|| p.id.to_string(), |r| r.process_id.to_string()),
                     fault,
@@ -619,6 +633,32 @@ impl TreeSnapshot {
         }
         Ok(())
     }
+
+    /// The first residue-rule fault of this cut, walking every residue in id order (the
+    /// slow path of `validate`, taken only when a residue rule fails).
+    fn residue_fault(&self, by_id: &BTreeMap<&ProcessId, &Process>) -> SnapshotError {
+        let mut keys: BTreeMap<&ProcessId, BTreeSet<&str>> = BTreeMap::new();
+        let mut previous: Option<&ProcessId> = None;
+        for r in self.residues() {
+            if !by_id.contains_key(&r.parent_id) {
+                return rerr(r, ResidueFault::ParentAbsent(r.parent_id.to_string()));
+            }
+            if by_id.contains_key(&r.process_id) {
+                return rerr(r, ResidueFault::LiveId);
+            }
+            // Residues are in id order (every set is sorted so): a repeated id is the one
+            // before it.
+            if previous == Some(&r.process_id) {
+                return rerr(r, ResidueFault::DuplicateId);
+            }
+            previous = Some(&r.process_id);
+            if !keys.entry(&r.parent_id).or_default().insert(r.child_key.as_str()) {
+                return rerr(r, ResidueFault::DuplicateChildKey(r.child_key.to_string()));
+            }
+        }
+        // The index refused the set, or the tree check did, so one of the rules above fails.
+        SnapshotError::Tree("a residue rule failed without a residue naming it".into())
+    }
 }
 
 /// Test-only escape hatches so the invariant oracle's tests can build cuts that `build`
@@ -642,7 +682,7 @@ impl TreeSnapshot {
             incarnation,
             limits,
             members.collect(),
-            encode_residues(residues),
+            Arc::new(ResidueSet::new(encode_residues(residues))),
             None,
         )
     }
@@ -841,7 +881,7 @@ pub fn validate_process(p: &Process, limits: &TreeLimits) -> Result<(), Snapshot
 
 impl ToJson for TreeSnapshot {
     fn to_json(&self) -> Json {
-        encode(&self.root_id, &self.incarnation, &self.limits, &self.processes, &self.residues)
+        encode(&self.root_id, &self.incarnation, &self.limits, &self.processes, self.residues.residues())
     }
 }
 

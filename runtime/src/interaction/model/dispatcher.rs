@@ -68,9 +68,11 @@ impl ModelDispatcher {
     async fn run(&self, request: EffectRequest, cx: DispatchContext) -> Result<Settlement, DispatchError> {
         let effect = ModelCallEffect::from_payload(&request.payload).map_err(unknown)?;
         let context = effect.request(&request.segments).map_err(unknown)?;
-        let prepared = prepare_request(&self.visible, &self.deferred, &effect, &context).map_err(|e| unknown_text(&e))?;
+        // Only a reducer reads the context as it was before reduction: copy it for one alone.
+        let original = self.reducer.as_ref().map(|_| context.messages.clone()).unwrap_or_default();
+        let prepared = prepare_request(&self.visible, &self.deferred, &effect, context).map_err(|e| unknown_text(&e))?;
         let call = ModelCallContext { invocation: ModelInvocation::from_effect(&request, &effect), cancel: cx.cancel };
-        let result = self.call(&call, prepared, &context.messages, cx.deltas.as_ref()).await?;
+        let result = self.call(&call, prepared, &original, cx.deltas.as_ref()).await?;
         self.settle(&call.invocation, result)
     }
 

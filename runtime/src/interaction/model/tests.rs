@@ -457,9 +457,9 @@ fn an_advertised_name_that_is_not_a_bound_deferred_tool_is_a_dispatch_error() {
 fn an_invalid_prepared_request_is_an_error() {
     // Unreachable through a validated manifest; the preparation still refuses it.
     let visible = vec![tool("search"), tool("search")];
-    let e = prepare_request(&visible, &Default::default(), &effect(), &context()).unwrap_err();
+    let e = prepare_request(&visible, &Default::default(), &effect(), context()).unwrap_err();
     assert!(e.starts_with("prepared model request is invalid"), "{e}");
-    let ok = prepare_request(&[tool("search")], &Default::default(), &effect(), &context()).unwrap();
+    let ok = prepare_request(&[tool("search")], &Default::default(), &effect(), context()).unwrap();
     assert_eq!(tool_names(&ok), ["search"]);
     assert_eq!(ok.messages, context().messages);
 }

@@ -109,8 +109,9 @@ impl ModelCallEffect {
     pub fn request(&self, segments: &[Arc<Segment>]) -> Result<Request, InteractionError> {
         let context = WorkingContext::attach(&self.context, segments)
             .map_err(|e| InteractionError::invalid_state(format!("model_call effect: context: {e}")))?;
-        let request = context.to_request();
-        request.validate().map_err(|e| InteractionError::invalid_state(format!("model_call effect: request: {e}")))?;
-        Ok(request)
+        // The context's own check: the request's rules, with sealed segments' messages
+        // validated once when sealed or read rather than once per call.
+        context.validate().map_err(|e| InteractionError::invalid_state(format!("model_call effect: request: {e}")))?;
+        Ok(context.to_request())
     }
 }

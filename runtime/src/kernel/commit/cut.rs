@@ -181,16 +181,29 @@ pub struct TreeCut {
     pub incarnation: IncarnationId,
     pub digest: Digest,
     envelope: CutEnvelope,
-    entries: Arc<[CutEntry]>,
-    /// The content-defined chunks of `entries` with their digests (module docs), in order.
+    /// The content-defined chunks of the entry list with their digests (module docs), in
+    /// order, each holding its entries. A chunk's entries are shared (one `Arc`) by every
+    /// cut that holds the chunk unchanged, so copying, diffing, resolving and dropping a cut
+    /// costs O(chunks) plus O(entries of changed chunks), not O(entries).
     chunks: Arc<[Chunk]>,
+    /// The number of entries.
+    len: usize,
+    /// Whether every entry carries its bytes (no kept chunk, no kept entry).
+    carries_all: bool,
+    /// The flat entry list, built on first request (`entries`) and shared by clones.
+    flat: Arc<OnceLock<Arc<[CutEntry]>>>,
     /// The whole canonical text, built on first request and shared by clones.
     whole: Arc<OnceLock<Arc<[u8]>>>,
 }
 
 impl PartialEq for TreeCut {
     fn eq(&self, other: &TreeCut) -> bool {
-        self.same_cut(other) && self.envelope == other.envelope && self.entries == other.entries
+        self.same_cut(other)
+            && self.envelope == other.envelope
+            && self.len == other.len
+            && self.views().zip(other.views()).all(|(a, b)| {
+                a.0.key == b.0.key && a.0.digest == b.0.digest && a.1 == b.1 && (!a.1 || a.0.bytes == b.0.bytes)
+            })
     }
 }
 impl Eq for TreeCut {}
@@ -202,7 +215,7 @@ impl std::fmt::Debug for TreeCut {
             .field("root_id", &self.root_id)
             .field("incarnation", &self.incarnation)
             .field("digest", &self.digest)
-            .field("records", &self.entries.len())
+            .field("records", &self.len)
             .field("carried_bytes", &self.carried_bytes())
             .finish()
     }
@@ -247,17 +260,50 @@ impl TreeCut {
         entries: Vec<CutEntry>,
         previous: Option<&TreeCut>,
     ) -> TreeCut {
-        let previous = previous.map(|p| (&p.entries[..], &p.chunks[..]));
-        let (digest, chunks) = tree_digest_chunks(&root_id, &incarnation, &envelope, &entries, previous);
+        TreeCut::from_refs(root_id, incarnation, envelope, &entries, previous)
+    }
+
+    /// [`TreeCut::new_reusing`] over borrowed entries: a chunk that recurs from `previous`
+    /// (same keys and digests, every record carried in both) shares `previous`'s entries
+    /// instead of copying them, so only the entries of changed chunks are cloned.
+    pub(crate) fn from_refs<E: std::borrow::Borrow<CutEntry>>(
+        root_id: ProcessId,
+        incarnation: IncarnationId,
+        envelope: CutEnvelope,
+        entries: &[E],
+        previous: Option<&TreeCut>,
+    ) -> TreeCut {
+        let (digest, chunks) =
+            tree_digest_chunks(&root_id, &incarnation, &envelope, entries, previous.map(|p| &p.chunks[..]));
+        TreeCut::of_chunks(root_id, incarnation, digest, envelope, chunks)
+    }
+
+    fn of_chunks(
+        root_id: ProcessId,
+        incarnation: IncarnationId,
+        digest: Digest,
+        envelope: CutEnvelope,
+        chunks: Vec<Chunk>,
+    ) -> TreeCut {
+        let len = chunks.last().map_or(0, |c| c.end);
+        let carries_all = chunks.iter().all(|c| c.carries_all && !c.kept);
         TreeCut {
             root_id,
             incarnation,
             digest,
             envelope,
-            entries: entries.into(),
             chunks: chunks.into(),
+            len,
+            carries_all,
+            flat: Arc::new(OnceLock::new()),
             whole: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// Every entry in cut order, with whether this cut carries its bytes (an entry of a kept
+    /// chunk holds the base's bytes in memory but is not carried).
+    fn views(&self) -> impl Iterator<Item = (&CutEntry, bool)> + '_ {
+        self.chunks.iter().flat_map(|c| c.entries.iter().map(move |e| (e, !c.kept && e.bytes.is_some())))
     }
 
     /// A cut known only by its root, writer and digest, holding no records: what a store that
@@ -269,8 +315,10 @@ impl TreeCut {
             incarnation,
             digest,
             envelope: CutEnvelope::new(Vec::new(), Vec::new()),
-            entries: Arc::from(Vec::new()),
             chunks: Arc::from(Vec::new()),
+            len: 0,
+            carries_all: true,
+            flat: Arc::new(OnceLock::new()),
             whole: Arc::new(OnceLock::new()),
         }
     }
@@ -285,17 +333,26 @@ impl TreeCut {
     pub fn envelope(&self) -> &CutEnvelope {
         &self.envelope
     }
-    /// Every entry, in cut order.
+    /// Every entry, in cut order (the flat list is built on first use and shared by clones).
     pub fn entries(&self) -> &[CutEntry] {
-        &self.entries
+        self.flat.get_or_init(|| {
+            self.views().map(|(e, carried)| if carried { e.clone() } else { CutEntry::kept(e.key.clone(), e.digest) }).collect()
+        })
+    }
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
     /// Whether every entry carries its bytes.
     pub fn is_whole(&self) -> bool {
-        self.entries.iter().all(|e| e.bytes.is_some())
+        self.carries_all
     }
     /// The entries that carry bytes (in a delta: the changed records).
     pub fn carried(&self) -> impl Iterator<Item = &CutEntry> {
-        self.entries.iter().filter(|e| e.bytes.is_some())
+        self.chunks.iter().filter(|c| !c.kept).flat_map(|c| c.entries.iter().filter(|e| e.bytes.is_some()))
     }
     /// Bytes this cut carries: the envelope plus every carried record (what a delta store
     /// writes for it).
@@ -306,9 +363,12 @@ impl TreeCut {
 
     /// The length of the whole canonical text, without building it (`None` for a delta).
     pub fn whole_len(&self) -> Option<u64> {
-        let mut sum = self.envelope.len() + self.entries.len().saturating_sub(1);
-        for e in self.entries.iter() {
-            sum += e.bytes.as_ref()?.len();
+        if !self.carries_all {
+            return None;
+        }
+        let mut sum = self.envelope.len() + self.len.saturating_sub(1);
+        for c in self.chunks.iter() {
+            sum += c.bytes_len;
         }
         u64::try_from(sum).ok()
     }
@@ -321,8 +381,8 @@ impl TreeCut {
         }
         let mut out = Vec::with_capacity(usize::try_from(self.whole_len().unwrap_or(0)).unwrap_or(0));
         out.extend_from_slice(&self.envelope.head);
-        for (i, e) in self.entries.iter().enumerate() {
-            let Some(b) = &e.bytes else {
+        for (i, (e, carried)) in self.views().enumerate() {
+            let (true, Some(b)) = (carried, &e.bytes) else {
                 return Err(CutError::MissingRecord { key: e.key.to_string(), digest: e.digest });
             };
             if i > 0 {
@@ -345,25 +405,39 @@ impl TreeCut {
     /// The delta of this cut against `base`: every entry whose key and digest `base` holds
     /// drops its bytes. Same tree digest.
     ///
-    /// Chunks whose digest `base` also has are kept whole-sale (equal chunk digests mean equal
-    /// `(key, digest)` lists); only entries of the other chunks are looked up, among the
-    /// entries of `base`'s chunks this cut lacks (keys are unique within a cut, so a record of
-    /// a changed chunk that `base` holds sits in one of those).
+    /// A chunk whose digest `base` also has is kept whole-sale (equal chunk digests mean equal
+    /// `(key, digest)` lists): it shares this cut's entries, marked kept, in O(1). Only
+    /// entries of the other chunks are looked up, among the entries of `base`'s chunks this
+    /// cut lacks (keys are unique within a cut, so a record of a changed chunk that `base`
+    /// holds sits in one of those).
     pub fn delta_from(&self, base: &TreeCut) -> TreeCut {
         let matching = ChunkMatch::new(self, base);
-        let mut entries = Vec::with_capacity(self.entries.len());
-        for (range, in_base) in matching.chunks(self) {
-            for e in &self.entries[range] {
-                let kept = in_base.is_some() || matching.unmatched_base(e.key()).is_some_and(|b| b.digest == e.digest);
-                entries.push(if kept { CutEntry::kept(e.key.clone(), e.digest) } else { e.clone() });
-            }
-        }
-        TreeCut { entries: entries.into(), whole: Arc::new(OnceLock::new()), ..self.clone() }
+        let chunks = self
+            .chunks
+            .iter()
+            .map(|c| {
+                if matching.base_chunk(&c.digest).is_some() {
+                    return Chunk { kept: true, ..c.clone() };
+                }
+                let entries: Arc<[CutEntry]> = c
+                    .entries
+                    .iter()
+                    .map(|e| {
+                        let carried = !c.kept && e.bytes.is_some();
+                        let in_base = matching.unmatched_base(e.key(), &e.digest).is_some();
+                        if carried && !in_base { e.clone() } else { CutEntry::kept(e.key.clone(), e.digest) }
+                    })
+                    .collect();
+                Chunk::new(c.end, c.digest, entries)
+            })
+            .collect();
+        TreeCut::of_chunks(self.root_id.clone(), self.incarnation.clone(), self.digest, self.envelope.clone(), chunks)
     }
 
     /// The whole cut of this (possibly delta) cut, taking each kept record from `base` (the
     /// head the commit advances from) by key and digest. A whole cut is returned as is.
-    /// Records are matched chunk by chunk as in [`TreeCut::delta_from`].
+    /// Records are matched chunk by chunk as in [`TreeCut::delta_from`]: a chunk kept
+    /// whole-sale takes `base`'s chunk (its shared entries) in O(1).
     pub fn resolve(&self, base: Option<&TreeCut>) -> Result<TreeCut, CutError> {
         if self.is_whole() {
             return Ok(self.clone());
@@ -377,36 +451,36 @@ impl TreeCut {
             }
         };
         let matching = ChunkMatch::new(self, base);
-        let mut entries = Vec::with_capacity(self.entries.len());
-        for (range, in_base) in matching.chunks(self) {
-            let from_base = in_base.map(|r| &base.entries[r]);
-            // The common case: an unchanged chunk, every record kept, the base's whole.
-            if let Some(chunk) = from_base {
-                let ours = &self.entries[range.clone()];
-                if ours.len() == chunk.len()
-                    && ours.iter().all(|e| e.bytes.is_none())
-                    && chunk.iter().all(|b| b.bytes.is_some())
-                {
-                    entries.extend_from_slice(chunk);
-                    continue;
-                }
+        let mut chunks = Vec::with_capacity(self.chunks.len());
+        for c in self.chunks.iter() {
+            if c.carries_all && !c.kept {
+                chunks.push(c.clone());
+                continue;
             }
-            for (i, e) in self.entries[range].iter().enumerate() {
-                if e.bytes.is_some() {
+            let from_base = matching.base_chunk(&c.digest).map(|i| &base.chunks[i]);
+            // The common case: an unchanged chunk, the base's carrying every record.
+            if let Some(b) = from_base.filter(|b| b.carries_all && !b.kept && b.entries.len() == c.entries.len()) {
+                chunks.push(Chunk { end: c.end, ..b.clone() });
+                continue;
+            }
+            let mut entries = Vec::with_capacity(c.entries.len());
+            for (i, e) in c.entries.iter().enumerate() {
+                if !c.kept && e.bytes.is_some() {
                     entries.push(e.clone());
                     continue;
                 }
                 let b = match from_base {
-                    Some(chunk) => chunk.get(i),
-                    None => matching.unmatched_base(e.key()),
+                    Some(chunk) => chunk.entries.get(i).filter(|_| !chunk.kept),
+                    None => matching.unmatched_base(e.key(), &e.digest),
                 };
                 match b {
                     Some(b) if b.key == e.key && b.digest == e.digest && b.bytes.is_some() => entries.push(b.clone()),
                     _ => return Err(CutError::MissingRecord { key: e.key.to_string(), digest: e.digest }),
                 }
             }
+            chunks.push(Chunk::new(c.end, c.digest, entries.into()));
         }
-        Ok(TreeCut { entries: entries.into(), whole: Arc::new(OnceLock::new()), ..self.clone() })
+        Ok(TreeCut::of_chunks(self.root_id.clone(), self.incarnation.clone(), self.digest, self.envelope.clone(), chunks))
     }
 
     /// Splits a whole keel cut text into its envelope and records: Process records keyed by
@@ -475,12 +549,38 @@ fn check_key(key: &str) -> Result<(), CutError> {
     Err(CutError::BadKey { key: key.chars().take(64).collect(), reason })
 }
 
-/// One content-defined chunk of a cut's entry list: it ends before entry `end` (module docs).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+/// One content-defined chunk of a cut's entry list: it ends before entry `end` (module docs)
+/// and holds its entries, shared by every cut holding the chunk unchanged.
+#[derive(Clone, Debug)]
 pub(crate) struct Chunk {
     end: usize,
     digest: Digest,
+    entries: Arc<[CutEntry]>,
+    /// In a delta: the whole chunk is kept from the base. Its entries are then the source
+    /// cut's (they may hold bytes in memory), but this cut carries none of them.
+    kept: bool,
+    /// Whether every entry holds its bytes.
+    carries_all: bool,
+    /// The sum of the entries' byte lengths.
+    bytes_len: usize,
 }
+
+impl Chunk {
+    fn new(end: usize, digest: Digest, entries: Arc<[CutEntry]>) -> Chunk {
+        let carries_all = entries.iter().all(|e| e.bytes.is_some());
+        let bytes_len = entries.iter().map(|e| e.bytes.as_ref().map_or(0, |b| b.len())).sum();
+        Chunk { end, digest, entries, kept: false, carries_all, bytes_len }
+    }
+}
+
+/// Chunks are equal when they cover the same entry range with the same digest (the digest
+/// names the entries) and are kept alike.
+impl PartialEq for Chunk {
+    fn eq(&self, other: &Chunk) -> bool {
+        self.end == other.end && self.digest == other.digest && self.kept == other.kept
+    }
+}
+impl Eq for Chunk {}
 
 /// Whether a chunk ends after an entry with this record digest: the low four bits of the last
 /// byte are zero (one entry in 16 on average; the last byte because segment records are
@@ -489,39 +589,44 @@ fn ends_chunk(d: &Digest) -> bool {
     d.0[31] & 0x0f == 0
 }
 
-/// How two cuts' chunks correspond: per chunk digest of `base`, its entry range, and the
-/// entries of `base`'s chunks that `this` lacks by key.
+/// How two cuts' chunks correspond: per chunk digest of `base` that `this` also has, its
+/// index in `base`; and the entries of `base`'s chunks that `this` lacks. Sorted vectors, not
+/// maps: a cut has tens of chunks and a commit changes a few, and this is built twice per
+/// commit (delta, then resolution).
 struct ChunkMatch<'a> {
-    base: BTreeMap<Digest, std::ops::Range<usize>>,
-    unmatched: BTreeMap<&'a str, &'a CutEntry>,
+    /// `(chunk digest, index in base)`, sorted by digest.
+    base: Vec<(Digest, usize)>,
+    /// The entries of `base`'s unmatched chunks, sorted by record digest (then key).
+    unmatched: Vec<&'a CutEntry>,
 }
 
 impl<'a> ChunkMatch<'a> {
     fn new(this: &TreeCut, base: &'a TreeCut) -> ChunkMatch<'a> {
-        let ours: std::collections::BTreeSet<Digest> = this.chunks.iter().map(|c| c.digest).collect();
-        let mut by_digest = BTreeMap::new();
-        let mut unmatched = BTreeMap::new();
-        for (range, digest) in chunk_ranges(&base.chunks) {
-            if ours.contains(&digest) {
-                by_digest.insert(digest, range);
-            } else {
-                unmatched.extend(base.entries[range].iter().map(|e| (&*e.key, e)));
+        let mut ours: Vec<Digest> = this.chunks.iter().map(|c| c.digest).collect();
+        ours.sort_unstable();
+        let mut by_digest = Vec::new();
+        let mut unmatched = Vec::new();
+        for (i, c) in base.chunks.iter().enumerate() {
+            if ours.binary_search(&c.digest).is_ok() {
+                by_digest.push((c.digest, i));
+            } else if !c.kept {
+                unmatched.extend(c.entries.iter());
             }
         }
+        by_digest.sort_unstable_by_key(|(d, _)| *d);
+        unmatched.sort_unstable_by(|a: &&CutEntry, b: &&CutEntry| a.digest.cmp(&b.digest).then_with(|| a.key.cmp(&b.key)));
         ChunkMatch { base: by_digest, unmatched }
     }
 
-    /// Each chunk range of `this`, with the range of the equal chunk of `base`, if any.
-    fn chunks<'s>(
-        &'s self,
-        this: &'s TreeCut,
-    ) -> impl Iterator<Item = (std::ops::Range<usize>, Option<std::ops::Range<usize>>)> + 's {
-        chunk_ranges(&this.chunks).map(|(range, digest)| (range, self.base.get(&digest).cloned()))
+    /// The index in `base` of its chunk with this digest, if `this` has it too.
+    fn base_chunk(&self, digest: &Digest) -> Option<usize> {
+        self.base.binary_search_by_key(digest, |(d, _)| *d).ok().map(|i| self.base[i].1)
     }
 
-    /// The entry of `base` under `key` among its chunks `this` lacks.
-    fn unmatched_base(&self, key: &str) -> Option<&'a CutEntry> {
-        self.unmatched.get(key).copied()
+    /// The entry of `base` with this key and record digest among its chunks `this` lacks.
+    fn unmatched_base(&self, key: &str, digest: &Digest) -> Option<&'a CutEntry> {
+        let start = self.unmatched.partition_point(|e| e.digest < *digest);
+        self.unmatched[start..].iter().take_while(|e| e.digest == *digest).find(|e| &*e.key == key).copied()
     }
 }
 
@@ -531,11 +636,6 @@ impl<'a> ChunkMatch<'a> {
 fn same_entry(a: &CutEntry, b: &CutEntry) -> bool {
     let same_bytes = matches!((&a.bytes, &b.bytes), (Some(x), Some(y)) if Arc::ptr_eq(x, y));
     (same_bytes || a.digest == b.digest) && (Arc::ptr_eq(&a.key, &b.key) || a.key == b.key)
-}
-
-fn chunk_ranges(chunks: &[Chunk]) -> impl Iterator<Item = (std::ops::Range<usize>, Digest)> + '_ {
-    let starts = std::iter::once(0).chain(chunks.iter().map(|c| c.end));
-    starts.zip(chunks).map(|(start, c)| (start..c.end, c.digest))
 }
 
 /// The tree digest (module docs), from scratch.
@@ -548,47 +648,59 @@ pub fn tree_digest(
     tree_digest_chunks(root, incarnation, envelope, entries, None).0
 }
 
-/// The tree digest and the chunks of `entries` (module docs). A chunk of `previous` (an entry
-/// list with its chunks) that recurs, entry for entry by key and digest, where a chunk of
-/// `entries` starts contributes its cached digest instead of being rehashed; every other chunk
-/// is hashed. Whether or not a chunk is reused, it has the same entries and so the same
-/// digest: the result does not depend on `previous`.
-pub(crate) fn tree_digest_chunks(
+/// The tree digest and the chunks of `entries` (module docs). A chunk of `previous` that
+/// recurs, entry for entry by key and digest, where a chunk of `entries` starts contributes
+/// its cached digest instead of being rehashed (and shares its entries when both carry every
+/// record); every other chunk is hashed. Whether or not a chunk is reused, it has the same
+/// entries and so the same digest: the result does not depend on `previous`.
+pub(crate) fn tree_digest_chunks<E: std::borrow::Borrow<CutEntry>>(
     root: &ProcessId,
     incarnation: &IncarnationId,
     envelope: &CutEnvelope,
-    entries: &[CutEntry],
-    previous: Option<(&[CutEntry], &[Chunk])>,
+    entries: &[E],
+    previous: Option<&[Chunk]>,
 ) -> (Digest, Vec<Chunk>) {
     // A previous chunk by the record digest of its first entry (a record digest names one
     // entry: keys live inside records, and segment keys are their digests).
-    let starts: BTreeMap<Digest, (std::ops::Range<usize>, Digest)> = previous
-        .map(|(prev, chunks)| {
-            chunk_ranges(chunks)
-                .filter(|(range, _)| !range.is_empty())
-                .map(|(range, digest)| (prev[range.start].digest, (range, digest)))
-                .collect()
-        })
-        .unwrap_or_default();
-    let prev_entries = previous.map_or(&[][..], |(p, _)| p);
+    let starts: BTreeMap<Digest, &Chunk> = previous
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|c| Some((c.entries.first()?.digest, c)))
+        .collect();
+    let entry = |i: usize| -> &CutEntry { entries[i].borrow() };
     let mut chunks = Vec::with_capacity(entries.len() / 8 + 1);
     let mut at = 0;
     while at < entries.len() {
-        let reused = starts.get(&entries[at].digest).and_then(|(range, digest)| {
-            let end = at + range.len();
-            let old = &prev_entries[range.clone()];
-            let same = entries.get(at..end).is_some_and(|new| new.iter().zip(old).all(|(n, o)| same_entry(n, o)));
+        let reused = starts.get(&entry(at).digest).and_then(|old| {
+            let end = at + old.entries.len();
+            let new = entries.get(at..end)?;
+            let mut carried = true;
+            for (n, o) in new.iter().zip(old.entries.iter()) {
+                let n = n.borrow();
+                if !same_entry(n, o) {
+                    return None;
+                }
+                carried &= n.bytes.is_some();
+            }
             // The chunk must also end at the same place here: after a boundary entry, or at
             // the end of both lists (a previous last chunk without a boundary).
-            let closes = old.last().is_some_and(|o| ends_chunk(&o.digest)) || end == entries.len();
-            (same && closes).then_some(Chunk { end, digest: *digest })
+            let closes = old.entries.last().is_some_and(|o| ends_chunk(&o.digest)) || end == entries.len();
+            if !closes {
+                return None;
+            }
+            // Equal keys and digests, both carrying every record: the same entries.
+            Some(if carried && old.carries_all && !old.kept {
+                Chunk { end, ..(*old).clone() }
+            } else {
+                Chunk::new(end, old.digest, new.iter().map(|e| e.borrow().clone()).collect())
+            })
         });
         let chunk = reused.unwrap_or_else(|| {
             let mut h = Sha256::new();
             h.update(b"tree-cut-chunk");
             let mut end = at;
             while end < entries.len() {
-                let e = &entries[end];
+                let e = entry(end);
                 h.update(e.key.as_bytes());
                 h.update([0u8]);
                 h.update(e.digest.0);
@@ -597,7 +709,8 @@ pub(crate) fn tree_digest_chunks(
                     break;
                 }
             }
-            Chunk { end, digest: Digest(h.finalize().into()) }
+            let own: Arc<[CutEntry]> = entries[at..end].iter().map(|e| e.borrow().clone()).collect();
+            Chunk::new(end, Digest(h.finalize().into()), own)
         });
         at = chunk.end;
         chunks.push(chunk);

@@ -21,6 +21,7 @@ use crate::json::Digest;
 use crate::kernel::commit::{CutEnvelope, TreeCut};
 use crate::kernel::ids::{ChildKey, IncarnationId, ProcessId};
 use crate::kernel::process::Process;
+use crate::kernel::residue_set::ResidueSet;
 use crate::kernel::retired::RetiredChild;
 use crate::kernel::snapshot::{EncodedProcess, SnapshotError, TreeSnapshot};
 use crate::kernel::tree_limits::TreeLimits;
@@ -41,6 +42,9 @@ pub(super) struct ProcessTable {
     residues: BTreeMap<ProcessId, (Arc<RetiredChild>, Arc<EncodedProcess>)>,
     /// Per parent: the keys of its retired children, with their ids.
     by_parent: BTreeMap<ProcessId, BTreeMap<ChildKey, ProcessId>>,
+    /// `residues` as the immutable set a cut holds, shared by every cut until a residue comes
+    /// (the set is then extended by it) or leaves (`None`: rebuilt at the next cut).
+    residue_set: Option<Arc<ResidueSet>>,
     /// The envelope of the last assembled cut, with the root, writer and limits it is the
     /// keel envelope of (rebuilt only when one of them changes: a new writer).
     envelope: Option<(ProcessId, IncarnationId, TreeLimits, CutEnvelope)>,
@@ -96,6 +100,7 @@ impl ProcessTable {
         self.remove(&id);
         for (_, grandchild) in self.by_parent.remove(&id).unwrap_or_default() {
             self.residues.remove(&grandchild);
+            self.residue_set = None;
         }
         let encoded = Arc::new(EncodedProcess::encode_residue(&residue));
         self.insert_residue_encoded(Arc::new(residue), encoded);
@@ -106,7 +111,11 @@ impl ProcessTable {
         self.changed = true;
         let (parent, key, id) = (residue.parent_id.clone(), residue.child_key.clone(), residue.process_id.clone());
         self.by_parent.entry(parent).or_default().insert(key, id.clone());
-        self.residues.insert(id, (residue, encoded));
+        let replaced = self.residues.insert(id, (residue.clone(), encoded.clone())).is_some();
+        self.residue_set = match &self.residue_set {
+            Some(set) if !replaced => Some(Arc::new(set.adding(residue, encoded))),
+            _ => None,
+        };
     }
 
     /// The residue record of retired child `id`.
@@ -202,7 +211,12 @@ impl ProcessTable {
             let (Some(encoded), Some(p)) = (self.encoded_of(id), self.map.get(id)) else { continue };
             members.push((p.clone(), encoded));
         }
-        let residues = self.residues.values().map(|(r, e)| (r.clone(), e.clone())).collect();
+        let residues = self
+            .residue_set
+            .get_or_insert_with(|| {
+                Arc::new(ResidueSet::new(self.residues.values().map(|(r, e)| (r.clone(), e.clone())).collect()))
+            })
+            .clone();
         let envelope = match &self.envelope {
             Some((r, i, l, e)) if r == root_id && i == incarnation && *l == limits => e.clone(),
             _ => {

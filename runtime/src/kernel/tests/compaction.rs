@@ -412,3 +412,58 @@ fn the_oracle_catches_a_residue_that_changed_left_or_came_back() {
     assert!(v.iter().any(|v| v.invariant == 25 && v.detail.contains("residues")), "{v:?}");
     assert!(compacted.residue(&a).is_some());
 }
+
+/// The residue-only rules are checked once per residue set and the set is shared by later
+/// cuts (`kernel::residue_set`): a later cut reusing a checked set still has its
+/// tree-relative rules checked, and a cut whose residues differ (a tampered record) is a new
+/// set, checked from its own records, even when decoded reusing a validated head.
+#[test]
+fn a_residue_set_checked_once_still_refuses_a_tampered_or_misplaced_residue() {
+    let head = sequential_children(3);
+    let set = head.residue_set().clone();
+    assert!(set.index().is_some(), "the head validated, so its set's index exists");
+    let members = |processes: Vec<crate::kernel::process::Process>| {
+        processes.into_iter().map(|p| {
+            let e = Arc::new(crate::kernel::snapshot::EncodedProcess::encode(&p));
+            (p, e)
+        })
+    };
+    let reassemble = |processes: Vec<crate::kernel::process::Process>| {
+        TreeSnapshot::assemble_changed(
+            head.root_id.clone(),
+            head.incarnation.clone(),
+            head.limits,
+            crate::kernel::commit::CutEnvelope::keel(&head.root_id, &head.incarnation, &crate::json::ToJson::to_json(&head.limits)),
+            members(processes).collect(),
+            set.clone(),
+            &|_| false,
+            Some(head.tree_cut()),
+        )
+    };
+    // The same set under the same Processes: the same cut, sharing the set.
+    let again = reassemble(head.processes().to_vec()).unwrap();
+    assert_eq!(again.digest(), head.digest());
+    assert!(Arc::ptr_eq(again.residue_set(), &set));
+    // Reused set, but the parent's count no longer matches it: refused.
+    let mut processes = head.processes().to_vec();
+    processes[0].retired.count = 2;
+    assert!(matches!(fault(reassemble(processes)), ResidueFault::CountMismatch { recorded: 2, counted: 3, .. }));
+    // Reused set, but the parent is gone (another root in its place): refused.
+    let mut processes = head.processes().to_vec();
+    processes[0].id = ProcessId::parse("process:other").unwrap();
+    assert!(reassemble(processes).is_err());
+    // A tampered residue record (the second child's key made the first's), decoded reusing
+    // the validated head whose other records it shares: refused by the new set's own check.
+    let records: Vec<String> = head.residues_encoded().iter().map(|e| String::from_utf8(e.bytes().to_vec()).unwrap()).collect();
+    let (first, second) = (&head.residues()[0], &head.residues()[1]);
+    let tampered_record = records[1].replace(
+        &format!("\"child_key\":\"{}\"", second.child_key),
+        &format!("\"child_key\":\"{}\"", first.child_key),
+    );
+    assert_ne!(tampered_record, records[1]);
+    let text = String::from_utf8(head.bytes().to_vec()).unwrap().replace(&records[1], &tampered_record);
+    let cut = crate::kernel::commit::TreeCut::from_whole(text.as_bytes()).unwrap();
+    let refused = TreeSnapshot::decode_reusing(&cut, Some(&head));
+    assert_eq!(fault(refused), ResidueFault::DuplicateChildKey(first.child_key.to_string()));
+    assert_eq!(fault(TreeSnapshot::decode(text.as_bytes())), ResidueFault::DuplicateChildKey(first.child_key.to_string()));
+}
