@@ -76,8 +76,8 @@ fn the_page_shows_lanes_spans_ticks_and_marks_of_the_run() {
     assert_eq!(count(&html, "data-span=\"model\""), 2);
     assert!(count(&html, "data-span=\"tool\"") >= 3);
     assert_eq!(count(&html, "data-span=\"unknown\" data-outcome=\"settled\""), 3);
-    // Commits as ticks (23 commits, the crashed and lost ones not acknowledged).
-    assert_eq!(count(&html, "data-commit=\""), 23, "one tick per commit");
+    // Commits as ticks (22 commits, the crashed and lost ones not acknowledged).
+    assert_eq!(count(&html, "data-commit=\""), 22, "one tick per commit");
     assert_eq!(count(&html, "data-acknowledged=\"false\""), 2);
     // Marks: the crash, the lost acknowledgement, two restores, three settlements.
     assert_eq!(count(&html, "data-mark=\"crash\""), 1);
