@@ -95,7 +95,7 @@ fn the_page_shows_lanes_spans_ticks_and_marks_of_the_run() {
     if let Some(dom) = dom {
         assert!(dom.contains("data-rendered=\"yes\""), "the page's script did not run:\n{dom}");
         let rendered = rendered_line(&dom);
-        for want in ["lanes=6 ", "mark.crash=1", "mark.lost-ack=1", "mark.restore=2", "mark.settle=3", "commits=23 "] {
+        for want in ["lanes=6 ", "mark.crash=1", "mark.lost-ack=1", "mark.restore=2", "mark.settle=3", "commits=22 "] {
             assert!(rendered.contains(want), "rendered `{rendered}` lacks `{want}`");
         }
     }
