@@ -120,7 +120,7 @@ fn from_value(value: &Value, depth: usize, max_depth: usize) -> Result<Json, Ser
     })
 }
 
-fn to_serde_number(n: &Number) -> Result<serde_json::Number, SerdeValueError> {
+pub(crate) fn to_serde_number(n: &Number) -> Result<serde_json::Number, SerdeValueError> {
     let text = n.as_str();
     // `from_str` tolerates surrounding whitespace; number text never has any.
     let padded = text.trim() != text;

@@ -22,6 +22,7 @@
 
 mod diagnostic;
 mod error;
+mod keel_node;
 
 pub use error::{SchemaError, SchemaViolation};
 
@@ -39,7 +40,8 @@ pub struct Schema {
 
 struct Inner {
     source: Json,
-    validator: jsonschema::Validator,
+    /// Reads keel's `Json` directly (`keel_node`): no copy into a `serde_json::Value`.
+    validator: jsonschema::Validator<keel_node::KeelJson>,
     digest: OnceLock<Digest>,
 }
 
@@ -62,7 +64,7 @@ impl Schema {
             },
         })?;
         let built = catch_unwind(AssertUnwindSafe(|| {
-            jsonschema::options()
+            jsonschema::options_for::<keel_node::KeelJson>()
                 .offline()
                 .with_pattern_options(
                     jsonschema::PatternOptions::fancy_regex()
@@ -109,18 +111,17 @@ impl Schema {
     /// Validates `instance`; the violation lists the first errors with their instance paths.
     /// An instance nested deeper than [`limits::MAX_JSON_DEPTH`] is always rejected.
     pub fn validate(&self, instance: &Json) -> Result<(), SchemaViolation> {
-        let value = match to_serde_value_with(instance, limits::MAX_JSON_DEPTH) {
-            Ok(value) => value,
-            Err(e) => return Err(unconvertible(&e)),
-        };
+        if let Err(e) = keel_node::check_convertible(instance) {
+            return Err(unconvertible(&e));
+        }
         let validator = &self.inner.validator;
-        match catch_unwind(AssertUnwindSafe(|| validator.is_valid(&value))) {
+        match catch_unwind(AssertUnwindSafe(|| validator.is_valid(instance))) {
             Ok(true) => return Ok(()),
             Ok(false) => {}
             Err(_panic) => return Err(internal_failure()),
         }
         let rendered = catch_unwind(AssertUnwindSafe(|| {
-            render_errors(Rendering::Violation, validator.iter_errors(&value))
+            render_errors(Rendering::Violation, validator.iter_errors(instance))
         }));
         match rendered {
             Ok((diagnostic, error_count)) => {
@@ -133,11 +134,11 @@ impl Schema {
 
     /// Whether `instance` is valid (same verdict as [`Schema::validate`], without diagnostics).
     pub fn is_valid(&self, instance: &Json) -> bool {
-        let Ok(value) = to_serde_value_with(instance, limits::MAX_JSON_DEPTH) else {
+        if keel_node::check_convertible(instance).is_err() {
             return false;
-        };
+        }
         let validator = &self.inner.validator;
-        catch_unwind(AssertUnwindSafe(|| validator.is_valid(&value))).unwrap_or(false)
+        catch_unwind(AssertUnwindSafe(|| validator.is_valid(instance))).unwrap_or(false)
     }
 }
 

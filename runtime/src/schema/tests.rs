@@ -454,3 +454,77 @@ fn from_json_compiles_and_reports_bounded_diagnostic() {
     let err = Schema::from_json(&j(json!({"$ref": "http://x/y"}))).unwrap_err();
     assert!(matches!(err.kind, DecodeErrorKind::Invalid(_)), "{err:?}");
 }
+
+/// The validator reads keel's `Json` directly (`keel_node`); it must give the same verdict and
+/// the same diagnostic as the same schema compiled for the converted `serde_json::Value`
+/// instance (the form validation went through before).
+#[test]
+fn direct_instances_match_serde_converted_instances() {
+    fn serde_verdict(schema: &Json, instance: &Json) -> Result<(), SchemaViolation> {
+        let source = crate::json::to_serde_value_with(schema, limits::MAX_JSON_DEPTH).unwrap();
+        let validator = jsonschema::options()
+            .offline()
+            .with_pattern_options(
+                jsonschema::PatternOptions::fancy_regex().backtrack_limit(limits::MAX_SCHEMA_REGEX_BACKTRACKS),
+            )
+            .build(&source)
+            .unwrap();
+        let value = match crate::json::to_serde_value_with(instance, limits::MAX_JSON_DEPTH) {
+            Ok(v) => v,
+            Err(e) => return Err(unconvertible(&e)),
+        };
+        if validator.is_valid(&value) {
+            return Ok(());
+        }
+        let (diagnostic, error_count) = render_errors(Rendering::Violation, validator.iter_errors(&value));
+        Err(SchemaViolation { diagnostic, error_count: error_count.max(1) })
+    }
+    let schemas = [
+        json!({"type": "object", "required": ["source", "model_calls"], "additionalProperties": false,
+               "properties": {"source": {"enum": ["model_response", "direct_tool_results"]},
+                              "model_response": {"type": "object"},
+                              "direct_tool_results": {"type": "array", "minItems": 1},
+                              "model_calls": {"type": "integer", "minimum": 1}}}),
+        json!({"properties": {"n": {"multipleOf": 0.5, "maximum": 9007199254740992u64, "exclusiveMinimum": -3}},
+               "patternProperties": {"^x-": {"type": "string", "minLength": 2, "maxLength": 4, "pattern": "^[a-zé]+$"}},
+               "propertyNames": {"maxLength": 5}, "minProperties": 1, "maxProperties": 3}),
+        json!({"items": {"const": {"a": [1, 2.0]}}, "uniqueItems": true, "contains": {"type": "null"}, "maxItems": 4}),
+        json!({"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}}}},
+               "$ref": "#/$defs/node"}),
+        json!({"oneOf": [{"type": "string"}, {"type": "number"}], "not": {"const": 3}}),
+        json!({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"}),
+        json!({"dependentRequired": {"a": ["b"]}, "if": {"required": ["c"]}, "then": {"required": ["d"]}, "else": {"maxProperties": 2}}),
+    ];
+    let instances = [
+        json!({"source": "model_response", "model_calls": 1, "model_response": {"m": [1, "x"]}}),
+        json!({"source": "other", "model_calls": 0, "extra": null}),
+        json!({"model_calls": 1.5, "direct_tool_results": []}),
+        json!({"n": 2.5, "x-ab": "éé", "x-toolong": "abcdef"}),
+        json!({"n": 0.3, "x-a": 1}),
+        json!([{"a": [1, 2]}, {"a": [1.0, 2]}, null]),
+        json!([null, null]),
+        json!({"next": {"next": {"v": 1.0}}, "v": "no"}),
+        json!("text"), json!(3), json!(3.0), json!(1e2), json!(-0), json!(true), json!(null), json!({}),
+        json!({"a": 1, "c": 2, "d": 3}), json!({"a": 1, "b": 2}),
+    ];
+    let numbers = ["9007199254740993", "18446744073709551616", "1e400", "-1e-400", "1.50", "-0"];
+    let mut compared = 0;
+    for schema in &schemas {
+        let source = j(schema.clone());
+        let compiled = Schema::compile(&source).unwrap();
+        let all = instances.iter().map(|i| j(i.clone())).chain(numbers.iter().map(|n| num(n)));
+        for instance in all {
+            let expected = serde_verdict(&source, &instance);
+            assert_eq!(compiled.validate(&instance), expected, "schema {schema} instance {instance:?}");
+            assert_eq!(compiled.is_valid(&instance), expected.is_ok());
+            compared += usize::from(expected.is_err());
+        }
+    }
+    assert!(compared > 20, "the cases exercise violations too ({compared})");
+    // An instance that does not convert is refused the same way.
+    let deep = (0..=limits::MAX_JSON_DEPTH).fold(Json::Null, |inner, _| Json::Array(vec![inner]));
+    let any = j(json!({}));
+    assert_eq!(Schema::compile(&any).unwrap().validate(&deep), serde_verdict(&any, &deep));
+    let bad = num("01");
+    assert_eq!(Schema::compile(&any).unwrap().validate(&bad), serde_verdict(&any, &bad));
+}
