@@ -34,6 +34,6 @@ pub use error::{JsonError, SizeStage};
 pub use parse::{parse, parse_with, ParseLimits};
 pub use payload::Payload;
 pub use serde_value::SerdeValueError;
-pub(crate) use serde_value::{to_serde_number, to_serde_value_with};
+pub(crate) use serde_value::{check_serde_convertible, to_serde_number, to_serde_value_with};
 pub use value::{Json, Number, Object};
 pub use writer::{push_u64, ObjectWriter, WriteJson};

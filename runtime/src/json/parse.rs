@@ -184,11 +184,21 @@ impl Parser<'_> {
     fn object(&mut self, depth: usize) -> Result<Json, JsonError> {
         let inner = self.enter(depth)?;
         self.pos += 1; // `{`
-        let mut object = Object::new();
+        // Members arrive in strictly ascending key order in canonical text (every stored
+        // record): those are collected in order and the map is built in one pass at the end,
+        // which needs no per-member search. The first key not above its predecessor moves
+        // the members into a map and the rest are inserted one by one, so a duplicate is
+        // refused exactly where it stands.
+        let mut ordered: Vec<(String, Json)> = Vec::new();
+        let mut object: Option<Object> = None;
+        let finish = |ordered: Vec<(String, Json)>, object: Option<Object>| match object {
+            Some(object) => Json::Object(object),
+            None => Json::Object(ordered.into_iter().collect()),
+        };
         self.skip_whitespace();
         if self.peek() == Some(b'}') {
             self.pos += 1;
-            return Ok(Json::Object(object));
+            return Ok(Json::Object(Object::new()));
         }
         loop {
             self.skip_whitespace();
@@ -199,8 +209,13 @@ impl Parser<'_> {
                 None => return Err(JsonError::UnexpectedEnd),
             }
             let key = self.string()?;
-            if object.contains_key(&key) {
-                return Err(JsonError::DuplicateKey { offset: key_offset, key: truncate_for_error(&key) });
+            if object.is_none() && ordered.last().is_some_and(|(last, _)| *last >= key) {
+                object = Some(std::mem::take(&mut ordered).into_iter().collect());
+            }
+            if let Some(object) = &object {
+                if object.contains_key(&key) {
+                    return Err(JsonError::DuplicateKey { offset: key_offset, key: truncate_for_error(&key) });
+                }
             }
             self.skip_whitespace();
             match self.peek() {
@@ -210,13 +225,18 @@ impl Parser<'_> {
             }
             self.skip_whitespace();
             let value = self.value(inner)?;
-            object.insert(key, value);
+            match &mut object {
+                Some(object) => {
+                    object.insert(key, value);
+                }
+                None => ordered.push((key, value)),
+            }
             self.skip_whitespace();
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
-                    return Ok(Json::Object(object));
+                    return Ok(finish(ordered, object));
                 }
                 Some(_) => return Err(self.syntax("expected `,` or `}`")),
                 None => return Err(JsonError::UnexpectedEnd),
@@ -229,12 +249,8 @@ impl Parser<'_> {
         let mut out = String::new();
         loop {
             let start = self.pos;
-            while let Some(b) = self.peek() {
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
+            let rest = self.bytes.get(start..).unwrap_or_default();
+            self.pos += rest.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20).unwrap_or(rest.len());
             // `start` and `pos` sit on ASCII bytes or the end, so both are char boundaries.
             let run = self.text.get(start..self.pos).ok_or(JsonError::InvalidUtf8 { offset: start })?;
             out.push_str(run);
@@ -502,6 +518,25 @@ mod tests {
         assert!(matches!(err(br#"{"x":{"a":1,"b":2,"a":3}}"#), JsonError::DuplicateKey { .. }));
         // Same key in different objects is fine.
         assert!(parse(br#"{"a":{"a":1},"b":{"a":2}}"#).is_ok());
+    }
+
+    #[test]
+    fn members_in_any_order_make_the_same_object() {
+        let sorted = parse(br#"{"a":1,"b":[2],"c":{"x":null,"y":"z"}}"#).unwrap();
+        for input in [
+            &br#"{"c":{"y":"z","x":null},"b":[2],"a":1}"#[..],
+            br#"{"b":[2],"a":1,"c":{"x":null,"y":"z"}}"#,
+            br#"{"a":1,"c":{"x":null,"y":"z"},"b":[2]}"#,
+        ] {
+            assert_eq!(parse(input).unwrap(), sorted, "{}", String::from_utf8_lossy(input));
+        }
+        // A duplicate is refused at its own offset whether it comes before or after the
+        // members leave ascending order.
+        assert_eq!(err(br#"{"a":1,"b":2,"b":3}"#), JsonError::DuplicateKey { offset: 13, key: "b".into() });
+        assert_eq!(err(br#"{"b":1,"a":2,"b":3}"#), JsonError::DuplicateKey { offset: 13, key: "b".into() });
+        assert_eq!(err(br#"{"b":1,"c":2,"a":3,"c":4}"#), JsonError::DuplicateKey { offset: 19, key: "c".into() });
+        // A syntax error after an out-of-order member is still that syntax error.
+        assert!(matches!(err(br#"{"b":1,"a":2,}"#), JsonError::Syntax { .. }));
     }
 
     #[test]

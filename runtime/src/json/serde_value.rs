@@ -55,6 +55,28 @@ pub(crate) fn to_serde_value_with(json: &Json, max_depth: usize) -> Result<Value
     to_value(json, 0, max_depth.min(MAX_JSON_DEPTH))
 }
 
+/// Checks that `json` converts ([`to_serde_value_with`] at [`MAX_JSON_DEPTH`]), reporting the
+/// first failure in the order the conversion meets it, without building anything: a
+/// validator that reads keel's `Json` directly refuses the same instances as before.
+pub(crate) fn check_serde_convertible(json: &Json) -> Result<(), SerdeValueError> {
+    check(json, 0)
+}
+
+fn check(json: &Json, depth: usize) -> Result<(), SerdeValueError> {
+    match json {
+        Json::Null | Json::Bool(_) | Json::String(_) => Ok(()),
+        Json::Number(n) => to_serde_number(n).map(|_| ()),
+        Json::Array(items) => {
+            let depth = enter(depth, MAX_JSON_DEPTH)?;
+            items.iter().try_for_each(|item| check(item, depth))
+        }
+        Json::Object(members) => {
+            let depth = enter(depth, MAX_JSON_DEPTH)?;
+            members.values().try_for_each(|value| check(value, depth))
+        }
+    }
+}
+
 fn enter(depth: usize, max_depth: usize) -> Result<usize, SerdeValueError> {
     if depth >= max_depth {
         Err(SerdeValueError::TooDeep { limit: max_depth })

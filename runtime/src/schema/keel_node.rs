@@ -13,7 +13,7 @@
 //! Callers first check that the whole instance converts ([`check_convertible`]); a number
 //! that would not convert is refused before the validator sees it, as it was before.
 
-use crate::json::{to_serde_number, Json, Object as Members, SerdeValueError};
+use crate::json::{to_serde_number, Json, Object as Members};
 use crate::limits::MAX_JSON_DEPTH;
 use jsonschema::json::{Array, Json as Representation, Node, NodeIdentity, Object};
 use jsonschema::JsonType;
@@ -56,34 +56,9 @@ impl Default for NameBuffer {
     }
 }
 
-/// Checks that `json` converts to a `serde_json::Value` (nesting within [`MAX_JSON_DEPTH`],
-/// every number accepted by serde_json), reporting the first failure in the order the
-/// conversion itself would meet it, without building anything.
-pub(super) fn check_convertible(json: &Json) -> Result<(), SerdeValueError> {
-    check(json, 0)
-}
-
-fn check(json: &Json, depth: usize) -> Result<(), SerdeValueError> {
-    let enter = |depth: usize| {
-        if depth >= MAX_JSON_DEPTH {
-            Err(SerdeValueError::TooDeep { limit: MAX_JSON_DEPTH })
-        } else {
-            Ok(depth + 1)
-        }
-    };
-    match json {
-        Json::Null | Json::Bool(_) | Json::String(_) => Ok(()),
-        Json::Number(n) => to_serde_number(n).map(|_| ()),
-        Json::Array(items) => {
-            let depth = enter(depth)?;
-            items.iter().try_for_each(|item| check(item, depth))
-        }
-        Json::Object(members) => {
-            let depth = enter(depth)?;
-            members.values().try_for_each(|value| check(value, depth))
-        }
-    }
-}
+/// Checks that `json` converts to a `serde_json::Value`, without building it (the check
+/// lives beside the conversion so both walk with the same depth rule).
+pub(super) use crate::json::check_serde_convertible as check_convertible;
 
 impl<'a> Node<'a, KeelJson> for &'a Json {
     type Object = &'a Members;

@@ -16,6 +16,11 @@
 //!   (`9007199254740993 > 9007199254740992`; `1e400` is a number).
 //! * Nothing here panics on input: the crate is called inside `catch_unwind`, and a panic
 //!   counts as "invalid schema" / "instance rejected".
+//! * Compilation is a pure function of the source, so small compiled schemas are kept in a
+//!   bounded process-wide table keyed by the exact source value ([`Schema::compile`] of an
+//!   equal source shares one compiled validator): a program that builds the same tools and
+//!   descriptors again and again (a simulation campaign, one run per seed) compiles each
+//!   schema once. The table only ever returns what compiling would have returned.
 //! * Diagnostics list at most [`limits::MAX_SCHEMA_ERRORS_LISTED`] errors in the validator's
 //!   order (instance members and schema keywords are both visited in `BTreeMap` order, so the
 //!   order is deterministic) and are bounded by [`limits::MAX_DIAGNOSTIC_BYTES`].
@@ -30,7 +35,18 @@ use crate::json::{DecodeError, Digest, FromJson, Json, ToJson};
 use crate::limits;
 use crate::json::{to_serde_value_with, SerdeValueError as ConvertError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+
+/// At most this many compiled schemas are kept by [`Schema::compile`]; once full, further
+/// sources are compiled each time (first come, first kept: no eviction order to get wrong).
+const MAX_SHARED_SCHEMAS: usize = 256;
+/// Only sources whose canonical encoding is at most this many bytes are kept.
+const MAX_SHARED_SCHEMA_BYTES: usize = 4096;
+
+/// Compiled schemas by exact source (`Json`'s order compares number texts and strings
+/// exactly, so equal keys are sources that compile identically).
+static SHARED: LazyLock<Mutex<BTreeMap<Json, Schema>>> = LazyLock::new(|| Mutex::new(BTreeMap::new()));
 
 /// A compiled JSON Schema together with its exact source. Cheap to clone (shared).
 #[derive(Clone)]
@@ -57,6 +73,22 @@ impl Schema {
     /// Compiles `source`. Every failure (invalid schema, external `$ref`, unknown `$schema`,
     /// excessive nesting, a panic inside the schema crate) is a [`SchemaError`].
     pub fn compile(source: &Json) -> Result<Schema, SchemaError> {
+        // The table is a plain map; a panic elsewhere while it was locked leaves it whole.
+        let shared = || SHARED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(schema) = shared().get(source) {
+            return Ok(schema.clone());
+        }
+        let schema = Schema::compile_uncached(source)?;
+        if source.canonical_len() <= MAX_SHARED_SCHEMA_BYTES {
+            let mut table = shared();
+            if table.len() < MAX_SHARED_SCHEMAS {
+                table.entry(source.clone()).or_insert_with(|| schema.clone());
+            }
+        }
+        Ok(schema)
+    }
+
+    fn compile_uncached(source: &Json) -> Result<Schema, SchemaError> {
         let value = to_serde_value_with(source, limits::MAX_JSON_DEPTH).map_err(|e| match e {
             ConvertError::TooDeep { limit } => SchemaError::TooDeep { limit },
             ConvertError::Number { text } => SchemaError::Invalid {

@@ -48,6 +48,33 @@ fn schema_is_send_sync_and_cheap_to_clone() {
 }
 
 #[test]
+fn an_equal_small_source_shares_one_compiled_schema() {
+    let source = j(json!({"type": "object", "properties": {"shared_test_marker": {"maximum": 1}}}));
+    let a = Schema::compile(&source).unwrap();
+    let b = Schema::compile(&source.clone()).unwrap();
+    assert!(Arc::ptr_eq(&a.inner, &b.inner));
+    // `1` and `1.0` are different sources: each keeps its own exact text.
+    let other = j(json!({"type": "object", "properties": {"shared_test_marker": {"maximum": 1.0}}}));
+    let c = Schema::compile(&other).unwrap();
+    assert!(!Arc::ptr_eq(&a.inner, &c.inner));
+    assert_eq!(c.source(), &other);
+    assert_ne!(a, c);
+    // A large source is compiled afresh each time (the table stays small).
+    let mut big = Object::new();
+    big.insert("type".into(), Json::str("object"));
+    big.insert("description".into(), Json::str("x".repeat(MAX_SHARED_SCHEMA_BYTES)));
+    let big = Json::Object(big);
+    let d = Schema::compile(&big).unwrap();
+    let e = Schema::compile(&big).unwrap();
+    assert!(!Arc::ptr_eq(&d.inner, &e.inner));
+    assert_eq!(d, e);
+    // A rejected source is never kept: it is rejected again.
+    let bad = j(json!({"type": 5, "shared_test_marker": true}));
+    assert!(Schema::compile(&bad).is_err());
+    assert!(Schema::compile(&bad).is_err());
+}
+
+#[test]
 fn compiles_valid_schemas_and_keeps_exact_source() {
     let source = j(json!({
         "type": "object",
