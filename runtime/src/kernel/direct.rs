@@ -90,6 +90,24 @@ impl DirectRunner {
                     self.owner.handle(Input::CommitDone(result), self.now);
                 }
                 Action::Dispatch { deployment, request, cx } => {
+                    // The kernel's own tests check every dispatch against the acknowledged
+                    // head: it must hold the Effect pending (its `pending` boundary, or the
+                    // restored cut a same-identity re-dispatch recovers).
+                    #[cfg(all(test, not(feature = "mutations")))]
+                    {
+                        let pending = self
+                            .owner
+                            .head()
+                            .and_then(|h| h.process(&request.process_id))
+                            .and_then(|p| p.prepared.as_ref())
+                            .and_then(|s| s.effect_index(&request.effect_id).map(|i| s.effects[i].phase.clone()));
+                        assert_eq!(
+                            pending,
+                            Some(super::effect::EffectPhase::Pending),
+                            "dispatch of {} before an acknowledged head holds it pending",
+                            request.effect_id
+                        );
+                    }
                     self.dispatches.push_back(PendingDispatch { deployment, request, cx })
                 }
                 Action::Publish(p) => self.published.push(p),

@@ -32,8 +32,9 @@ const ANTHROPIC_TOOL_ROUND: &str = include_str!("../../../providers/tests/fixtur
 const CRASH_WINDOW: u64 = 12;
 /// Percent of seeds whose store crashes once.
 const CRASH_PERCENT: u64 = 50;
-/// The commit boundaries of a tool round's first commits, where the store may crash.
-const BOUNDARIES: &[&str] = &["start", "pending", "settled", "child_start", "progress", "terminal"];
+/// The commit boundaries of a tool round's first commits, where the store may crash. (No
+/// `progress`: the parent's parked child wait is committed with the tool child's start.)
+const BOUNDARIES: &[&str] = &["start", "pending", "settled", "child_start", "terminal"];
 /// Resumes one run may need (one crash, then a clean writer).
 const MAX_RESUMES: u32 = 3;
 

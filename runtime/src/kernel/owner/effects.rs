@@ -3,7 +3,7 @@
 use super::step::initialize;
 use super::{Action, AfterCommit, Job, Owner};
 use crate::env::CancelToken;
-use crate::kernel::commit::{CheckpointKind, EffectBoundaryKind};
+use crate::kernel::commit::EffectBoundaryKind;
 use crate::kernel::child::ChildSpec;
 use crate::kernel::dispatcher::{normalize_outcome, DispatchContext, DispatchError, EffectRequest, ReplayPolicy};
 use crate::kernel::effect::{Effect, EffectPhase, FrameworkEffect, Settlement};
@@ -74,11 +74,17 @@ impl Owner {
                     }),
                 };
                 self.set_phase(pid, index, phase, None);
-                let after = match outcome {
-                    Ok(child) => AfterCommit::PublishChild(child),
-                    Err(_) => AfterCommit::Nothing,
-                };
-                self.commit_checkpoint(CheckpointKind::ChildStart, after);
+                // The child is published after the `child_start` checkpoint that holds it is
+                // acknowledged. That checkpoint is not committed here: the driver first lets
+                // this batch run on as far as it can without a commit (more child starts,
+                // waits, finalization), so one checkpoint holds all of it (`drive`).
+                if let Ok(child) = outcome {
+                    if let Some(p) = self.processes.get(&child) {
+                        let info = super::ProcessInfo::of(p);
+                        self.staged.push(super::Publication::Started { process: info, restored: false });
+                    }
+                }
+                self.child_start_due = true;
             }
         }
     }

@@ -175,8 +175,6 @@ enum AfterCommit {
     PublishStart { restored: bool },
     /// Start the dispatch of this pending Effect.
     Dispatch { process: ProcessId, effect: EffectId },
-    /// Publish a freshly installed child.
-    PublishChild(ProcessId),
     Reply { id: CommandId, reply: Reply },
     /// Answer a capture with the cut just acknowledged.
     ReplyCaptured { id: CommandId },
@@ -235,6 +233,9 @@ pub struct Owner {
     now: Timestamp,
     /// Whether consumed finished children are retired, and those waiting for it (`compact.rs`).
     compaction: compact::Compaction,
+    /// A child was started in memory and its `child_start` checkpoint is not issued yet
+    /// (`commit_child_starts`).
+    child_start_due: bool,
 }
 
 impl Owner {
@@ -314,6 +315,9 @@ impl Owner {
             if let Some(pid) = self.next_runnable() {
                 self.last_advanced = Some(pid.clone());
                 self.advance(&pid);
+                if self.child_start_due {
+                    self.commit_child_starts(&pid);
+                }
                 continue;
             }
             // Idle: commit the cut if it differs from the head. Nothing is built unless a
@@ -373,6 +377,60 @@ impl Owner {
         let members = self.processes.values().map(|p| (p.clone(), Arc::new(EncodedProcess::encode_fresh(p))));
         let residues = self.processes.residues().map(|r| (Arc::new(r.clone()), Arc::new(EncodedProcess::encode_residue(r))));
         TreeSnapshot::assemble(self.root_id.clone(), self.incarnation.clone(), self.limits, members.collect(), residues.collect())
+    }
+
+    /// Commits the `child_start` checkpoint owed by `pid`, after running on `pid` as far as
+    /// it goes without a commit of its own: waits (settled locally),
+    /// the finalization of a fully settled batch and the Steps that follow it (the
+    /// Interaction takes three Steps from its start request to its parked child wait). All of
+    /// it is pure, bounded work on the in-memory tree; nothing is dispatched or published
+    /// before the checkpoint is acknowledged, and a crash before it leaves the previous head,
+    /// from which the parent re-runs its Steps and starts the same children under the same
+    /// derived ids. So one checkpoint holds the last child's start and what the parent does
+    /// after it, such as its adopted wait, which would otherwise be a `progress` commit. The new children
+    /// run no Step before it is acknowledged: it is issued before the driver picks the next
+    /// Process.
+    fn commit_child_starts(&mut self, pid: &ProcessId) {
+        // A strategy could take Steps without end: past this many the checkpoint is committed
+        // anyway and the Process goes on in its ordinary turns.
+        const MAX_LOCAL_ADVANCES: usize = 64;
+        for _ in 0..MAX_LOCAL_ADVANCES {
+            if self.in_flight.is_some() || self.stopped.is_some() || !self.advances_locally(pid) {
+                break;
+            }
+            self.advance(pid);
+        }
+        self.child_start_due = false;
+        // A finalization may have issued a commit of its own (a `checkpoint` transition):
+        // that commit holds the children, and their staged publications wait for it.
+        if self.in_flight.is_none() && self.stopped.is_none() {
+            self.commit_checkpoint(CheckpointKind::ChildStart, AfterCommit::Nothing);
+        }
+    }
+
+    /// Whether `pid`'s next advance needs no commit of its own: a Step of a running Process,
+    /// a wait's begin (settled locally) or the finalization of a fully settled batch.
+    fn advances_locally(&self, pid: &ProcessId) -> bool {
+        let Some(p) = self.processes.get(pid) else { return false };
+        if p.is_terminal() || self.has_job(pid) || p.pending_control.has_terminal_intent() {
+            return false;
+        }
+        let Some(prepared) = &p.prepared else { return p.status == super::status::Status::Running };
+        if prepared.has_pending() {
+            return false;
+        }
+        match prepared.frontier() {
+            None => true,
+            // Another child start stops here: each child's checkpoint is committed before
+            // the next child starts, so children run in the order their parent started
+            // them (the driver's round-robin order is by id).
+            Some(i) => {
+                use super::effect::{Effect, FrameworkEffect};
+                let e = &prepared.effects[i];
+                e.phase == EffectPhase::Planned
+                    && matches!(e.effect, Effect::Framework(FrameworkEffect::Wait { .. } | FrameworkEffect::WaitChildren(_)))
+            }
+        }
     }
 
     /// Checkpoint class of the current cut.
@@ -512,12 +570,6 @@ impl Owner {
                 }
             }
             AfterCommit::Dispatch { process, effect } => self.start_dispatch(&process, &effect),
-            AfterCommit::PublishChild(pid) => {
-                if let Some(p) = self.processes.get(&pid) {
-                    let info = ProcessInfo::of(p);
-                    self.actions.push_back(Action::Publish(Publication::Started { process: info, restored: false }));
-                }
-            }
             AfterCommit::Reply { id, reply } => self.actions.push_back(Action::Reply { id, result: Ok(reply) }),
             AfterCommit::ReplyCaptured { id } => {
                 if let Some(head) = self.head().cloned() {
@@ -554,6 +606,7 @@ impl Owner {
             cause,
         };
         self.staged.clear();
+        self.child_start_due = false;
         // A command whose commit was in flight is still owed its reply.
         if let Some(f) = self.in_flight.take() {
             if let AfterCommit::Reply { id, .. } | AfterCommit::ReplyCaptured { id } = f.after {

@@ -62,6 +62,7 @@ impl Owner {
             last_advanced: None,
             now,
             compaction: Default::default(),
+            child_start_due: false,
         }
     }
 

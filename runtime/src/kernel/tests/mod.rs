@@ -7,6 +7,7 @@ mod compaction;
 mod control;
 mod crash;
 mod cut_cache;
+mod dispatch_order;
 mod lifecycle;
 mod oracle;
 mod record_writer;

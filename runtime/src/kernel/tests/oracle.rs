@@ -126,6 +126,18 @@ fn parent_child_run() -> (DirectRunner, Arc<MemoryCommitter>) {
     (r, committer)
 }
 
+/// A parent that starts two children in one batch, run to the end.
+fn two_children_run() -> DirectRunner {
+    use crate::kernel::child::Condition;
+    use crate::kernel::testkit::ChildPlan;
+    let w = echo_world();
+    let plan = |key: &str| ChildPlan::new(key, w.deployment.reference(), vec![Op::Checkpoint], Budget::unlimited());
+    let op = Op::Children { children: vec![plan("a"), plan("b")], boundary: Boundary::SubtreeDrained, condition: Condition::All };
+    let mut r = w.start_with(&[op], config(Budget::unlimited()));
+    r.run_to_idle();
+    r
+}
+
 // ------------------------------------------------------------------ check_snapshot
 
 #[test]
@@ -669,8 +681,11 @@ fn remaining_one_cut_rules_are_each_reported() {
     // 14: the budget no longer holds the prepared batch's settlement signal.
     let v = check_snapshot(&mutate(&unknown, |ps| root_mut(ps).budget.signals = Quota::Finite(0)));
     assert_reports(&v, 14);
-    // 16: a child start that succeeded with capabilities the parent lacks.
-    let (pr, _) = parent_child_run();
+    // 16: a child start that succeeded with capabilities the parent lacks. The parent starts
+    // two children: the first child's checkpoint is committed before the second starts, so
+    // it holds the batch with the first start settled (a batch's last start is committed
+    // with the parent's finalization, which leaves no prepared batch to mutate).
+    let pr = two_children_run();
     let acked: Vec<&CommitRequest> = pr.commits.iter().filter(|(_, ok)| *ok).map(|(c, _)| c).collect();
     let at = acked
         .iter()
