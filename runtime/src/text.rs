@@ -12,9 +12,18 @@ use crate::limits::{MAX_DIAGNOSTIC_BYTES, MAX_IDENTITY_BYTES, MAX_QUALIFIED_NAME
 pub fn push_lower_hex(out: &mut String, bytes: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.reserve(2 * bytes.len());
-    for &b in bytes {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0x0f)]));
+    // A digest's worth at a time through a stack buffer: one append per 32 bytes instead of
+    // one `char` push (capacity check and UTF-8 encoding) per digit.
+    let mut buf = [0u8; 64];
+    for chunk in bytes.chunks(32) {
+        for (i, &b) in chunk.iter().enumerate() {
+            buf[2 * i] = HEX[usize::from(b >> 4)];
+            buf[2 * i + 1] = HEX[usize::from(b & 0x0f)];
+        }
+        // Hex digits are ASCII, so this never fails.
+        if let Ok(text) = std::str::from_utf8(&buf[..2 * chunk.len()]) {
+            out.push_str(text);
+        }
     }
 }
 
@@ -282,6 +291,12 @@ mod tests {
         assert_eq!(out, "x:000fa0ff");
         push_lower_hex(&mut out, &[]);
         assert_eq!(out, "x:000fa0ff");
+        // Across the 32-byte chunks it writes through: every byte value, in order.
+        let all: Vec<u8> = (0..=255).collect();
+        let mut long = String::new();
+        push_lower_hex(&mut long, &all);
+        let expected: String = all.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(long, expected);
     }
 
     #[test]

@@ -46,8 +46,8 @@ impl ToJson for CompletionSource {
 
 impl FromJson for CompletionSource {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
-        let name = String::from_json(value)?;
-        CompletionSource::from_name(&name)
+        let name = crate::json::decode_str(value)?;
+        CompletionSource::from_name(name)
             .ok_or_else(|| DecodeError::invalid("completion source must be model_response or direct_tool_results"))
     }
 }

@@ -111,7 +111,7 @@ impl<'a> ObjectReader<'a> {
     /// Fails unless `value` is an object.
     pub fn new(value: &'a Json) -> Result<ObjectReader<'a>, DecodeError> {
         match value {
-            Json::Object(object) => Ok(ObjectReader { object, read: Vec::new() }),
+            Json::Object(object) => Ok(ObjectReader { object, read: Vec::with_capacity(object.len()) }),
             other => Err(DecodeError::wrong_type("object", other)),
         }
     }
@@ -198,7 +198,16 @@ impl<'a> ObjectReader<'a> {
     }
 
     /// Rejects members that were never read.
-    pub fn finish(self) -> Result<(), DecodeError> {
+    pub fn finish(mut self) -> Result<(), DecodeError> {
+        // Every marked key is one of the object's own (borrowed from it), so as many distinct
+        // marks as members means every member was read. Distinct by address: sorting a few
+        // pointers is cheaper than comparing key texts member by member.
+        self.read.sort_unstable_by_key(|k| k.as_ptr());
+        self.read.dedup_by_key(|k| k.as_ptr());
+        if self.read.len() == self.object.len() {
+            return Ok(());
+        }
+        // Some member was not read: name the first one in key order.
         for key in self.object.keys() {
             if !self.read.contains(&key.as_str()) {
                 return Err(DecodeError::new(DecodeErrorKind::UnknownMember(key.clone())));
@@ -227,6 +236,13 @@ impl ObjectBuilder {
     pub fn value(mut self, key: &str, value: Json) -> ObjectBuilder {
         self.object.insert(key.to_owned(), value);
         self
+    }
+    /// Sets a raw member value only when present.
+    pub fn opt_value(self, key: &str, value: Option<Json>) -> ObjectBuilder {
+        match value {
+            Some(v) => self.value(key, v),
+            None => self,
+        }
     }
     /// Sets a member only when present.
     pub fn opt_field<T: ToJson + ?Sized>(self, key: &str, value: Option<&T>) -> ObjectBuilder {
@@ -272,9 +288,14 @@ impl ToJson for String {
         Json::String(self.clone())
     }
 }
+/// The text of a string value, borrowed (for decoders that only match or parse it).
+pub fn decode_str(value: &Json) -> Result<&str, DecodeError> {
+    value.as_str().ok_or_else(|| DecodeError::wrong_type("string", value))
+}
+
 impl FromJson for String {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
-        value.as_str().map(str::to_owned).ok_or_else(|| DecodeError::wrong_type("string", value))
+        decode_str(value).map(str::to_owned)
     }
 }
 impl ToJson for bool {

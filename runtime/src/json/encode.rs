@@ -28,7 +28,9 @@ impl Json {
     /// The canonical encoding as a string (one pass: no length pre-pass to size the buffer,
     /// which would walk the whole value a second time).
     pub fn to_canonical_string(&self) -> String {
-        let mut out = String::new();
+        // A container's text is rarely under this: starting here saves the first few
+        // doubling reallocations without sizing the value in a separate pass.
+        let mut out = String::with_capacity(if matches!(self, Json::Array(_) | Json::Object(_)) { 128 } else { 16 });
         self.write_canonical(&mut out);
         out
     }

@@ -27,7 +27,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use codec::{DecodeError, FromJson, ObjectBuilder, ObjectReader, ToJson};
+pub use codec::{decode_str, DecodeError, FromJson, ObjectBuilder, ObjectReader, ToJson};
 pub use digest::{Digest, DigestError};
 pub use encode::{write_object, write_object_with, Member};
 pub use error::{JsonError, SizeStage};

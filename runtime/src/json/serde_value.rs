@@ -65,6 +65,9 @@ pub(crate) fn check_serde_convertible(json: &Json) -> Result<(), SerdeValueError
 fn check(json: &Json, depth: usize) -> Result<(), SerdeValueError> {
     match json {
         Json::Null | Json::Bool(_) | Json::String(_) => Ok(()),
+        // A plain integer (already valid number text) always converts: serde_json keeps the
+        // text of every number (`arbitrary_precision`), so only other forms need parsing.
+        Json::Number(n) if is_plain_integer(n.as_str()) => Ok(()),
         Json::Number(n) => to_serde_number(n).map(|_| ()),
         Json::Array(items) => {
             let depth = enter(depth, MAX_JSON_DEPTH)?;
@@ -74,6 +77,18 @@ fn check(json: &Json, depth: usize) -> Result<(), SerdeValueError> {
             let depth = enter(depth, MAX_JSON_DEPTH)?;
             members.values().try_for_each(|value| check(value, depth))
         }
+    }
+}
+
+/// `-?(0|[1-9][0-9]*)`, nothing else (the JSON integer grammar: a `Number` built in the
+/// crate is not necessarily validated text, and `01` must still be refused by the parse).
+fn is_plain_integer(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    match digits.as_bytes() {
+        [] => false,
+        [b'0'] => true,
+        [b'0', ..] => false,
+        bytes => bytes.iter().all(u8::is_ascii_digit),
     }
 }
 
@@ -158,6 +173,16 @@ mod tests {
 
     fn num(text: &str) -> Json {
         Json::Number(Number(text.to_owned()))
+    }
+
+    #[test]
+    fn the_integer_shortcut_agrees_with_the_parse() {
+        let texts = ["0", "-0", "01", "-01", "00", "7", "-42", "123456789012345678901234567890", "-", "", "+1", " 1", "1 ", "1.5", "1e400", "0x1"];
+        for text in texts {
+            let shortcut = check(&num(text), 0).is_ok();
+            let parsed = to_serde_number(&Number(text.to_owned())).is_ok();
+            assert_eq!(shortcut, parsed, "number text {text:?}");
+        }
     }
 
     #[test]

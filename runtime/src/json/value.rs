@@ -135,14 +135,23 @@ impl Json {
     /// Nesting depth: 0 for scalars, 1 + the deepest member for arrays and objects (`[]` is 1).
     /// Iterative, so it is safe on values of any depth.
     pub fn depth(&self) -> usize {
+        // Only containers are queued (a scalar child adds nothing beyond its parent's level),
+        // which keeps the pending list short for wide objects of scalars.
+        let container = |v: &Json| matches!(v, Json::Array(_) | Json::Object(_));
+        if !container(self) {
+            return 0;
+        }
         let mut deepest = 0;
-        let mut pending = vec![(self, 0usize)];
+        let mut pending: Vec<(&Json, usize)> = Vec::with_capacity(16);
+        pending.push((self, 0));
         while let Some((value, depth)) = pending.pop() {
             let inner = depth + 1;
             match value {
-                Json::Array(items) => pending.extend(items.iter().map(|child| (child, inner))),
-                Json::Object(object) => pending.extend(object.values().map(|child| (child, inner))),
-                _ => continue,
+                Json::Array(items) => pending.extend(items.iter().filter(|c| container(c)).map(|child| (child, inner))),
+                Json::Object(object) => {
+                    pending.extend(object.values().filter(|c| container(c)).map(|child| (child, inner)))
+                }
+                _ => {}
             }
             deepest = deepest.max(inner);
         }

@@ -69,7 +69,7 @@ impl ToJson for Boundary {
 
 impl FromJson for Boundary {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
-        match String::from_json(value)?.as_str() {
+        match crate::json::decode_str(value)? {
             "terminal_result" => Ok(Boundary::TerminalResult),
             "subtree_drained" => Ok(Boundary::SubtreeDrained),
             other => Err(DecodeError::invalid(format!("unknown boundary `{other}`"))),

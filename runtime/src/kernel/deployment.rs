@@ -30,6 +30,19 @@ pub struct DeploymentRef {
     configuration_digest: Digest,
     bindings_digest: Digest,
     digest: Digest,
+    /// The canonical wire text, written once (every Process record of every cut writes it).
+    text: Encoded,
+}
+
+/// A ref's canonical text: a function of the other fields, so comparing it agrees with them;
+/// left out of `Debug`.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Encoded(std::sync::Arc<str>);
+
+impl std::fmt::Debug for Encoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("..")
+    }
 }
 
 impl DeploymentRef {
@@ -65,6 +78,15 @@ impl DeploymentRef {
             digest_to_json(&configuration_digest),
             digest_to_json(&bindings_digest),
         ]));
+        let mut text = String::with_capacity(512);
+        let mut w = ObjectWriter::new(&mut text);
+        w.write("bindings_digest", &bindings_digest)
+            .write("configuration_digest", &configuration_digest)
+            .write("contract_digest", &contract_digest)
+            .write("digest", &digest)
+            .write("implementation_digest", &implementation_digest)
+            .write("name", &name);
+        w.finish();
         DeploymentRef {
             name,
             contract_digest,
@@ -72,6 +94,7 @@ impl DeploymentRef {
             configuration_digest,
             bindings_digest,
             digest,
+            text: Encoded(std::sync::Arc::from(text)),
         }
     }
 
@@ -135,14 +158,7 @@ impl ToJson for DeploymentRef {
 }
 impl WriteJson for DeploymentRef {
     fn write_json(&self, out: &mut String) {
-        let mut w = ObjectWriter::new(out);
-        w.write("bindings_digest", &self.bindings_digest)
-            .write("configuration_digest", &self.configuration_digest)
-            .write("contract_digest", &self.contract_digest)
-            .write("digest", &self.digest)
-            .write("implementation_digest", &self.implementation_digest)
-            .write("name", &self.name);
-        w.finish();
+        out.push_str(&self.text.0);
     }
 }
 impl FromJson for DeploymentRef {
@@ -245,6 +261,16 @@ mod tests {
         match r.to_json() {
             Json::Object(o) => o,
             _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn the_written_text_is_the_canonical_encoding() {
+        for r in [leaf("tool.echo", 1), leaf("agent.main", 7)] {
+            let mut out = String::from("x");
+            r.write_json(&mut out);
+            assert_eq!(out, format!("x{}", r.to_json().to_canonical_string()));
+            assert_eq!(DeploymentRef::from_json(&r.to_json()).unwrap(), r);
         }
     }
 

@@ -89,8 +89,8 @@ macro_rules! identity {
         }
         impl FromJson for $name {
             fn from_json(value: &Json) -> Result<Self, DecodeError> {
-                let s = String::from_json(value)?;
-                $name::parse(&s).map_err(|e| DecodeError::invalid(e.to_string()))
+                let s = crate::json::decode_str(value)?;
+                $name::parse(s).map_err(|e| DecodeError::invalid(e.to_string()))
             }
         }
     };

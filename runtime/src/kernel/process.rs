@@ -141,7 +141,7 @@ impl WriteJson for Finish {
     fn write_json(&self, out: &mut String) {
         let mut w = ObjectWriter::new(out);
         w.write("finished_at", &self.finished_at).opt_write("output", self.output.as_ref());
-        w.field("termination", &self.termination);
+        w.write("termination", &self.termination);
         w.finish();
     }
 }

@@ -45,7 +45,7 @@ impl crate::json::WriteJson for SettlementStatus {
 
 impl FromJson for SettlementStatus {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
-        match String::from_json(value)?.as_str() {
+        match crate::json::decode_str(value)? {
             "succeeded" => Ok(SettlementStatus::Succeeded),
             "failed" => Ok(SettlementStatus::Failed),
             other => Err(DecodeError::invalid(format!(

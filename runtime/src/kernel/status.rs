@@ -61,8 +61,8 @@ impl crate::json::WriteJson for Status {
 }
 impl FromJson for Status {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
-        let s = String::from_json(value)?;
-        Status::parse(&s).ok_or_else(|| DecodeError::invalid(format!("unknown status `{s}`")))
+        let s = crate::json::decode_str(value)?;
+        Status::parse(s).ok_or_else(|| DecodeError::invalid(format!("unknown status `{s}`")))
     }
 }
 
@@ -140,8 +140,8 @@ impl ToJson for Cause {
 }
 impl FromJson for Cause {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
-        let s = String::from_json(value)?;
-        Cause::parse(&s).ok_or_else(|| DecodeError::invalid(format!("unknown cause `{s}`")))
+        let s = crate::json::decode_str(value)?;
+        Cause::parse(s).ok_or_else(|| DecodeError::invalid(format!("unknown cause `{s}`")))
     }
 }
 
@@ -192,6 +192,27 @@ impl ToJson for Termination {
     }
 }
 
+/// The same text as encoding [`ToJson::to_json`] (members in canonical order), without
+/// building the tree: every finished Process's record writes it on every cut.
+impl crate::json::WriteJson for Termination {
+    fn write_json(&self, out: &mut String) {
+        let mut w = crate::json::ObjectWriter::new(out);
+        w.str("cause", self.cause.as_str());
+        w.opt_field("failure", self.failure.as_ref());
+        w.str("reason", &self.reason).str("status", self.status().as_str());
+        let ids = w.key("unresolved_effect_ids");
+        ids.push('[');
+        for (i, id) in self.unresolved_effect_ids.iter().enumerate() {
+            if i > 0 {
+                ids.push(',');
+            }
+            crate::json::WriteJson::write_json(id, ids);
+        }
+        ids.push(']');
+        w.finish();
+    }
+}
+
 impl FromJson for Termination {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;
@@ -228,7 +249,7 @@ impl ToJson for IntentOwner {
 }
 impl FromJson for IntentOwner {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
-        match String::from_json(value)?.as_str() {
+        match crate::json::decode_str(value)? {
             "host" => Ok(IntentOwner::Host),
             "parent" => Ok(IntentOwner::Parent),
             other => Err(DecodeError::invalid(format!("unknown intent owner `{other}`"))),
@@ -337,6 +358,23 @@ impl FromJson for PendingControl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_termination_writer_is_the_canonical_encoding() {
+        let p = crate::kernel::ids::ProcessId::parse("process:writer").unwrap();
+        let ids = vec![EffectId::derive(&p, 1, 0), EffectId::derive(&p, 2, 1)];
+        let f = Failure::new(crate::kernel::failure::codes::DISPATCH_FAILED, "boom \"quoted\"");
+        let cases = [
+            Termination { cause: Cause::Completion, reason: String::new(), failure: None, unresolved_effect_ids: vec![] },
+            Termination { cause: Cause::ExternalFailure, reason: "boom".into(), failure: Some(f), unresolved_effect_ids: ids.clone() },
+            Termination { cause: Cause::EngineKill, reason: "killed\n".into(), failure: None, unresolved_effect_ids: ids[..1].to_vec() },
+        ];
+        for t in cases {
+            let mut out = String::new();
+            crate::json::WriteJson::write_json(&t, &mut out);
+            assert_eq!(out, t.to_json().to_canonical_string());
+        }
+    }
 
     #[test]
     fn precedence_kill_deadline_cancel_failure_completion() {

@@ -39,6 +39,7 @@ mod tests;
 use super::definition::Rules;
 use super::error::InteractionError;
 use super::state::{ParentState, Phase};
+use crate::json::Payload;
 use crate::kernel::failure::Failure;
 use crate::kernel::signal::Signal;
 use crate::kernel::transition::Transition;
@@ -49,11 +50,15 @@ use std::sync::Arc;
 pub struct ParentExecution {
     rules: Arc<Rules>,
     state: ParentState,
+    /// The encoding of `state.final_output` when the Step that completed built it (the
+    /// Complete transition's payload): the snapshot reuses it instead of encoding the Output
+    /// a second time. `None` otherwise (a restored instance encodes its own).
+    output: Option<Payload>,
 }
 
 impl ParentExecution {
     pub(crate) fn new(rules: Arc<Rules>, state: ParentState) -> ParentExecution {
-        ParentExecution { rules, state }
+        ParentExecution { rules, state, output: None }
     }
 
     /// The current state (read-only).
@@ -113,11 +118,17 @@ impl Execution for ParentExecution {
         }
         m.s.validate(self.rules.as_ref()).map_err(|e| e.context("state after step"))?;
         self.state = m.s;
+        // Only a completing Step sets `final_output`, and it is the Output this payload
+        // encodes (`evaluate_completion`); a completed state never steps again.
+        self.output = match &transition {
+            Transition::Complete { output, .. } => Some(output.clone()),
+            _ => None,
+        };
         Ok(transition)
     }
 
     fn snapshot(&self) -> Result<ExecutionState, StepError> {
         self.state.validate(self.rules.as_ref())?;
-        Ok(self.state.to_execution_state()?)
+        Ok(self.state.to_execution_state_with(self.output.as_ref())?)
     }
 }

@@ -9,7 +9,7 @@ use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::interaction::output::Output;
 use crate::interaction::protocol::InteractionInput;
 use crate::interaction::wire::{read_nonempty_list, Wire};
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
 use crate::kernel::waist::ExecutionState;
 
 /// The complete, self-sufficient state of one parent Interaction Execution.
@@ -73,6 +73,13 @@ impl ParentState {
     /// the payload names the context by its head, the messages travel as segments. An
     /// unsealed tail is sealed on a copy first (a Step seals its own before it ends).
     pub fn to_execution_state(&self) -> Result<ExecutionState, InteractionError> {
+        self.to_execution_state_with(None)
+    }
+
+    /// [`ParentState::to_execution_state`] with `output`, when given, as the already built
+    /// encoding of `final_output` (the Complete transition's payload), so the Output is
+    /// encoded once per completion, not once per use.
+    pub(crate) fn to_execution_state_with(&self, output: Option<&Payload>) -> Result<ExecutionState, InteractionError> {
         self.validate_structure()?;
         let sealed;
         let context = if self.working_context.is_sealed() {
@@ -83,7 +90,7 @@ impl ParentState {
             sealed = copy;
             &sealed
         };
-        let payload = crate::json::Payload::from_json(self.members(context.head().to_json()))
+        let payload = Payload::from_json(self.members(context.head().to_json(), output))
             .map_err(|e| InteractionError::invalid_state(format!("interaction state: {e}")))?;
         Ok(ExecutionState { kind: super::state_kind(Self::KIND)?, payload, segments: context.segments() })
     }
@@ -109,8 +116,19 @@ impl ParentState {
         Ok(parent)
     }
 
-    /// Every member, with `context` as the `working_context` member.
-    fn members(&self, context: Json) -> Json {
+    /// Every member, with `context` as the `working_context` member and `output` (when given)
+    /// as the encoding of `final_output`.
+    fn members(&self, context: Json, output: Option<&Payload>) -> Json {
+        let final_output = match (&self.final_output, output) {
+            (Some(_o), Some(encoded)) => {
+                // Test builds check the shared encoding is the Output's own.
+                #[cfg(test)]
+                assert_eq!(encoded.value(), &_o.to_json(), "the shared output payload encodes final_output");
+                Some(encoded.value().clone())
+            }
+            (Some(o), None) => Some(o.to_json()),
+            (None, _) => None,
+        };
         ObjectBuilder::new()
             .field("phase", &self.phase)
             .value("working_context", context)
@@ -119,7 +137,7 @@ impl ParentState {
             .opt_field("tool_round", self.tool_round.as_ref())
             .opt_field("pending_steer", self.pending_steer.as_ref())
             .nonempty_field("artifact_records", &self.artifact_records)
-            .opt_field("final_output", self.final_output.as_ref())
+            .opt_value("final_output", final_output)
             .build()
     }
 }
@@ -157,7 +175,7 @@ impl Wire for ParentState {
 
 impl ToJson for ParentState {
     fn to_json(&self) -> Json {
-        self.members(self.working_context.to_json())
+        self.members(self.working_context.to_json(), None)
     }
 }
 

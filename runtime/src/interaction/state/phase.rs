@@ -69,7 +69,7 @@ impl ToJson for Phase {
 
 impl FromJson for Phase {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
-        let name = String::from_json(value)?;
-        Phase::from_name(&name).ok_or_else(|| DecodeError::invalid("unknown interaction phase"))
+        let name = crate::json::decode_str(value)?;
+        Phase::from_name(name).ok_or_else(|| DecodeError::invalid("unknown interaction phase"))
     }
 }

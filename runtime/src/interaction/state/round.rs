@@ -99,7 +99,7 @@ impl ToJson for BatchKind {
 
 impl FromJson for BatchKind {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
-        match String::from_json(value)?.as_str() {
+        match crate::json::decode_str(value)? {
             "tool" => Ok(BatchKind::Tool),
             "delegate" => Ok(BatchKind::Delegate),
             _ => Err(DecodeError::invalid("batch kind must be tool or delegate")),

@@ -64,8 +64,8 @@ impl ToJson for ToolChildPhase {
 
 impl FromJson for ToolChildPhase {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
-        let name = String::from_json(value)?;
-        ToolChildPhase::from_name(&name).ok_or_else(|| DecodeError::invalid("unknown tool child phase"))
+        let name = crate::json::decode_str(value)?;
+        ToolChildPhase::from_name(name).ok_or_else(|| DecodeError::invalid("unknown tool child phase"))
     }
 }
 

@@ -395,13 +395,14 @@ fn content_digest(tag: &str, parts: &[&str]) -> Digest {
 
 // Local rendering keeps content digests independent of the json module's text form helpers.
 fn digest_text(d: Digest) -> String {
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for b in d.0 {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0x0f)]));
+    // Filled as bytes, appended once (not one `char` push per digit).
+    let mut text = *b"sha256:0000000000000000000000000000000000000000000000000000000000000000";
+    for (i, b) in d.0.iter().enumerate() {
+        text[7 + 2 * i] = HEX[usize::from(b >> 4)];
+        text[8 + 2 * i] = HEX[usize::from(b & 0x0f)];
     }
-    out
+    // ASCII throughout, so this never fails.
+    std::str::from_utf8(&text).map(str::to_owned).unwrap_or_default()
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -455,6 +456,13 @@ mod tests {
     }
     fn is_invalid(r: Result<(), CommitError>) -> bool {
         matches!(r, Err(CommitError::InvalidCommit { .. }))
+    }
+
+    #[test]
+    fn digest_text_is_the_digest_display_form() {
+        for d in [Digest([0; 32]), Digest([0xab; 32]), Digest::of(b"keel")] {
+            assert_eq!(digest_text(d), d.to_string());
+        }
     }
 
     #[test]

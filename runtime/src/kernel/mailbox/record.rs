@@ -340,6 +340,6 @@ impl FromJson for SignalRecord {
 }
 
 fn decode_digest(value: &Json) -> Result<Digest, DecodeError> {
-    let text = String::from_json(value)?;
-    Digest::parse(&text).map_err(|e| DecodeError::invalid(e.to_string()))
+    let text = crate::json::decode_str(value)?;
+    Digest::parse(text).map_err(|e| DecodeError::invalid(e.to_string()))
 }
