@@ -149,7 +149,7 @@ impl BoundedText {
     }
 
     pub fn into_string(self) -> String {
-        self.0
+        self.0.to_string()
     }
 }
 
@@ -182,8 +182,11 @@ impl FromJson for BoundedText {
 
 /// A qualified name (names, kinds, capabilities, failure codes, event names):
 /// 1–[`MAX_QUALIFIED_NAME_BYTES`] bytes matching `[a-z][a-z0-9._-]*`. Ordered by bytes.
+///
+/// Shared text: names are cloned into every event, record copy and state, so a clone is a
+/// reference count, not an allocation (comparison, hashing and `Debug` are the text's).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct QualifiedName(String);
+pub struct QualifiedName(std::sync::Arc<str>);
 
 impl QualifiedName {
     pub fn parse(text: &str) -> Result<QualifiedName, TextError> {
@@ -203,7 +206,7 @@ impl QualifiedName {
                 });
             }
         }
-        Ok(QualifiedName(text.to_owned()))
+        Ok(QualifiedName(std::sync::Arc::from(text)))
     }
 
     /// A name written in the source (failure codes, event names). An invalid literal is a
@@ -221,7 +224,7 @@ impl QualifiedName {
     }
 
     pub fn into_string(self) -> String {
-        self.0
+        self.0.to_string()
     }
 }
 
@@ -249,12 +252,12 @@ impl std::fmt::Display for QualifiedName {
 }
 impl ToJson for QualifiedName {
     fn to_json(&self) -> Json {
-        Json::String(self.0.clone())
+        Json::String(self.0.to_string())
     }
 }
 impl crate::json::WriteJson for QualifiedName {
     fn write_json(&self, out: &mut String) {
-        crate::json::WriteJson::write_json(self.0.as_str(), out);
+        crate::json::WriteJson::write_json(&*self.0, out);
     }
 }
 impl FromJson for QualifiedName {

@@ -53,15 +53,22 @@ pub fn derive(prefix: &str, tag: &str, parts: &[&str]) -> String {
 macro_rules! identity {
     ($(#[$doc:meta])* $name:ident, $kind:literal) => {
         $(#[$doc])*
+        // Shared text: identities are cloned into every event, record copy and cut, so a
+        // clone is a reference count, not an allocation. Comparison and hashing are by text.
         #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub struct $name(String);
+        pub struct $name(std::sync::Arc<str>);
 
         impl $name {
             /// Validates identity text.
             pub fn parse(text: &str) -> Result<$name, IdError> {
                 validate_identity($kind, text)?;
                 $name::check_extra(text)?;
-                Ok($name(text.to_owned()))
+                Ok($name(std::sync::Arc::from(text)))
+            }
+            /// Wraps text this module derived (already valid by construction).
+            #[allow(dead_code)]
+            fn derived(text: String) -> $name {
+                $name(std::sync::Arc::from(text))
             }
             pub fn as_str(&self) -> &str {
                 &self.0
@@ -79,12 +86,12 @@ macro_rules! identity {
         }
         impl ToJson for $name {
             fn to_json(&self) -> Json {
-                Json::String(self.0.clone())
+                Json::String(self.0.to_string())
             }
         }
         impl crate::json::WriteJson for $name {
             fn write_json(&self, out: &mut String) {
-                crate::json::WriteJson::write_json(self.0.as_str(), out);
+                crate::json::WriteJson::write_json(&*self.0, out);
             }
         }
         impl FromJson for $name {
@@ -144,7 +151,7 @@ impl ProcessId {
     }
     /// `derive("process:", "child", start_child_effect_id)`.
     pub fn child(start_effect: &EffectId) -> ProcessId {
-        ProcessId(derive("process:", "child", &[start_effect.as_str()]))
+        ProcessId::derived(derive("process:", "child", &[start_effect.as_str()]))
     }
 }
 
@@ -166,15 +173,15 @@ impl SignalId {
     }
     /// The settlement Signal of an Effect: `derive("signal:engine:", "signal", effect_id)`.
     pub fn settlement(effect: &EffectId) -> SignalId {
-        SignalId(derive(ENGINE_SIGNAL_PREFIX, "signal", &[effect.as_str()]))
+        SignalId::derived(derive(ENGINE_SIGNAL_PREFIX, "signal", &[effect.as_str()]))
     }
     /// The opening Signal of a wait: `derive("signal:engine:", "wait-opened", wait_id)`.
     pub fn wait_opening(wait: &WaitId) -> SignalId {
-        SignalId(derive(ENGINE_SIGNAL_PREFIX, "wait-opened", &[wait.as_str()]))
+        SignalId::derived(derive(ENGINE_SIGNAL_PREFIX, "wait-opened", &[wait.as_str()]))
     }
     /// The satisfaction Signal of a child wait (answerable at most once).
     pub fn child_wait_satisfied(wait: &WaitId) -> SignalId {
-        SignalId(derive(ENGINE_SIGNAL_PREFIX, "child-wait-satisfied", &[wait.as_str()]))
+        SignalId::derived(derive(ENGINE_SIGNAL_PREFIX, "child-wait-satisfied", &[wait.as_str()]))
     }
 }
 
@@ -184,7 +191,7 @@ impl WaitId {
     }
     /// `derive("wait:", "wait", effect_id_of_the_wait_effect)`.
     pub fn of_effect(effect: &EffectId) -> WaitId {
-        WaitId(derive("wait:", "wait", &[effect.as_str()]))
+        WaitId::derived(derive("wait:", "wait", &[effect.as_str()]))
     }
 }
 
@@ -194,7 +201,7 @@ impl EffectId {
     }
     /// `derive("effect:", "effect", process, step_sequence, batch_index)`.
     pub fn derive(process: &ProcessId, step_sequence: u64, batch_index: u32) -> EffectId {
-        EffectId(derive(
+        EffectId::derived(derive(
             "effect:",
             "effect",
             &[process.as_str(), &step_sequence.to_string(), &batch_index.to_string()],
