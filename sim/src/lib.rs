@@ -24,6 +24,7 @@ pub mod cli;
 pub mod harness;
 pub mod coverage;
 pub mod limits;
+pub mod log_compaction;
 pub mod minimize;
 pub mod mutation;
 pub mod panics;

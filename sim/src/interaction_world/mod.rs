@@ -35,7 +35,7 @@ mod ledger;
 mod model;
 pub mod oracle;
 mod recording;
-mod run;
+pub(crate) mod run;
 pub mod scenarios;
 pub mod spec;
 pub mod spec_json;

@@ -18,7 +18,10 @@
 //! * `signal_dedupe`, `signal_conflict_refused`, `stale_answer_refused`, `resolve_accepted`
 //!   — checked by the host as it acts;
 //! * `expect.*` — the scenario's own expectations; `same_output` — a crash run settled from
-//!   truth, restored from compacted cuts, ends like the fault-free run without compaction.
+//!   truth, restored from compacted cuts, ends like the fault-free run without compaction;
+//! * `log_compaction_same_head` — on every eighth seed, after the run (`run.rs`): the run's
+//!   commits replayed into a compacted, reopened file log end at the memory store's heads
+//!   (`crate::log_compaction`).
 
 use super::context::Context;
 use super::driver::Ending;

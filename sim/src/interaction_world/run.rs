@@ -11,6 +11,7 @@ use crate::timeline::{MarkKind, Recorder, HOST_LANE};
 use crate::schedule::{FaultEvent, FaultSchedule};
 use crate::world::{RunOptions, RunReport, Violation};
 use keel::env::{Env, SeededRng};
+use keel::kernel::owner::CommitRequest;
 use std::sync::Arc;
 
 /// A report plus the comparable summary of how the run ended.
@@ -123,8 +124,30 @@ pub async fn run_world(env: Env, spec: Spec, scenario: &str, seed: u64, options:
     RunOutcome { report, summary, commits: log.commits, schedule, store: Some(store) }
 }
 
-/// Runs `spec` under madsim with `seed` (scheduling, latencies and ids all from the seed).
+/// Runs `spec` under madsim with `seed` (scheduling, latencies and ids all from the seed),
+/// then, on the seeds it samples, checks `log_compaction_same_head` over the run's commits.
 pub fn run_outcome_on_madsim(spec: &Spec, scenario: &str, seed: u64, options: &RunOptions) -> RunOutcome {
+    let mut out = run_outcome_unchecked(spec, scenario, seed, options);
+    check_log_compaction(&mut out, seed);
+    out
+}
+
+/// `log_compaction_same_head` (see [`crate::log_compaction`]) on a finished run: after the
+/// simulated runtime is gone, from the recorded requests only, so the trace is the run's.
+fn check_log_compaction(out: &mut RunOutcome, seed: u64) {
+    if !crate::log_compaction::selected(seed) {
+        return;
+    }
+    let Some(store) = &out.store else { return };
+    let requests: Vec<CommitRequest> = store.records().into_iter().filter(|r| r.reached).map(|r| r.request).collect();
+    let (violations, _) = crate::log_compaction::check_run(seed, &requests, store.memory());
+    out.report.invariants_checked += 1;
+    out.report.violations.extend(violations);
+}
+
+/// [`run_outcome_on_madsim`] without the file-log replay: for a run made as a reference (the
+/// crash matrix's fault-free run; the faulted run it is compared with is checked).
+pub(crate) fn run_outcome_unchecked(spec: &Spec, scenario: &str, seed: u64, options: &RunOptions) -> RunOutcome {
     let spec = spec.clone();
     let scenario = scenario.to_owned();
     let options = options.clone();

@@ -3,7 +3,7 @@
 //! their fault-free run), and scenario files loaded through the registry's file loader.
 
 use super::generate::generate;
-use super::run::{compares_output, run_outcome_on_madsim, RunOutcome};
+use super::run::{compares_output, run_outcome_on_madsim, run_outcome_unchecked, RunOutcome};
 use super::spec::{CommitFaultKind, Spec};
 use super::spec_json::{decode_bytes, load_file};
 use super::declared::expected_of;
@@ -117,7 +117,7 @@ pub fn crash_at(spec: &Spec, scenario: &str, seed: u64, commit: u64, fault: Comm
     let mut clean_spec = spec.clone();
     clean_spec.faults = Default::default();
     clean_spec.compaction = false;
-    let clean = run_outcome_on_madsim(&clean_spec, scenario, seed, &RunOptions::default());
+    let clean = run_outcome_unchecked(&clean_spec, scenario, seed, &RunOptions::default());
     clean_spec.compaction = spec.compaction;
     crash_after_clean(&clean_spec, &clean, scenario, seed, commit, fault, options)
 }

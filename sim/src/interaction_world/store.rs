@@ -7,6 +7,7 @@ use crate::limits::MAX_INTERACTION_CRASHES;
 use crate::swarm_rng::SwarmRng;
 use crate::timeline::{MarkKind, Recorder, STORE_LANE};
 use keel::env::BoxFuture;
+use keel::kernel::commit::faults::FAULT_FAIL_BEFORE;
 use keel::kernel::commit::{
     Activation, Checkpoint, CommitCall, CommitCallKind, CommitError, Committer, EffectBoundary, EffectBoundaryKind, Fault,
     FaultyCommitter, Head, MemoryCommitter,
@@ -21,6 +22,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 pub struct Recorded {
     pub request: CommitRequest,
     pub acknowledged: bool,
+    /// Whether the call reached the memory store (every call but an injected fail-before):
+    /// the calls a replay of the store repeats.
+    pub reached: bool,
 }
 
 /// What the fault plan did.
@@ -161,7 +165,8 @@ impl Store {
             let ack = if result.is_ok() { "acknowledged" } else { "not acknowledged" };
             self.timeline.commit(boundary, result.is_ok(), format!("commit {boundary} ({ack})"));
         }
-        lock(&self.records).push(Recorded { request, acknowledged: result.is_ok() });
+        let reached = !matches!(result, Err(CommitError::Injected { fault }) if fault == FAULT_FAIL_BEFORE);
+        lock(&self.records).push(Recorded { request, acknowledged: result.is_ok(), reached });
     }
 }
 

@@ -25,7 +25,9 @@
 //!   `mailbox_monotone` (records never change; only consumed Engine records leave, by
 //!   compaction), `mailbox_bounded` (no head keeps a record compaction would drop),
 //!   `usage_monotone`, `first_terminal_wins`, `frontier`, `terminal_consistency`, `allocation`, `fencing`, `durable_ack`,
-//!   `signal_admission`, `strategy_order`, `restore`, `commit_in_flight`, `kernel_contract`.
+//!   `signal_admission`, `strategy_order`, `restore`, `commit_in_flight`, `kernel_contract`;
+//! * and, on every eighth seed after the run (`world::run_world`), `log_compaction_same_head`
+//!   (`crate::log_compaction`): the commits replayed into a compacted, reopened file log.
 
 use super::bounds::MAX_VIOLATIONS;
 use super::compat::Violation;

@@ -150,6 +150,9 @@ pub(super) struct World {
     pub rng: SeededRng,
     pub memory: Arc<MemoryCommitter>,
     pub committer: Arc<FaultyCommitter<Arc<MemoryCommitter>>>,
+    /// Every commit that reached the memory store, in order, on the seeds whose log
+    /// compaction is checked after the run (`None` on the others: no copies).
+    pub reached: Option<Vec<CommitRequest>>,
     pub next_fault: Arc<Mutex<Option<Fault>>>,
     pub deployments: &'static Deployments,
     pub root_deployment: Deployment,
@@ -216,6 +219,7 @@ impl World {
             rng,
             memory,
             committer,
+            reached: crate::log_compaction::selected(seed).then(Vec::new),
             next_fault,
             deployments,
             root_deployment,
@@ -469,6 +473,9 @@ impl World {
         let stale = !matches!(request, CommitRequest::Activation(_))
             && self.memory.head(&self.root_id).is_some_and(|h| &h.cut.incarnation != self.instances[i].owner.incarnation());
         let result = futures::executor::block_on(direct::commit(self.committer.as_ref(), request));
+        if let Some(reached) = self.reached.as_mut().filter(|_| fault != Some(CommitFault::FailBefore)) {
+            reached.push(request.clone());
+        }
         let ord = self.instances[i].ordinal;
         self.log(format!("i{ord} store {} -> {}", boundary, result_name(&result)));
         if stale {
@@ -784,7 +791,15 @@ pub fn run_world(setup: &Setup, seed: u64, scenario: &str, keep_trace: bool) -> 
         }
     };
     let fatal = world.run().err();
+    let (reached, memory) = (world.reached.take(), world.memory.clone());
     let mut outcome = world.finish(seed, scenario, fatal);
+    // `log_compaction_same_head`, after the run and from its requests only: the trace is
+    // already hashed.
+    if let Some(requests) = reached {
+        let (violations, _) = crate::log_compaction::check_run(seed, &requests, &memory);
+        outcome.report.invariants_checked += 1;
+        outcome.report.violations.extend(violations);
+    }
     outcome.report.swarm.insert("workload.processes".into(), setup.workload.process_count().to_string());
     outcome.report.swarm.insert("workload.tree".into(), setup.workload.describe());
     outcome.report.swarm.insert("workload.root_budget".into(), format!("{:?}", setup.workload.root_budget));
