@@ -14,7 +14,7 @@
 //! [`selected`] picks pay for it.
 
 use crate::swarm_rng::SwarmRng;
-use crate::world::Violation;
+use crate::world::{RunReport, Violation};
 use keel::kernel::commit::{CommitError, Committer, FileCommitter, FileOptions, MemoryCommitter, LOCK_FILE_NAME, LOG_FILE_NAME};
 use keel::kernel::ids::ProcessId;
 use keel::kernel::owner::CommitRequest;
@@ -88,6 +88,13 @@ pub struct Replayed {
 /// naming the first divergence) and what the replay did.
 pub fn check_run(seed: u64, requests: &[CommitRequest], run_store: &MemoryCommitter) -> (Vec<Violation>, Replayed) {
     check_with(seed, requests, Some(run_store), &Plan::of(seed, requests.len()), Sabotage::None)
+}
+
+/// [`check_run`] recorded in `report`: one more invariant checked, and its violations.
+pub fn check_into(report: &mut RunReport, seed: u64, requests: &[CommitRequest], run_store: &MemoryCommitter) {
+    let (violations, _) = check_run(seed, requests, run_store);
+    report.invariants_checked += 1;
+    report.violations.extend(violations);
 }
 
 /// [`check_run`] with an explicit plan and sabotage; without `run_store` the replay's

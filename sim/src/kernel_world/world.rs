@@ -796,9 +796,7 @@ pub fn run_world(setup: &Setup, seed: u64, scenario: &str, keep_trace: bool) -> 
     // `log_compaction_same_head`, after the run and from its requests only: the trace is
     // already hashed.
     if let Some(requests) = reached {
-        let (violations, _) = crate::log_compaction::check_run(seed, &requests, &memory);
-        outcome.report.invariants_checked += 1;
-        outcome.report.violations.extend(violations);
+        crate::log_compaction::check_into(&mut outcome.report, seed, &requests, &memory);
     }
     outcome.report.swarm.insert("workload.processes".into(), setup.workload.process_count().to_string());
     outcome.report.swarm.insert("workload.tree".into(), setup.workload.describe());
