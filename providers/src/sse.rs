@@ -5,6 +5,10 @@
 //! or of a UTF-8 character); the decoder buffers until a line ends and emits an event at each
 //! blank line. Only `event` and `data` fields matter here; comments (`:` lines), `id` and
 //! `retry` are skipped. Lines end in LF, CRLF or CR.
+//!
+//! When the body ends, [`SseDecoder::finish`] hands over the last event even if its closing
+//! blank line (or its last line end) never came: servers differ in how they frame the end of
+//! a stream, and whether the stream was whole is for its content to say, not its framing.
 
 /// Largest event (its data lines plus the line being read) the decoder buffers. A provider
 /// event is one JSON delta, far below this.
@@ -78,6 +82,20 @@ impl SseDecoder {
         !self.line.is_empty() || self.data.is_some() || self.event.is_some()
     }
 
+    /// The body ended: the event still being read, as if its line and its blank line had
+    /// come. `None` when nothing but comments, empty lines or fields without data remain.
+    /// The caller judges whether that event is whole (its data may be cut anywhere).
+    pub fn finish(&mut self) -> Result<Option<SseEvent>, SseError> {
+        self.after_cr = false;
+        if !self.line.is_empty() {
+            // Cannot be an event: only a blank line dispatches one.
+            let _ = self.end_line()?;
+        }
+        self.buffered = 0;
+        let event = self.event.take();
+        Ok(self.data.take().map(|data| SseEvent { event, data }))
+    }
+
     fn end_line(&mut self) -> Result<Option<SseEvent>, SseError> {
         let line = std::mem::take(&mut self.line);
         if line.is_empty() {
@@ -145,5 +163,34 @@ mod tests {
         assert_eq!(decoder.push(&big), Err(SseError::TooLarge { limit: MAX_SSE_EVENT_BYTES }));
         let mut decoder = SseDecoder::new();
         assert_eq!(decoder.push(b"data: \xff\n\n"), Err(SseError::InvalidUtf8));
+    }
+
+    #[test]
+    fn finish_hands_over_the_last_event_whatever_its_framing() {
+        for tail in ["data: [DONE]", "data: [DONE]\n", "data: [DONE]\r\n", "data: [DONE]\r", "data: [DONE]\n: keep-alive"] {
+            for size in 1..=tail.len() {
+                let mut decoder = SseDecoder::new();
+                let mut events = Vec::new();
+                for chunk in tail.as_bytes().chunks(size) {
+                    events.extend(decoder.push(chunk).unwrap());
+                }
+                assert!(events.is_empty(), "{tail:?}: no blank line, no event yet");
+                assert_eq!(decoder.finish(), Ok(Some(data("[DONE]"))), "{tail:?} in chunks of {size}");
+                assert_eq!(decoder.finish(), Ok(None), "handed over once");
+            }
+        }
+        // Nothing but a comment, a blank line or a field without data: no event.
+        for tail in ["", ": keep-alive", ": keep-alive\n", "data: 1\n\n: ping", "event: message_stop\n", "id: 3"] {
+            let mut decoder = SseDecoder::new();
+            let done = decoder.push(tail.as_bytes()).unwrap();
+            assert_eq!(decoder.finish(), Ok(None), "{tail:?} (pushed {done:?})");
+        }
+        // A cut event comes out cut: judging it is the caller's part.
+        let mut decoder = SseDecoder::new();
+        decoder.push(b"event: x\ndata: {\"a\":").unwrap();
+        assert_eq!(decoder.finish(), Ok(Some(SseEvent { event: Some("x".into()), data: "{\"a\":".into() })));
+        let mut decoder = SseDecoder::new();
+        decoder.push(b"data: \xc3").unwrap();
+        assert_eq!(decoder.finish(), Err(SseError::InvalidUtf8), "a character cut in half");
     }
 }

@@ -3,8 +3,9 @@
 //! `message_start` carries the input usage; `content_block_start` opens a text or `tool_use`
 //! block at a content index; `content_block_delta` carries `text_delta` or
 //! `input_json_delta` fragments; `content_block_stop` closes a block; `message_delta`
-//! carries the `stop_reason` and cumulative output usage; `message_stop` ends the stream;
-//! `ping` is ignored and `error` fails the call. keel's tool call index is the ordinal of the
+//! carries the `stop_reason` and cumulative output usage; `message_stop` ends the stream (a
+//! body that ends without it, once the stop reason arrived and every block was closed, carried
+//! a whole answer too); `ping` is ignored and `error` fails the call. keel's tool call index is the ordinal of the
 //! `tool_use` block among the message's tool calls, not the content index.
 
 use super::response::{stop_reason, usage};
@@ -15,7 +16,7 @@ use crate::stream::EventParser;
 use crate::wire::{object, opt_str, opt_u64, parse_body, req_str};
 use keel::chat::{ResponseDelta, ToolCallDelta, Usage};
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a content index holds.
 #[derive(Debug)]
@@ -33,9 +34,19 @@ pub(crate) struct AnthropicEvents {
     tools: u32,
     usage: Option<Usage>,
     finished: bool,
+    /// Content blocks started and not yet stopped.
+    open: BTreeSet<u64>,
 }
 
 impl AnthropicEvents {
+    /// The end of the message: usage from `message_start` alone (no `message_delta` usage)
+    /// still counts.
+    fn stop(&self, out: &mut Vec<ResponseDelta>) {
+        if let Some(u) = self.usage {
+            out.push(ResponseDelta { usage: Some(u), ..ResponseDelta::default() });
+        }
+    }
+
     fn index(&self, data: &Map<String, Value>, what: &str) -> Result<u64, ProviderError> {
         opt_u64(PROVIDER, data, "index", what)?
             .ok_or_else(|| ProviderError::malformed(PROVIDER, format!("{what}.index is missing")))
@@ -89,6 +100,7 @@ impl EventParser for AnthropicEvents {
                 if self.blocks.insert(index, opened).is_some() {
                     return Err(ProviderError::malformed(PROVIDER, format!("content block {index} started twice")));
                 }
+                self.open.insert(index);
             }
             "content_block_delta" => {
                 let index = self.index(data, kind)?;
@@ -131,6 +143,7 @@ impl EventParser for AnthropicEvents {
             }
             "content_block_stop" => {
                 let index = self.index(data, kind)?;
+                self.open.remove(&index);
                 match self.blocks.get(&index) {
                     None => {
                         return Err(ProviderError::malformed(PROVIDER, format!("content block {index} stopped but never started")))
@@ -166,10 +179,7 @@ impl EventParser for AnthropicEvents {
                 out.push(delta);
             }
             "message_stop" => {
-                // Usage from message_start alone (no message_delta usage) still counts.
-                if let Some(u) = self.usage {
-                    out.push(ResponseDelta { usage: Some(u), ..ResponseDelta::default() });
-                }
+                self.stop(out);
                 return Ok(true);
             }
             "error" => {
@@ -187,8 +197,14 @@ impl EventParser for AnthropicEvents {
         Ok(false)
     }
 
-    fn complete_without_end(&self) -> bool {
-        false
+    fn end_without_terminal(&mut self, out: &mut Vec<ResponseDelta>) -> bool {
+        // `message_stop` carries nothing: once the stop reason arrived and every content block
+        // was closed, the answer is whole. Its usage is added as `message_stop` would.
+        let whole = self.finished && self.open.is_empty();
+        if whole {
+            self.stop(out);
+        }
+        whole
     }
 }
 

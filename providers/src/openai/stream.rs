@@ -3,7 +3,8 @@
 //! Each `data:` event is a `chat.completion.chunk`: `choices[0].delta` carries `content`,
 //! `refusal` and `tool_calls` fragments (assembled by keel's accumulator by their `index`),
 //! `choices[0].finish_reason` arrives once, and with `stream_options.include_usage` a last
-//! chunk with empty `choices` carries `usage`. `data: [DONE]` ends the stream.
+//! chunk with empty `choices` carries `usage`. `data: [DONE]` ends the stream; a body that
+//! ends without it after the finish reason carried a whole answer too.
 
 use super::response::{finish_reason, usage};
 use super::PROVIDER;
@@ -104,10 +105,14 @@ impl EventParser for OpenAiEvents {
         Ok(false)
     }
 
-    fn complete_without_end(&self) -> bool {
+    fn end_without_terminal(&mut self, _out: &mut Vec<ResponseDelta>) -> bool {
         // A server that closes after the finish reason without `[DONE]` still sent a whole
         // answer (only a trailing usage chunk could be missing).
         self.finished
+    }
+
+    fn is_whole(&self, data: &str) -> bool {
+        data.trim() == "[DONE]" || serde_json::from_str::<Value>(data).is_ok()
     }
 }
 
