@@ -82,6 +82,30 @@ async fn retryable_statuses_are_retried_honoring_retry_after() {
 }
 
 #[tokio::test]
+async fn a_stream_with_a_second_choice_fails_instead_of_merging() {
+    let server = serve(&["openai/stream_two_choices.json"]).await;
+    let reason = run(streaming(&server), user("Hi")).await.failure();
+    assert!(reason.contains("choice 1, a second answer") && reason.contains("`n` absent or 1"), "{reason}");
+    assert_eq!(server.received().len(), 1, "a started stream is never retried");
+    server.check_done().unwrap();
+}
+
+#[tokio::test]
+async fn n_above_one_is_refused_before_anything_is_sent() {
+    let server = serve(&[]).await;
+    let client = client(&server, pacing(&common::env()));
+    let mut request = keel::chat::Request::new(user("Hi"));
+    let mut extra = keel::json::Object::new();
+    extra.insert("n".into(), keel::json::Json::Number(keel::json::Number::parse("2").unwrap()));
+    request.options.extra = Some(extra);
+    let e = client.complete(&request).await.unwrap_err();
+    assert!(matches!(e, keel_providers::ProviderError::Request { .. }) && e.to_string().contains("n must be 1"), "{e}");
+    let e = client.open_stream(&request).await.err().expect("refused");
+    assert!(matches!(e, keel_providers::ProviderError::Request { .. }), "{e}");
+    assert!(server.received().is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
 async fn exhausted_retries_are_a_definite_failure() {
     let server = serve(&["openai/server_error_exhausted.json"]).await;
     let reason = run(complete(&server), user("Hi")).await.failure();

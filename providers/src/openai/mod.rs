@@ -11,6 +11,7 @@
 //! | response `content` / `refusal` | text parts; a refusal makes the finish reason `refusal` |
 //! | finish reasons | `stop`, `length`, `tool_calls` (and the old `function_call`), `content_filter`; anything else is `other` |
 //! | usage | `prompt_tokens` → input, `completion_tokens` → output |
+//! | `n` (through `options.extra`) | must be absent or 1: refused before sending otherwise, and a response or stream carrying a second choice fails the call (keel's response holds one answer; a stream's choices arrive interleaved, and merging them would garble the answer) |
 //!
 //! Streaming sends `stream: true` and `stream_options.include_usage` (turn it off with
 //! [`OpenAiConfig::stream_usage`] for servers that reject it).

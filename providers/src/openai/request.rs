@@ -53,7 +53,23 @@ pub(crate) fn body(request: &Request, model: &str, legacy_max_tokens: bool, stre
         }
     }
     merge_extra(PROVIDER, &mut body, options.extra.as_ref())?;
+    one_choice(&body)?;
     Ok(Value::Object(body))
+}
+
+/// Refuses `n` other than 1 (it can only come through `options.extra`), before anything is
+/// sent: keel's response holds one answer, so further choices would be billed and thrown
+/// away (complete mode) or interleaved with the first (a stream's choices arrive mixed,
+/// told apart only by their `index`). Several answers are several calls.
+fn one_choice(body: &Map<String, Value>) -> Result<(), ProviderError> {
+    match body.get("n") {
+        None | Some(Value::Null) => Ok(()),
+        Some(n) if n.as_u64() == Some(1) => Ok(()),
+        Some(n) => Err(ProviderError::request(
+            PROVIDER,
+            format!("options.extra.n is {n}: a keel response holds one answer, so n must be 1 (make one call per answer you need)"),
+        )),
+    }
 }
 
 /// Appends `message`; a keel tool message carrying several results becomes one `tool`
@@ -165,6 +181,24 @@ mod tests {
         no_tools.tools.clear();
         let b = body(&no_tools, "d", false, None).unwrap();
         assert!(b.get("tools").is_none() && b.get("tool_choice").is_none(), "no tool_choice without tools");
+    }
+
+    #[test]
+    fn several_choices_are_refused_before_sending() {
+        for (n, refused) in [(Json::Number(Number::parse("1").unwrap()), false), (Json::Null, false),
+            (Json::Number(Number::parse("2").unwrap()), true), (Json::Number(Number::parse("0").unwrap()), true),
+            (Json::String("2".into()), true)]
+        {
+            let mut r = request(ToolChoice::Auto);
+            r.options.extra.as_mut().unwrap().insert("n".into(), n.clone());
+            match body(&r, "d", false, Some(true)) {
+                Err(e) if refused => {
+                    assert!(matches!(e, ProviderError::Request { .. }) && e.to_string().contains("n must be 1"), "{n:?}: {e}")
+                }
+                Ok(_) if !refused => {}
+                other => panic!("n = {n:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

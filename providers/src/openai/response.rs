@@ -11,6 +11,10 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Response, ProviderError> {
     let value = parse_body(PROVIDER, bytes, "the response body")?;
     let root = object(PROVIDER, &value, "the response")?;
     let choices = opt_array(PROVIDER, root, "choices", "response")?;
+    if choices.len() > 1 {
+        // Same outcome as a stream carrying a second choice (see `stream`).
+        return Err(super::stream::several_choices(choices.len()));
+    }
     let choice = choices.first().ok_or_else(|| ProviderError::malformed(PROVIDER, "response.choices is empty"))?;
     let choice = object(PROVIDER, choice, "response.choices[0]")?;
     let message = choice
@@ -66,4 +70,19 @@ pub(crate) fn usage(usage: &Map<String, Value>) -> Result<Usage, ProviderError> 
     let input = opt_u64(PROVIDER, usage, "prompt_tokens", "usage")?.unwrap_or(0);
     let output = opt_u64(PROVIDER, usage, "completion_tokens", "usage")?.unwrap_or(0);
     Ok(Usage::new(input, output))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_response_with_several_choices_fails_like_a_stream_would() {
+        let two = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Mild."},"finish_reason":"stop"},
+            {"index":1,"message":{"role":"assistant","content":"Warm."},"finish_reason":"stop"}]}"#;
+        let e = parse(two).unwrap_err();
+        assert!(matches!(e, ProviderError::Malformed { .. }) && e.to_string().contains("2 choices"), "{e}");
+        let one = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Mild."},"finish_reason":"stop"}]}"#;
+        assert_eq!(parse(one).unwrap().message.unwrap().text(), "Mild.");
+    }
 }

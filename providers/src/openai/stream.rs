@@ -15,6 +15,15 @@ use crate::wire::{object, opt_array, opt_str, opt_u64, parse_body};
 use keel::chat::{FinishReason, ResponseDelta, ToolCallDelta};
 use serde_json::Value;
 
+/// Why several choices fail a call, and what to do.
+pub(crate) const ONE_ANSWER: &str =
+    "a keel response holds one answer, so the request must ask for one (`n` absent or 1; set `n: 1` in options.extra if the server defaults to more)";
+
+/// The error of a chunk or response carrying `count` choices.
+pub(crate) fn several_choices(count: usize) -> ProviderError {
+    ProviderError::malformed(PROVIDER, format!("{count} choices in one response; {ONE_ANSWER}"))
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct OpenAiEvents {
     refusal: bool,
@@ -42,8 +51,20 @@ impl EventParser for OpenAiEvents {
             return Err(ProviderError::Stream { provider: PROVIDER, kind, message: crate::error::bounded(message) });
         }
         let mut delta = ResponseDelta::default();
-        if let Some(choice) = opt_array(PROVIDER, chunk, "choices", "chunk")?.first() {
+        let choices = opt_array(PROVIDER, chunk, "choices", "chunk")?;
+        if choices.len() > 1 {
+            return Err(several_choices(choices.len()));
+        }
+        if let Some(choice) = choices.first() {
             let choice = object(PROVIDER, choice, "chunk.choices[0]")?;
+            // A stream's choices arrive interleaved, told apart only by `index`: a second one
+            // merged into the first would garble the answer, so the call fails instead.
+            if let Some(index) = opt_u64(PROVIDER, choice, "index", "chunk.choices[0]")?.filter(|i| *i != 0) {
+                return Err(ProviderError::malformed(
+                    PROVIDER,
+                    format!("the stream carries choice {index}, a second answer; {ONE_ANSWER}"),
+                ));
+            }
             if let Some(d) = choice.get("delta").filter(|d| !d.is_null()) {
                 let d = object(PROVIDER, d, "chunk.choices[0].delta")?;
                 let what = "chunk.choices[0].delta";
@@ -138,6 +159,21 @@ mod tests {
         .unwrap();
         assert_eq!(out[0].text.as_deref(), Some("No."));
         assert_eq!(out[1].finish_reason, Some(FinishReason::Refusal));
+    }
+
+    #[test]
+    fn a_second_choice_fails_the_stream_instead_of_merging() {
+        let first = r#"{"choices":[{"index":0,"delta":{"content":"Mild."},"finish_reason":null}]}"#;
+        for second in [
+            r#"{"choices":[{"index":1,"delta":{"content":"Warm."},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}"#,
+        ] {
+            let e = run(&[first, second]).unwrap_err();
+            assert!(matches!(e, ProviderError::Malformed { .. }) && e.to_string().contains("`n` absent or 1"), "{second}: {e}");
+        }
+        // Servers that omit the index of the one choice are fine.
+        let out = run(&[r#"{"choices":[{"delta":{"content":"x"}}]}"#]).unwrap();
+        assert_eq!(out[0].text.as_deref(), Some("x"));
     }
 
     #[test]
