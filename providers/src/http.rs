@@ -84,7 +84,12 @@ impl Transport {
                     if !is_retryable_status(status) {
                         return Err(self.status_error(response, attempt).await);
                     }
-                    let wait = retry_after(response.header("retry-after-ms"), response.header("retry-after"));
+                    let wait = retry_after(
+                        response.header("retry-after-ms"),
+                        response.header("retry-after"),
+                        response.header("date"),
+                        clock.now(),
+                    );
                     let placeholder = ProviderError::Status { provider: self.provider, status, attempts: attempt, body: String::new() };
                     (placeholder, wait, Some(response))
                 }

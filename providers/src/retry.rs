@@ -4,9 +4,9 @@
 //! made, or the provider refused the request with a retryable status before any response body
 //! was read. Everything else ends the call (see the crate docs for the whole table).
 
-use keel::env::{Clock, Rng};
+use keel::env::{Clock, Rng, Timestamp};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 /// Hard ceiling on [`RetryPolicy::max_attempts`], whatever the configuration says.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 16;
@@ -121,16 +121,40 @@ pub fn is_retryable_status(status: u16) -> bool {
 /// applies).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
-/// The wait a response asks for: `retry-after-ms` (milliseconds, sent by OpenAI) or
-/// `Retry-After` in delay-seconds. An HTTP-date or unparsable value is ignored (the computed
-/// backoff applies), since reading it would need the wall clock.
-pub fn retry_after(retry_after_ms: Option<&str>, retry_after: Option<&str>) -> Option<Duration> {
+/// The wait a refused response asks for: `retry-after-ms` (milliseconds, sent by OpenAI), or
+/// `Retry-After` as delay-seconds or as an HTTP date (IMF-fixdate, or the obsolete RFC 850
+/// and asctime forms), capped at [`MAX_RETRY_AFTER`]. `None` (the computed backoff applies)
+/// when none is given, or the value is unparsable, negative, or a date not after the
+/// reference.
+///
+/// A date is read against the response's own `Date` header when it has one, so the wait is
+/// the server's "retry at" minus the server's "now" and no clock skew between client and
+/// server enters. Without a `Date` header it is read against `now`, the client's keel clock
+/// (its wall time in production, simulated time under the simulator), so every wait still
+/// runs on the clock the retries run on.
+pub fn retry_after(
+    retry_after_ms: Option<&str>,
+    retry_after: Option<&str>,
+    date: Option<&str>,
+    now: Timestamp,
+) -> Option<Duration> {
     let from_ms = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0);
     let wait = match from_ms {
         Some(ms) => Duration::from_secs_f64((ms / 1000.0).min(MAX_RETRY_AFTER.as_secs_f64())),
         None => {
-            let seconds = retry_after?.trim().parse::<u64>().ok()?;
-            Duration::from_secs(seconds)
+            let value = retry_after?.trim();
+            match value.parse::<u64>() {
+                Ok(seconds) => Duration::from_secs(seconds),
+                Err(_) => {
+                    let at = httpdate::parse_http_date(value).ok()?;
+                    let reference = match date.map(|d| httpdate::parse_http_date(d.trim())) {
+                        Some(Ok(server_now)) => server_now,
+                        // No (or an unreadable) Date: the client's clock.
+                        _ => UNIX_EPOCH + Duration::from_millis(now.as_millis()),
+                    };
+                    at.duration_since(reference).ok().filter(|d| !d.is_zero())?
+                }
+            }
         }
     };
     Some(wait.min(MAX_RETRY_AFTER))
@@ -172,14 +196,48 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_prefers_milliseconds_and_ignores_dates() {
-        assert_eq!(retry_after(None, Some("2")), Some(Duration::from_secs(2)));
-        assert_eq!(retry_after(Some("250"), Some("2")), Some(Duration::from_millis(250)));
-        assert_eq!(retry_after(Some("x"), Some("1")), Some(Duration::from_secs(1)));
-        assert_eq!(retry_after(None, Some("Wed, 21 Oct 2015 07:28:00 GMT")), None);
-        assert_eq!(retry_after(None, Some("-1")), None);
-        assert_eq!(retry_after(None, Some("99999")), Some(MAX_RETRY_AFTER));
-        assert_eq!(retry_after(None, None), None);
+    fn retry_after_prefers_milliseconds_then_seconds() {
+        let now = Timestamp::UNIX_EPOCH;
+        assert_eq!(retry_after(None, Some("2"), None, now), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(Some("250"), Some("2"), None, now), Some(Duration::from_millis(250)));
+        assert_eq!(retry_after(Some("x"), Some("1"), None, now), Some(Duration::from_secs(1)));
+        assert_eq!(retry_after(None, Some("-1"), None, now), None);
+        assert_eq!(retry_after(None, Some("soon"), None, now), None);
+        assert_eq!(retry_after(None, Some("99999"), None, now), Some(MAX_RETRY_AFTER));
+        assert_eq!(retry_after(None, None, Some("Wed, 21 Oct 2015 07:28:00 GMT"), now), None);
+    }
+
+    #[test]
+    fn a_retry_after_date_is_read_against_the_server_date_else_the_clock() {
+        let server_now = "Wed, 21 Oct 2015 07:28:00 GMT";
+        // The server's Date decides, whatever the client's clock says.
+        for now in [Timestamp::UNIX_EPOCH, Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap()] {
+            for (at, wait) in [
+                ("Wed, 21 Oct 2015 07:28:03 GMT", Some(Duration::from_secs(3))),
+                // The obsolete forms a server may still send.
+                ("Wednesday, 21-Oct-15 07:28:05 GMT", Some(Duration::from_secs(5))),
+                ("Wed Oct 21 07:29:00 2015", Some(Duration::from_secs(60))),
+                // Now or past: nothing to wait for beyond the computed backoff.
+                ("Wed, 21 Oct 2015 07:28:00 GMT", None),
+                ("Wed, 21 Oct 2015 07:27:00 GMT", None),
+                // Capped like a delay in seconds.
+                ("Thu, 22 Oct 2015 07:28:00 GMT", Some(MAX_RETRY_AFTER)),
+                ("21 Oct 2015", None),
+            ] {
+                assert_eq!(retry_after(None, Some(at), Some(server_now), now), wait, "{at} at {now}");
+            }
+        }
+        // Without a (readable) Date, the client's clock is the reference.
+        let now = Timestamp::parse("2015-10-21T07:27:58.500Z").unwrap();
+        for date in [None, Some("yesterday")] {
+            assert_eq!(
+                retry_after(None, Some("Wed, 21 Oct 2015 07:28:00 GMT"), date, now),
+                Some(Duration::from_millis(1500)),
+                "Date {date:?}"
+            );
+        }
+        // retry-after-ms still wins.
+        assert_eq!(retry_after(Some("100"), Some("Wed, 21 Oct 2015 07:28:03 GMT"), Some(server_now), now), Some(Duration::from_millis(100)));
     }
 
     #[test]

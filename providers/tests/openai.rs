@@ -82,6 +82,33 @@ async fn retryable_statuses_are_retried_honoring_retry_after() {
 }
 
 #[tokio::test]
+async fn a_retry_after_date_is_honored_against_the_response_date() {
+    // The 429's Date is in 2015 and its Retry-After one second later: the wait is the server's
+    // second, not the distance to the client's clock (which would be no wait at all).
+    let server = serve(&["openai/retry_after_date.json"]).await;
+    let env = common::env();
+    let started = env.clock.now();
+    let response = run(complete(&server), user("Hi")).await.response();
+    assert_eq!(response.message.unwrap().text(), "Mild.");
+    let waited = env.clock.now().saturating_duration_since(started);
+    assert!(waited >= Duration::from_secs(1), "Retry-After date one second after Date was honored (waited {waited:?})");
+    assert!(waited < Duration::from_secs(5), "and no longer ({waited:?})");
+    server.check_done().unwrap();
+}
+
+#[tokio::test]
+async fn a_retry_after_date_past_the_deadline_makes_the_status_final_at_once() {
+    let server = serve(&["openai/retry_after_date_too_far.json"]).await;
+    let env = common::env();
+    let started = env.clock.now();
+    let reason = run(complete(&server), user("Hi")).await.failure();
+    assert!(reason.contains("HTTP 429") && reason.contains("1 attempt(s)"), "{reason}");
+    let waited = env.clock.now().saturating_duration_since(started);
+    assert!(waited < Duration::from_secs(5), "no wait toward a date past the retry deadline ({waited:?})");
+    server.check_done().unwrap();
+}
+
+#[tokio::test]
 async fn a_stream_with_a_second_choice_fails_instead_of_merging() {
     let server = serve(&["openai/stream_two_choices.json"]).await;
     let reason = run(streaming(&server), user("Hi")).await.failure();
