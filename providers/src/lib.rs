@@ -34,21 +34,29 @@
 //! | outcome of one attempt | retried? | when final: [`ProviderError`] | class → keel |
 //! |---|---|---|---|
 //! | connection refused / not established (includes DNS, TLS, connect timeout) | yes | `Connect` | provider failure → `ModelError::Provider` (settled `error`) |
-//! | HTTP 429, 408, 409 (honoring `retry-after-ms` / `Retry-After` seconds) | yes | `Status` | provider failure |
+//! | HTTP 429, 408, 409 (honoring `retry-after-ms` / `Retry-After` in seconds or as an HTTP date) | yes | `Status` | provider failure |
 //! | HTTP 5xx (including Anthropic's 529 overloaded) | yes | `Status` | provider failure |
 //! | any other non-2xx (400, 401, 403, 404, 413, 422, 3xx) | no | `Status` | provider failure |
 //! | 2xx whose body is not the documented format | no | `Malformed` | provider failure |
+//! | 2xx carrying a second choice (a server answering with several; merged they would garble the answer) | no | `Malformed` | provider failure |
 //! | an error event inside a started stream | no | `Stream` | provider failure |
-//! | keel request the provider format cannot carry | not sent | `Request` | provider failure |
+//! | keel request the provider format cannot carry (including `n` other than 1 in `options.extra`: a response holds one answer) | not sent | `Request` | provider failure |
 //! | no answer within [`Timeouts::response`], or a stream silent for [`Timeouts::stream_idle`] | no | `Timeout` | **unknown** → `ModelError::Unknown` (dispatch error: the Effect stays unknown until the host resolves it) |
-//! | connection lost after the request was sent (mid-response, mid-stream, stream cut before its final event) | no | `ConnectionLost` | **unknown** |
+//! | connection lost after the request was sent (mid-response, mid-stream, a stream ending inside an event or before its answer was complete) | no | `ConnectionLost` | **unknown** |
 //! | misconfiguration (no key for the official endpoint, bad base URL) | not sent | `Config` | host failure → `ModelError::Host` (settled `host_error`) |
 //!
 //! Retries stop at [`RetryPolicy::max_attempts`] (clamped to [`MAX_ATTEMPTS_LIMIT`]) or when
 //! the next wait would pass [`RetryPolicy::total_deadline`], whichever comes first; the last
 //! outcome is then final. Backoff doubles from [`RetryPolicy::initial_backoff`] up to
 //! [`RetryPolicy::max_backoff`] with jitter in the upper half of each step; a Retry-After
-//! replaces the computed backoff (capped at [`MAX_RETRY_AFTER`]).
+//! replaces the computed backoff (capped at [`MAX_RETRY_AFTER`]). A Retry-After date is read
+//! against the response's own `Date` header (else the keel clock), see [`retry_after`].
+//!
+//! A stream's end is judged by what arrived, not by its framing: the terminal event
+//! (`data: [DONE]`, `message_stop`) may be missing once the finish reason arrived, and the
+//! last event may lack its blank line or line end (LF or CRLF) or be followed by a keep-alive
+//! comment. A body ending inside an event (its JSON cut) or before the finish reason is a lost
+//! connection.
 //!
 //! # Testing
 //!
