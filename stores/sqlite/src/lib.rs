@@ -20,10 +20,11 @@
 
 mod committer;
 mod error;
+mod open;
 mod rows;
 pub mod schema;
 
-pub use committer::{SqliteCommitter, TreeSummary};
+pub use committer::{SqliteCommitter, TreeSummary, BUSY_TIMEOUT};
 pub use error::OpenError;
 pub use keel::kernel::commit::TreeDamage;
 
