@@ -23,6 +23,7 @@ mod error;
 mod open;
 mod rows;
 pub mod schema;
+pub mod wal;
 
 pub use committer::{SqliteCommitter, TreeSummary, BUSY_TIMEOUT};
 pub use error::OpenError;

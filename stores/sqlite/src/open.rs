@@ -1,5 +1,5 @@
 //! Opening a database file: telling a keel store from anything else before writing, the
-//! writer's connection (WAL, `synchronous=FULL`, migration) and the read-only
+//! writer's connection (WAL, `synchronous=FULL`, migration, the WAL bound) and the read-only
 //! one (no write of any kind).
 
 use crate::committer::BUSY_TIMEOUT;
@@ -134,6 +134,7 @@ pub(crate) fn writer(path: &Path, existing: bool) -> Result<Connection, OpenErro
         return Err(OpenError::NoWal { path: path.to_path_buf(), mode });
     }
     conn.pragma_update(None, "synchronous", "FULL").map_err(fail)?;
+    crate::wal::bound(&mut conn).map_err(fail)?;
     if !current {
         migrate(&mut conn, path)?;
     }
