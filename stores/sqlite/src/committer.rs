@@ -1,8 +1,8 @@
 //! [`SqliteCommitter`]: the commit rules decided inside one SQLite transaction per commit.
 
 use crate::error::OpenError;
+use crate::open;
 use crate::rows::{self, Reason};
-use crate::schema::{MIGRATIONS, SCHEMA_VERSION, VERSION_TABLE};
 use keel::env::BoxFuture;
 use keel::json::Digest;
 use keel::kernel::commit::{
@@ -112,7 +112,20 @@ fn bodiless_cut(root: ProcessId, incarnation: IncarnationId, digest: Digest) -> 
 }
 
 fn storage(e: rusqlite::Error) -> CommitError {
-    CommitError::Storage { message: format!("sqlite: {e}") }
+    let message = match e.sqlite_error_code() {
+        // A conflict with another writer, not a failing disk: say which.
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => format!(
+            "sqlite: another connection held the store's write lock for more than {} s (another \
+             process committing to, migrating or checkpointing the same file); nothing was \
+             written: retry once it is done",
+            BUSY_TIMEOUT.as_secs()
+        ),
+        Some(ErrorCode::ReadOnly) => format!(
+            "sqlite: the store is open read-only ({e}); open it with `SqliteCommitter::open` to write"
+        ),
+        _ => format!("sqlite: {e}"),
+    };
+    CommitError::Storage { message }
 }
 
 fn damaged(root: &ProcessId, reason: impl Into<String>) -> CommitError {
@@ -134,6 +147,10 @@ struct StoredHead {
 impl SqliteCommitter {
     /// Opens (creating and migrating if needed) the store in the database file `path` with the
     /// default cut bound ([`DEFAULT_MAX_COMMIT_RECORD_BYTES`]).
+    ///
+    /// A missing or empty file becomes a new store. Any other file is looked at read-only
+    /// first: a file that is not a keel store (not SQLite, another program's tables or
+    /// `application_id`, a newer keel schema) is refused before anything is written to it.
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteCommitter, OpenError> {
         SqliteCommitter::open_with_limit(path, DEFAULT_MAX_COMMIT_RECORD_BYTES)
     }
@@ -144,23 +161,29 @@ impl SqliteCommitter {
         max_record_bytes: usize,
     ) -> Result<SqliteCommitter, OpenError> {
         let path = path.as_ref().to_path_buf();
-        let fail = |source: rusqlite::Error| match source.sqlite_error_code() {
-            Some(ErrorCode::NotADatabase) => OpenError::NotADatabase { path: path.clone() },
-            _ => OpenError::Sqlite { path: path.clone(), source },
-        };
-        let mut conn = Connection::open(&path).map_err(fail)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
-        let mode: String =
-            conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(fail)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(OpenError::NoWal { path, mode });
-        }
-        conn.pragma_update(None, "synchronous", "FULL").map_err(fail)?;
-        migrate(&mut conn, &path).map_err(|e| match e {
-            Migrate::Sqlite(source) => fail(source),
-            Migrate::Open(e) => e,
-        })?;
+        let conn = open::writer(&path, false)?;
         Ok(SqliteCommitter { path, max_record_bytes, conn: Mutex::new(conn) })
+    }
+
+    /// Opens an existing store as its writer (like [`SqliteCommitter::open`]), but never makes
+    /// a new one: a missing or empty file is [`OpenError::NotFound`] / [`OpenError::Empty`].
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<SqliteCommitter, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        let conn = open::writer(&path, true)?;
+        Ok(SqliteCommitter { path, max_record_bytes: DEFAULT_MAX_COMMIT_RECORD_BYTES, conn: Mutex::new(conn) })
+    }
+
+    /// Opens an existing store for reading only (`SQLITE_OPEN_READ_ONLY`): no journal mode
+    /// change, no migration, no write of any kind, so inspecting a file never changes it.
+    /// Loads, [`history`](SqliteCommitter::history), [`trees`](SqliteCommitter::trees) and
+    /// [`damaged_trees`](SqliteCommitter::damaged_trees) work while writers run; commits and
+    /// [`vacuum`](SqliteCommitter::vacuum) fail with `CommitError::Storage` saying the store is
+    /// read-only. A missing or empty file, another program's file, and a store of an older
+    /// (not yet migrated) or newer schema are typed errors.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteCommitter, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        let conn = open::reader(&path)?;
+        Ok(SqliteCommitter { path, max_record_bytes: DEFAULT_MAX_COMMIT_RECORD_BYTES, conn: Mutex::new(conn) })
     }
 
     /// The database file.
@@ -514,68 +537,6 @@ fn read_history(conn: &Connection, root: &str) -> Result<Vec<CommitRecord>, Reas
         out.push(record);
     }
     Ok(out)
-}
-
-enum Migrate {
-    Sqlite(rusqlite::Error),
-    Open(OpenError),
-}
-
-impl From<rusqlite::Error> for Migrate {
-    fn from(e: rusqlite::Error) -> Migrate {
-        Migrate::Sqlite(e)
-    }
-}
-
-/// Brings the file to [`SCHEMA_VERSION`] in one transaction (see [`crate::schema`]).
-fn migrate(conn: &mut Connection, path: &Path) -> Result<(), Migrate> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let has_version_table: bool = tx.query_row(
-        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'keel_schema'",
-        [],
-        |r| r.get(0),
-    )?;
-    if !has_version_table {
-        let other_tables: i64 = tx.query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'",
-            [],
-            |r| r.get(0),
-        )?;
-        if other_tables > 0 {
-            return Err(Migrate::Open(OpenError::NotAKeelStore { path: path.to_path_buf() }));
-        }
-        tx.execute_batch(VERSION_TABLE)?;
-    }
-    let versions: Vec<rusqlite::types::Value> = tx
-        .prepare("SELECT version FROM keel_schema")?
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
-    let damaged = |reason: String| Migrate::Open(OpenError::DamagedSchema { path: path.to_path_buf(), reason });
-    let version = match versions.as_slice() {
-        [] if !has_version_table => 0,
-        [] => return Err(damaged("the version table is empty".into())),
-        [rusqlite::types::Value::Integer(v)] if *v >= 0 => *v,
-        [other] => return Err(damaged(format!("version {other:?}"))),
-        _ => return Err(damaged(format!("{} version rows", versions.len()))),
-    };
-    if version > SCHEMA_VERSION {
-        return Err(Migrate::Open(OpenError::NewerSchema {
-            path: path.to_path_buf(),
-            found: version,
-            known: SCHEMA_VERSION,
-        }));
-    }
-    if version == SCHEMA_VERSION {
-        return Ok(()); // nothing to write: the transaction rolls back on drop
-    }
-    let from = usize::try_from(version).unwrap_or(usize::MAX);
-    for step in MIGRATIONS.iter().skip(from) {
-        tx.execute_batch(step)?;
-    }
-    tx.execute("DELETE FROM keel_schema", [])?;
-    tx.execute("INSERT INTO keel_schema (version) VALUES (?1)", [SCHEMA_VERSION])?;
-    tx.commit()?;
-    Ok(())
 }
 
 impl Committer for SqliteCommitter {

@@ -14,16 +14,25 @@
 //! the database, not by either process's memory. The database runs in WAL mode with
 //! `synchronous=FULL`: a commit is acknowledged only after its transaction reached the disk.
 //!
-//! Layout, schema versions and failure behavior: see [`schema`] and [`SqliteCommitter`].
+//! It writes only to its own files: a file is identified read-only first (keel's
+//! `application_id`, [`schema::APPLICATION_ID`], or its schema table) and another program's
+//! database is refused untouched. [`SqliteCommitter::open_read_only`] inspects a store
+//! without writing anything, and the writer keeps the write-ahead log within a bound even
+//! while other connections read ([`wal`]).
+//!
+//! Layout, schema versions and failure behavior: see [`schema`], [`wal`] and
+//! [`SqliteCommitter`].
 
 #![forbid(unsafe_code)]
 
 mod committer;
 mod error;
+mod open;
 mod rows;
 pub mod schema;
+pub mod wal;
 
-pub use committer::{SqliteCommitter, TreeSummary};
+pub use committer::{SqliteCommitter, TreeSummary, BUSY_TIMEOUT};
 pub use error::OpenError;
 pub use keel::kernel::commit::TreeDamage;
 

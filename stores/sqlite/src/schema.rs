@@ -17,8 +17,20 @@
 //! (`process:…`, `incarnation:…`, `sha256:…`), so the tables read well in the `sqlite3` shell.
 //!
 //! Tables are `STRICT`: SQLite refuses a value of the wrong type instead of storing it.
-//! Opening a file migrates it, in one transaction, from its version to [`SCHEMA_VERSION`] by
-//! running [`MIGRATIONS`] in order; a file from a newer keel is refused.
+//! A writer's open migrates a file, in one transaction, from its version to [`SCHEMA_VERSION`]
+//! by running [`MIGRATIONS`] in order; a file from a newer keel is refused.
+//!
+//! **How a file says it is keel's.** The database header's `application_id` is
+//! [`APPLICATION_ID`] (`0x6B65656C`, the ASCII bytes `keel`; `file(1)` and `sqlite3`'s
+//! `.dbinfo` show it). Stores written before keel set it have id 0 and a `keel_schema` table:
+//! they are recognized by the table and get the id in the same transaction as their first
+//! write by a newer keel. Any other non-zero id, or tables without `keel_schema`, is another
+//! program's database: every open refuses it before writing anything (no WAL switch, no table,
+//! no id). An empty file (0 bytes, or a database without any table) holds no store yet: a
+//! writer initializes it, an inspection refuses it.
+
+/// The `application_id` of every keel store (the ASCII bytes `keel`, big-endian).
+pub const APPLICATION_ID: i32 = 0x6B65_656C;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = 1;

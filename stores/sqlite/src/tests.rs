@@ -8,7 +8,7 @@ use keel::kernel::commit::{
 };
 use keel::kernel::ids::{EffectId, IncarnationId, ProcessId};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A fresh database path in its own temp directory, removed on drop.
 struct TempDb(PathBuf);
@@ -284,4 +284,218 @@ fn cuts_above_the_bound_are_refused_and_nothing_is_written() {
     assert!(matches!(got, Err(CommitError::RecordTooLarge { max: 400, .. })), "{got:?}");
     assert_eq!(store.history(&r).unwrap().len(), 1);
     block_on(store.commit_checkpoint(&progress(2, &a, &cut(&r, "b", 1)))).unwrap();
+}
+
+
+/// The database file's bytes and whether SQLite's `-wal` / `-shm` files exist beside it.
+fn on_disk(path: &std::path::Path) -> (Vec<u8>, bool, bool) {
+    let side = |suffix: &str| std::path::Path::new(&format!("{}{suffix}", path.display())).exists();
+    (std::fs::read(path).unwrap(), side("-wal"), side("-shm"))
+}
+
+/// Another program's databases: tables of its own (in rollback-journal mode, SQLite's
+/// default), or an application id of its own.
+fn foreign_files() -> Vec<(&'static str, TempDb)> {
+    let tables = TempDb::new();
+    tables.raw().execute_batch("CREATE TABLE customers (name TEXT); INSERT INTO customers VALUES ('ada')").unwrap();
+    let marked = TempDb::new();
+    marked.raw().execute_batch("PRAGMA application_id = 305419896; CREATE TABLE t (x); DROP TABLE t").unwrap();
+    vec![("tables", tables), ("application id", marked)]
+}
+
+#[test]
+fn another_programs_database_is_refused_before_any_write() {
+    for (what, db) in foreign_files() {
+        let before = on_disk(&db.path());
+        assert!(!before.1 && !before.2, "{what}: a fresh rollback-journal database has no -wal/-shm");
+        for opened in [SqliteCommitter::open(db.path()).err(), SqliteCommitter::open_read_only(db.path()).err()] {
+            match (what, opened) {
+                ("tables", Some(OpenError::NotAKeelStore { .. })) => {}
+                ("application id", Some(e @ OpenError::ForeignApplication { application_id: 0x1234_5678, .. })) => {
+                    assert!(e.to_string().contains("nothing was written"), "{e}");
+                }
+                (_, other) => panic!("{what}: {other:?}"),
+            }
+            // Byte for byte as it was: not switched to WAL, no keel table, no id.
+            assert!(on_disk(&db.path()) == before, "{what}: the file changed");
+        }
+        let mode: String = db.raw().query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+        assert_eq!(mode, "delete", "{what}");
+    }
+}
+
+#[test]
+fn new_stores_carry_keels_application_id_and_older_stores_get_it_from_their_next_writer() {
+    let db = TempDb::new();
+    let r = root("old");
+    let last = {
+        let store = SqliteCommitter::open(db.path()).unwrap();
+        populate(&store, std::slice::from_ref(&r))
+    };
+    let id = |db: &TempDb| -> i32 { db.raw().query_row("PRAGMA application_id", [], |r| r.get(0)).unwrap() };
+    assert_eq!(id(&db), schema::APPLICATION_ID);
+    // A store written before keel set the id: recognized by its schema, read as it is...
+    corrupt(&db, "PRAGMA application_id = 0");
+    let reader = SqliteCommitter::open_read_only(db.path()).unwrap();
+    assert_eq!(reader.head(&r).unwrap().unwrap().cut, last[0]);
+    drop(reader);
+    assert_eq!(id(&db), 0, "inspection does not tag it");
+    // ...and tagged by its next writer, which serves it unchanged.
+    let store = SqliteCommitter::open(db.path()).unwrap();
+    assert_eq!(id(&db), schema::APPLICATION_ID);
+    assert_eq!(store.head(&r).unwrap().unwrap().cut, last[0]);
+    assert!(store.damaged_trees().unwrap().is_empty());
+}
+
+#[test]
+fn inspection_writes_nothing_and_refuses_what_it_cannot_read() {
+    // An empty file: no store yet. Inspection and `open_existing` leave it empty; a writer's
+    // open makes it a store.
+    let db = TempDb::new();
+    std::fs::write(db.path(), b"").unwrap();
+    assert!(matches!(SqliteCommitter::open_read_only(db.path()), Err(OpenError::Empty { .. })));
+    assert!(matches!(SqliteCommitter::open_existing(db.path()), Err(OpenError::Empty { .. })));
+    assert_eq!(on_disk(&db.path()), (Vec::new(), false, false));
+    assert!(matches!(SqliteCommitter::open_read_only(db.0.join("missing.sqlite")), Err(OpenError::NotFound { .. })));
+    assert!(!db.0.join("missing.sqlite").exists());
+    SqliteCommitter::open(db.path()).unwrap();
+
+    // A keel store: read while nothing changes in the database file.
+    let db = TempDb::new();
+    let r = root("read");
+    let last = {
+        let store = SqliteCommitter::open(db.path()).unwrap();
+        populate(&store, std::slice::from_ref(&r))
+    };
+    let before = std::fs::read(db.path()).unwrap();
+    let reader = SqliteCommitter::open_read_only(db.path()).unwrap();
+    assert_eq!(reader.head(&r).unwrap().unwrap().cut, last[0]);
+    assert_eq!(reader.history(&r).unwrap().len(), 3);
+    assert_eq!(reader.trees().unwrap().len(), 1);
+    assert!(reader.damaged_trees().unwrap().is_empty());
+    let next = cut(&r, "d", 1);
+    match block_on(reader.commit_checkpoint(&progress(4, &last[0], &next))) {
+        Err(CommitError::Storage { message }) => assert!(message.contains("read-only"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    drop(reader);
+    assert!(std::fs::read(db.path()).unwrap() == before, "inspection changed the database file");
+
+    // Schemas it does not read, older (not migrated) or newer: typed, and nothing migrated.
+    for (version, older) in [(0, true), (9, false)] {
+        corrupt(&db, &format!("UPDATE keel_schema SET version = {version}"));
+        match (SqliteCommitter::open_read_only(db.path()), older) {
+            (Err(e @ OpenError::OlderSchema { found: 0, known: 1, .. }), true) => {
+                assert!(e.to_string().contains("migrate"), "{e}");
+            }
+            (Err(OpenError::NewerSchema { found: 9, known: 1, .. }), false) => {}
+            (other, _) => panic!("version {version}: {:?}", other.err()),
+        }
+        let stored: i64 = db.raw().query_row("SELECT version FROM keel_schema", [], |r| r.get(0)).unwrap();
+        assert_eq!(stored, version);
+    }
+}
+
+fn wal_bytes(db: &TempDb) -> u64 {
+    std::fs::metadata(format!("{}-wal", db.path().display())).map_or(0, |m| m.len())
+}
+
+/// The log's bound in bytes plus the frames of one commit of [`commit_large`] (a 100 kB cut
+/// is under 40 pages), at SQLite's 4096-byte pages (a frame is a page and 24 bytes).
+const WAL_TEST_BOUND: u64 = (wal::WAL_BOUND_FRAMES as u64 + 40) * (4096 + 24) + 32;
+
+/// Commits a cut of about 100 kB whose size changes at every sequence (SQLite rewrites a row
+/// of the same size only where its bytes differ), about 30 frames of log each.
+fn commit_large(store: &SqliteCommitter, r: &ProcessId, sequence: u64, previous: Option<&TreeCut>) -> TreeCut {
+    let noise: String = (0..1600).map(|i| Digest::of(format!("{i}").as_bytes()).hex()).collect();
+    let next = cut(r, &format!("{sequence}{}", &noise[..100_000 - (sequence as usize % 64) * 8]), 1);
+    match previous {
+        None => block_on(store.commit_checkpoint(&start(&next))).unwrap(),
+        Some(previous) => block_on(store.commit_checkpoint(&progress(sequence, previous, &next))).unwrap(),
+    }
+    next
+}
+
+#[test]
+fn the_write_ahead_log_stays_within_its_bound_while_readers_overlap() {
+    let db = TempDb::new();
+    let store = SqliteCommitter::open(db.path()).unwrap();
+    let r = root("busy");
+    let stop = AtomicBool::new(false);
+    let mut largest = 0;
+    std::thread::scope(|s| {
+        // Readers whose read transactions overlap, so that nearly always one of them holds a
+        // snapshot (as other processes loading trees do): the pattern that starves SQLite's
+        // own (passive) checkpoint.
+        for n in 0..3 {
+            let stop = &stop;
+            let reader = db.raw();
+            s.spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(5 * n));
+                while !stop.load(Ordering::Relaxed) {
+                    reader.execute_batch("BEGIN; SELECT count(*) FROM keel_heads;").unwrap();
+                    std::thread::sleep(std::time::Duration::from_millis(15));
+                    reader.execute_batch("COMMIT").unwrap();
+                }
+            });
+        }
+        let mut previous = None;
+        for sequence in 1..250 {
+            previous = Some(commit_large(&store, &r, sequence, previous.as_ref()));
+            largest = largest.max(wal_bytes(&db));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(largest <= WAL_TEST_BOUND, "the write-ahead log reached {largest} bytes, bound {WAL_TEST_BOUND}");
+    assert!(store.damaged_trees().unwrap().is_empty());
+}
+
+#[test]
+fn a_reader_that_never_lets_go_costs_a_wait_per_quarter_bound_and_fails_no_commit() {
+    let db = TempDb::new();
+    let store = SqliteCommitter::open(db.path()).unwrap();
+    let r = root("pinned");
+    let mut previous = Some(commit_large(&store, &r, 1, None));
+    let reader = db.raw();
+    reader.execute_batch("BEGIN; SELECT count(*) FROM keel_heads;").unwrap();
+    // About 4,500 frames: the log crosses the bound once while the reader pins it. The
+    // checkpoint waits out the busy timeout and gives up; the commit still succeeds.
+    let began = std::time::Instant::now();
+    for sequence in 2..150 {
+        previous = Some(commit_large(&store, &r, sequence, previous.as_ref()));
+    }
+    let waited = began.elapsed();
+    assert!(wal_bytes(&db) > WAL_TEST_BOUND, "the pinned log cannot have been emptied");
+    // One wait, not one per commit past the bound (that would be minutes).
+    assert!(waited < BUSY_TIMEOUT * 3, "{waited:?}");
+    // Once the reader lets go, the next attempt (a quarter bound later) empties the log.
+    reader.execute_batch("COMMIT").unwrap();
+    for sequence in 150..200 {
+        previous = Some(commit_large(&store, &r, sequence, previous.as_ref()));
+    }
+    assert!(wal_bytes(&db) < WAL_TEST_BOUND / 2, "{} bytes", wal_bytes(&db));
+    assert_eq!(store.history(&r).unwrap().len(), 199);
+}
+
+#[test]
+fn a_writer_kept_waiting_by_another_connection_is_told_so() {
+    let db = TempDb::new();
+    let store = SqliteCommitter::open(db.path()).unwrap();
+    let r = root("waiting");
+    let other = db.raw();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    match block_on(store.commit_checkpoint(&start(&cut(&r, "a", 1)))) {
+        Err(CommitError::Storage { message }) => {
+            assert!(message.contains("another connection held the store's write lock"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A writer's open that must migrate (here: tag an older store) waits for the same lock.
+    other.execute_batch("PRAGMA application_id = 0; COMMIT; BEGIN IMMEDIATE").unwrap();
+    match SqliteCommitter::open(db.path()) {
+        Err(e @ OpenError::Busy { .. }) => assert!(e.to_string().contains("another connection"), "{e}"),
+        other => panic!("{:?}", other.err()),
+    }
+    other.execute_batch("COMMIT").unwrap();
+    block_on(store.commit_checkpoint(&start(&cut(&r, "a", 1)))).unwrap();
 }

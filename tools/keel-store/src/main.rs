@@ -15,7 +15,7 @@ use keel::kernel::commit::{audit_history, Head};
 use keel::kernel::ids::ProcessId;
 use keel::kernel::snapshot::TreeSnapshot;
 use std::process::ExitCode;
-use store::Store;
+use store::{Intent, Store};
 
 /// A failed command: what to print and how to exit.
 struct Failure {
@@ -43,7 +43,8 @@ fn main() -> ExitCode {
         println!("{}", cli::USAGE);
         return ExitCode::SUCCESS;
     };
-    let store = match Store::open(&store) {
+    let intent = if command == Command::Compact { Intent::Write } else { Intent::Inspect };
+    let store = match Store::open(&store, intent) {
         Ok(store) => store,
         Err(message) => {
             eprintln!("keel-store: {message}");

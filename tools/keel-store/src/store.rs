@@ -25,13 +25,23 @@ pub struct Listed {
     pub head: Result<Head, String>,
 }
 
+/// What the command will do with the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Intent {
+    /// Read only: a SQLite store is opened read-only (no journal-mode change, no migration,
+    /// nothing written; an empty or foreign file is refused as it is).
+    Inspect,
+    /// Write (compact): a SQLite store is opened as its writer, which never makes a new store.
+    Write,
+}
+
 impl Store {
     /// Opens an existing store (never creates one: a mistyped path is an error, not a new
     /// empty store).
-    pub fn open(arg: &StoreArg) -> Result<Store, String> {
+    pub fn open(arg: &StoreArg, intent: Intent) -> Result<Store, String> {
         match arg {
             StoreArg::File(dir) => open_file(dir),
-            StoreArg::Sqlite(path) => open_sqlite(path),
+            StoreArg::Sqlite(path) => open_sqlite(path, intent),
             StoreArg::Detect(path) => {
                 if path.is_dir() {
                     return open_file(path);
@@ -41,7 +51,7 @@ impl Store {
                     .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
                     .map_err(|e| format!("{}: {e}", path.display()));
                 match read {
-                    Ok(()) if &magic == SQLITE_MAGIC => open_sqlite(path),
+                    Ok(()) if &magic == SQLITE_MAGIC => open_sqlite(path, intent),
                     Ok(()) if magic.starts_with(LOG_MAGIC_PREFIX) => {
                         open_file(path.parent().unwrap_or_else(|| Path::new(".")))
                     }
@@ -179,9 +189,13 @@ fn open_file(dir: &Path) -> Result<Store, String> {
     FileCommitter::open(dir).map(Store::File).map_err(|e| e.to_string())
 }
 
-fn open_sqlite(path: &Path) -> Result<Store, String> {
+fn open_sqlite(path: &Path, intent: Intent) -> Result<Store, String> {
     if !path.is_file() {
         return Err(format!("{} does not exist (keel-store never creates a store)", path.display()));
     }
-    SqliteCommitter::open(path).map(Store::Sqlite).map_err(|e| e.to_string())
+    let opened = match intent {
+        Intent::Inspect => SqliteCommitter::open_read_only(path),
+        Intent::Write => SqliteCommitter::open_existing(path),
+    };
+    opened.map(Store::Sqlite).map_err(|e| e.to_string())
 }
