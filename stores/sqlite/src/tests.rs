@@ -416,13 +416,18 @@ fn commit_large(store: &SqliteCommitter, r: &ProcessId, sequence: u64, previous:
     next
 }
 
+/// The two log-bound tests run one at a time: the second stalls its writer for the whole busy
+/// timeout on purpose.
+static WAL_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn the_write_ahead_log_stays_within_its_bound_while_readers_overlap() {
+    let _one_at_a_time = WAL_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let db = TempDb::new();
     let store = SqliteCommitter::open(db.path()).unwrap();
     let r = root("busy");
     let stop = AtomicBool::new(false);
-    let mut largest = 0;
+    let (mut largest, mut emptied) = (0, false);
     std::thread::scope(|s| {
         // Readers whose read transactions overlap, so that nearly always one of them holds a
         // snapshot (as other processes loading trees do): the pattern that starves SQLite's
@@ -440,18 +445,27 @@ fn the_write_ahead_log_stays_within_its_bound_while_readers_overlap() {
             });
         }
         let mut previous = None;
-        for sequence in 1..250 {
+        for sequence in 1..400 {
             previous = Some(commit_large(&store, &r, sequence, previous.as_ref()));
-            largest = largest.max(wal_bytes(&db));
+            let now = wal_bytes(&db);
+            emptied |= largest > WAL_TEST_BOUND / 2 && now < WAL_TEST_BOUND / 4;
+            largest = largest.max(now);
         }
         stop.store(true, Ordering::Relaxed);
     });
-    assert!(largest <= WAL_TEST_BOUND, "the write-ahead log reached {largest} bytes, bound {WAL_TEST_BOUND}");
+    // Emptied at the bound. With the whole test suite running beside it (heavy parallel
+    // I/O), an emptying checkpoint was seen to run out its busy timeout up to twice in a row;
+    // each retry comes a quarter bound later: allow three. Without the hook the log only
+    // grows (about 12,000 frames, 50 MB, here).
+    let allowed = WAL_TEST_BOUND + 3 * (wal::WAL_BOUND_FRAMES as u64 / 4) * (4096 + 24);
+    assert!(emptied, "the write-ahead log was never emptied (largest {largest} bytes)");
+    assert!(largest <= allowed, "the write-ahead log reached {largest} bytes, allowed {allowed}");
     assert!(store.damaged_trees().unwrap().is_empty());
 }
 
 #[test]
 fn a_reader_that_never_lets_go_costs_a_wait_per_quarter_bound_and_fails_no_commit() {
+    let _one_at_a_time = WAL_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let db = TempDb::new();
     let store = SqliteCommitter::open(db.path()).unwrap();
     let r = root("pinned");

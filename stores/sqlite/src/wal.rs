@@ -14,10 +14,12 @@
 //!   waits);
 //! * at [`WAL_BOUND_FRAMES`] runs a `TRUNCATE` checkpoint, which waits (up to the busy
 //!   timeout) for the readers still on old frames to finish their current statement (new
-//!   readers read the database file once it is fully copied), then empties the log. If a
-//!   reader holds one transaction open for longer than that, SQLite cannot reuse the log
-//!   (that reader may still need it); the writer tries again after another quarter of the
-//!   bound, so a stuck reader costs one wait per quarter bound, not one per commit.
+//!   readers read the database file once it is fully copied), then empties the log. If the
+//!   readers are not off the old frames within that time (a reader holding one transaction
+//!   open that long; also seen, rarely, under heavy parallel I/O), SQLite cannot reuse the log
+//!   yet; the writer tries again after another quarter of the bound. So each failed attempt
+//!   lets the log grow by a quarter bound, and a stuck reader costs one wait per quarter
+//!   bound, not one per commit.
 //!
 //! `journal_size_limit` ([`WAL_SIZE_LIMIT_BYTES`]) cuts the file back after each restart, so a
 //! burst (one large cut) does not keep its size on disk. A checkpoint failure never fails the
