@@ -77,7 +77,8 @@ impl SseDecoder {
         Ok(events)
     }
 
-    /// Whether bytes of an unfinished event are buffered (a stream ending now was cut).
+    /// Whether bytes of an unfinished event are buffered ([`SseDecoder::finish`] hands them over
+    /// when the body ends there).
     pub fn is_mid_event(&self) -> bool {
         !self.line.is_empty() || self.data.is_some() || self.event.is_some()
     }

@@ -50,6 +50,29 @@ async fn streamed_parallel_tool_use_split_across_chunks() {
 }
 
 #[tokio::test]
+async fn usage_carries_cache_writes_and_reads() {
+    // Complete mode: the first response of the tool round read 100 tokens from the cache.
+    let server = serve(&["anthropic/tool_round.json"]).await;
+    let client = client(&server);
+    let mut request = keel::chat::Request::new(ask("What is the weather in Paris?"));
+    request.tools = vec![weather_definition()];
+    let response = client.complete(&request).await.unwrap();
+    assert_eq!(response.usage, Usage { cache_read_tokens: 100, ..Usage::new(410, 42) });
+    // Streamed: message_start reports the cache, message_delta the output only.
+    let server = serve(&["anthropic/stream_cache_usage.json"]).await;
+    let response = run(streaming(&server), ask("Hi")).await.response();
+    assert_eq!(response.message.unwrap().text(), "Mild.");
+    assert_eq!(response.usage, Usage { cache_write_tokens: 188, cache_read_tokens: 1024, ..Usage::new(21 + 188 + 1024, 5) });
+    server.check_done().unwrap();
+}
+
+/// The weather tool as the fixtures' requests declare it.
+fn weather_definition() -> keel::chat::ToolDefinition {
+    let schema = br#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#;
+    keel::chat::ToolDefinition::new("weather", "Current weather in a city.", keel::json::parse(schema).unwrap())
+}
+
+#[tokio::test]
 async fn a_refusal_stop_reason_is_finish_reason_refusal() {
     let server = serve(&["anthropic/refusal.json"]).await;
     let response = run(complete(&server), ask("Help me with something harmful.")).await.response();

@@ -51,6 +51,15 @@ async fn streamed_parallel_calls_split_across_chunks() {
 }
 
 #[tokio::test]
+async fn streamed_usage_carries_cached_and_reasoning_tokens() {
+    let server = serve(&["openai/stream_usage_details.json"]).await;
+    let response = run(streaming(&server), user("Hi")).await.response();
+    assert_eq!(response.message.unwrap().text(), "Mild.");
+    assert_eq!(response.usage, Usage { cache_read_tokens: 1920, reasoning_tokens: 192, ..Usage::new(2006, 300) });
+    server.check_done().unwrap();
+}
+
+#[tokio::test]
 async fn a_refusal_is_a_final_answer_with_finish_reason_refusal() {
     let server = serve(&["openai/refusal.json"]).await;
     let response = run(complete(&server), user("Help me with something harmful.")).await.response();

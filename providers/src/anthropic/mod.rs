@@ -9,7 +9,7 @@
 //! | tools / tool_choice | `tools[]` of `{name, description, input_schema}`; `none` → `{"type": "none"}`, `required` → `{"type": "any"}`, a name → `{"type": "tool", "name"}` (`auto` is omitted; no tool_choice without tools) |
 //! | options | `model` (else the configured one), `max_tokens` (required by the API: the request's, else [`AnthropicConfig::max_tokens`]), `temperature`, `top_p`, `stop_sequences`; `extra` members are added at the top level |
 //! | stop reasons | `end_turn`, `stop_sequence` → stop; `max_tokens`, `model_context_window_exceeded` → length; `tool_use` → tool_calls; `refusal` → refusal; anything else → other |
-//! | usage | input = `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens`; output = `output_tokens` |
+//! | usage | input = `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens`, of which cache write = `cache_creation_input_tokens` and cache read = `cache_read_input_tokens`; output = `output_tokens` (thinking included; no reasoning count apart) |
 //!
 //! Thinking and server-tool content blocks are not carried: keel's message has no part for
 //! them.

@@ -60,16 +60,46 @@ pub(crate) fn stop_reason(name: &str) -> FinishReason {
 }
 
 /// Usage: input is `input_tokens` plus the cache creation and cache read tokens (all billed
-/// input); output is `output_tokens`. Members absent here fall back to `earlier` (a stream's
-/// `message_start` usage), then to zero.
+/// input), which are also reported as the cache write and read parts; output is
+/// `output_tokens` (thinking included: the API does not count it apart). Members absent here
+/// fall back to `earlier` (a stream's `message_start` usage), then to zero.
 pub(crate) fn usage(u: &Map<String, Value>, earlier: Option<Usage>) -> Result<Usage, ProviderError> {
     let field = |key| opt_u64(PROVIDER, u, key, "usage");
-    let parts = [field("input_tokens")?, field("cache_creation_input_tokens")?, field("cache_read_input_tokens")?];
-    let input = if parts.iter().any(Option::is_some) {
-        parts.iter().flatten().fold(0u64, |sum, n| sum.saturating_add(*n))
-    } else {
-        earlier.map_or(0, |e| e.input_tokens)
+    let earlier = earlier.unwrap_or_default();
+    let cache_write = field("cache_creation_input_tokens")?.unwrap_or(earlier.cache_write_tokens);
+    let cache_read = field("cache_read_input_tokens")?.unwrap_or(earlier.cache_read_tokens);
+    let uncached = match field("input_tokens")? {
+        Some(n) => n,
+        None => earlier.input_tokens.saturating_sub(earlier.cache_write_tokens).saturating_sub(earlier.cache_read_tokens),
     };
-    let output = field("output_tokens")?.or(earlier.map(|e| e.output_tokens)).unwrap_or(0);
-    Ok(Usage::new(input, output))
+    Ok(Usage {
+        input_tokens: uncached.saturating_add(cache_write).saturating_add(cache_read),
+        output_tokens: field("output_tokens")?.unwrap_or(earlier.output_tokens),
+        cache_read_tokens: cache_read,
+        cache_write_tokens: cache_write,
+        reasoning_tokens: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u(text: &str, earlier: Option<Usage>) -> Usage {
+        usage(serde_json::from_str::<Value>(text).unwrap().as_object().unwrap(), earlier).unwrap()
+    }
+
+    #[test]
+    fn cache_tokens_are_parts_of_the_input_and_fall_back_member_by_member() {
+        let start = u(r#"{"input_tokens":21,"cache_creation_input_tokens":188086,"cache_read_input_tokens":0,"output_tokens":1}"#, None);
+        assert_eq!(start, Usage { cache_write_tokens: 188086, ..Usage::new(188107, 1) });
+        // A message_delta with output only keeps message_start's input and its parts.
+        assert_eq!(u(r#"{"output_tokens":393}"#, Some(start)), Usage { cache_write_tokens: 188086, ..Usage::new(188107, 393) });
+        // One with cumulative input members takes them.
+        assert_eq!(
+            u(r#"{"input_tokens":21,"cache_creation_input_tokens":0,"cache_read_input_tokens":188086,"output_tokens":393}"#, Some(start)),
+            Usage { cache_read_tokens: 188086, ..Usage::new(188107, 393) }
+        );
+        assert_eq!(u(r#"{}"#, None), Usage::default());
+    }
 }

@@ -10,7 +10,7 @@
 //! | options | `model` (else the configured one), `temperature`, `top_p`, `max_completion_tokens` (or `max_tokens`, see [`OpenAiConfig::legacy_max_tokens`]), `stop`; `extra` members are added at the top level |
 //! | response `content` / `refusal` | text parts; a refusal makes the finish reason `refusal` |
 //! | finish reasons | `stop`, `length`, `tool_calls` (and the old `function_call`), `content_filter`; anything else is `other` |
-//! | usage | `prompt_tokens` → input, `completion_tokens` → output |
+//! | usage | `prompt_tokens` → input, of which `prompt_tokens_details.cached_tokens` → cache read; `completion_tokens` → output, of which `completion_tokens_details.reasoning_tokens` → reasoning |
 //! | `n` (through `options.extra`) | must be absent or 1: refused before sending otherwise, and a response or stream carrying a second choice fails the call (keel's response holds one answer; a stream's choices arrive interleaved, and merging them would garble the answer) |
 //!
 //! Streaming sends `stream: true` and `stream_options.include_usage` (turn it off with

@@ -65,11 +65,28 @@ pub(crate) fn finish_reason(name: &str) -> FinishReason {
     }
 }
 
-/// `usage.prompt_tokens` and `usage.completion_tokens` (absent members count as zero).
+/// `usage.prompt_tokens` and `usage.completion_tokens`, with the cached part of the prompt
+/// (`prompt_tokens_details.cached_tokens`) and the reasoning part of the completion
+/// (`completion_tokens_details.reasoning_tokens`). Absent members count as zero.
 pub(crate) fn usage(usage: &Map<String, Value>) -> Result<Usage, ProviderError> {
     let input = opt_u64(PROVIDER, usage, "prompt_tokens", "usage")?.unwrap_or(0);
     let output = opt_u64(PROVIDER, usage, "completion_tokens", "usage")?.unwrap_or(0);
-    Ok(Usage::new(input, output))
+    Ok(Usage {
+        cache_read_tokens: detail(usage, "prompt_tokens_details", "cached_tokens")?,
+        reasoning_tokens: detail(usage, "completion_tokens_details", "reasoning_tokens")?,
+        ..Usage::new(input, output)
+    })
+}
+
+/// `usage.{group}.{key}`; an absent or `null` group or member is zero.
+fn detail(usage: &Map<String, Value>, group: &str, key: &str) -> Result<u64, ProviderError> {
+    match usage.get(group) {
+        None | Some(Value::Null) => Ok(0),
+        Some(details) => {
+            let what = format!("usage.{group}");
+            Ok(opt_u64(PROVIDER, object(PROVIDER, details, &what)?, key, &what)?.unwrap_or(0))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -84,5 +101,25 @@ mod tests {
         assert!(matches!(e, ProviderError::Malformed { .. }) && e.to_string().contains("2 choices"), "{e}");
         let one = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Mild."},"finish_reason":"stop"}]}"#;
         assert_eq!(parse(one).unwrap().message.unwrap().text(), "Mild.");
+    }
+
+    #[test]
+    fn usage_details_are_parts_of_input_and_output() {
+        let u = |text: &str| usage(serde_json::from_str::<Value>(text).unwrap().as_object().unwrap());
+        assert_eq!(
+            u(r#"{"prompt_tokens":2006,"completion_tokens":300,"prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":0},
+                "completion_tokens_details":{"reasoning_tokens":192,"audio_tokens":0}}"#)
+            .unwrap(),
+            Usage { cache_read_tokens: 1920, reasoning_tokens: 192, ..Usage::new(2006, 300) }
+        );
+        // Compatible servers send none, or nulls.
+        assert_eq!(u(r#"{"prompt_tokens":5,"completion_tokens":1}"#).unwrap(), Usage::new(5, 1));
+        assert_eq!(
+            u(r#"{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":null,"completion_tokens_details":{"reasoning_tokens":null}}"#).unwrap(),
+            Usage::new(5, 1)
+        );
+        for bad in [r#"{"prompt_tokens_details":{"cached_tokens":-1}}"#, r#"{"completion_tokens_details":7}"#] {
+            assert!(matches!(u(bad), Err(ProviderError::Malformed { .. })), "{bad}");
+        }
     }
 }
