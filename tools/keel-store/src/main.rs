@@ -287,6 +287,10 @@ fn repair(store: &Store) -> Result<(), Failure> {
 fn compact(store: &Store) -> Result<(), Failure> {
     let Some(sqlite) = store.sqlite() else {
         let Some(file) = store.file() else { return Err(usage("compact: unknown store kind")) };
+        if let Some(torn) = &file.recovery().torn_tail {
+            // Opening as the writer cut it, as `repair` would have.
+            println!("cut off a torn tail of {} bytes at byte {} (an unfinished last write)", torn.bytes, torn.offset);
+        }
         let before = file.stats().log_bytes;
         let after = file.compact_now().map_err(|e| damage(format!("compact: {e}")))?;
         println!("compacted {}: {before} bytes before, {} after", file.path().display(), after.log_bytes);
