@@ -15,7 +15,7 @@
 
 use crate::swarm_rng::SwarmRng;
 use crate::world::{RunReport, Violation};
-use keel::kernel::commit::{CommitError, Committer, FileCommitter, FileOptions, MemoryCommitter, LOCK_FILE_NAME, LOG_FILE_NAME};
+use keel::kernel::commit::{CommitError, Committer, FileCommitter, FileOptions, MemoryCommitter, LOG_FILE_NAME};
 use keel::kernel::ids::ProcessId;
 use keel::kernel::owner::CommitRequest;
 use std::collections::BTreeSet;
@@ -69,8 +69,8 @@ pub enum Sabotage {
     /// Request `n` is sent to the memory store only (the file side answers as if it had
     /// stored it).
     SkipFileCommit(usize),
-    /// Before every reopen that follows a compaction, the log's last byte is flipped (its last
-    /// frame, a compacted tree, is then torn).
+    /// Before every reopen that follows a compaction, the log's last byte is cut off (its last
+    /// frame, a compacted tree, is then torn, and the reopen drops that tree).
     CorruptLastFrameAfterCompaction,
 }
 
@@ -188,10 +188,17 @@ fn answer(r: &Result<(), CommitError>) -> String {
 
 fn open(dir: &Path, options: FileOptions, when: &str) -> Result<FileCommitter, String> {
     // The directory is this replay's alone, and the store that held it is dropped. But a
-    // process another thread spawns in that instant inherits the open lock file until its
-    // exec closes it (see `keel::kernel::commit::file`), and would make this open fail now
-    // and then: a fresh lock file is a lock no child can hold.
-    let _ = fs::remove_file(dir.join(LOCK_FILE_NAME));
+    // process another thread spawns in that instant inherits the open log (which carries the
+    // store's lock) until its exec closes it (see `keel::kernel::commit::file::lock`), and
+    // would make this open fail now and then: a copy of the log renamed over it is a file no
+    // child can hold. Copy and rename keep the bytes exactly.
+    let log = dir.join(LOG_FILE_NAME);
+    if log.exists() {
+        let fresh = dir.join("commits.log.fresh");
+        fs::copy(&log, &fresh)
+            .and_then(|_| fs::rename(&fresh, &log))
+            .map_err(|e| format!("the file store's log could not be copied {when}: {e}"))?;
+    }
     FileCommitter::open_with_options(dir, options).map_err(|e| format!("the file store did not open {when}: {e}"))
 }
 
@@ -232,7 +239,7 @@ fn replay(
             out.compactions += compacted;
             drop(file);
             if sabotage == Sabotage::CorruptLastFrameAfterCompaction {
-                flip_last_byte(&dir.join(LOG_FILE_NAME));
+                tear_last_byte(&dir.join(LOG_FILE_NAME));
             }
             file = match open(dir, plan.options, &format!("after the compaction after request {i}")) {
                 Ok(f) => f,
@@ -293,10 +300,11 @@ fn first_mismatch<T: PartialEq>(a: &[T], b: &[T]) -> usize {
     a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()))
 }
 
-fn flip_last_byte(path: &Path) {
+// A torn write, not a flipped bit: a complete last frame failing its checksum is damage the
+// open refuses, where a torn one is cut off and the reopened store silently lacks that tree.
+fn tear_last_byte(path: &Path) {
     if let Ok(mut bytes) = fs::read(path) {
-        if let Some(last) = bytes.last_mut() {
-            *last ^= 0x40;
+        if bytes.pop().is_some() {
             let _ = fs::write(path, bytes);
         }
     }

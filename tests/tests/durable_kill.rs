@@ -36,13 +36,14 @@ const CHILD: &str = env!("CARGO_BIN_EXE_keel-crash-child");
 /// of this process's open files until its exec has closed them (they are close-on-exec; Linux
 /// resumes the spawning thread before that close). A store dropped and reopened on another
 /// thread in that instant finds its lock still held, by a copy of its own file: the error then
-/// names this process. Only that case is retried, briefly; a lock held for real still fails.
+/// names this process (or no process, when the copy was closed before the holder was looked
+/// up). Only that case is retried, briefly; a lock held for real by a child still fails.
 fn open_store(dir: &Path) -> Result<FileCommitter, keel::kernel::commit::OpenError> {
     use keel::kernel::commit::OpenError;
     const TRIES: u32 = 400;
     for _ in 1..TRIES {
         match FileCommitter::open(dir) {
-            Err(OpenError::Locked { pid: Some(pid), .. }) if pid == std::process::id() => {
+            Err(OpenError::Locked { pid, .. }) if pid.is_none_or(|pid| pid == std::process::id()) => {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
             other => return other,

@@ -13,14 +13,18 @@ commands:
                 digest and the commit history; exits 1 naming each damaged tree
   compact       file store: rewrite the log as the live heads; SQLite: VACUUM the database
   export ROOT   the head cut of ROOT as pretty JSON on stdout
+  repair        file store: cut off a torn tail (an unfinished last write, never
+                acknowledged); refuses damage, which it never cuts
 
 stores:
   --file DIR    a file store directory (holding commits.log)
   --sqlite PATH a SQLite store file
   --store PATH  either, detected from what PATH is
 
-The command opens the store as a writer would: a file store in use by a running agent is
-refused (stop it first); a SQLite store can be read while agents run.";
+list, show, verify and export only read: they create, lock-file, truncate and write nothing.
+A file store is read only while no writer has it open (stop the agent first); a SQLite store
+can be read while agents run. A torn tail at the end of a file store's log is reported (verify
+and list exit 1) and left in place: `repair` or the next writer's open cuts it.";
 
 const FLAGS: [&str; 4] = ["--file", "--sqlite", "--store", "--help"];
 
@@ -39,6 +43,14 @@ pub enum Command {
     Verify,
     Compact,
     Export(String),
+    Repair,
+}
+
+impl Command {
+    /// Whether the command writes to the store (the others only read it).
+    pub fn writes(&self) -> bool {
+        matches!(self, Command::Compact | Command::Repair)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,18 +101,19 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
     }
     let mut positional = positional.into_iter();
     let command = match positional.next().as_deref() {
-        None => return Err("no command (list, show, verify, compact, export)".into()),
+        None => return Err("no command (list, show, verify, compact, export, repair)".into()),
         Some("help") => return Ok(Parsed::Help),
         Some("list") => Command::List,
         Some("verify") => Command::Verify,
         Some("compact") => Command::Compact,
+        Some("repair") => Command::Repair,
         Some("show") => Command::Show(positional.next().ok_or("show needs a ROOT (a process id)")?),
         Some("export") => {
             Command::Export(positional.next().ok_or("export needs a ROOT (a process id)")?)
         }
         Some(other) => {
             return Err(format!(
-                "unknown command `{other}` (commands: list, show, verify, compact, export)"
+                "unknown command `{other}` (commands: list, show, verify, compact, export, repair)"
             ))
         }
     };
@@ -133,6 +146,12 @@ mod tests {
             })
         );
         assert_eq!(parse(&args("--help")), Ok(Parsed::Help));
+        assert_eq!(
+            parse(&args("repair --file d")),
+            Ok(Parsed::Run { command: Command::Repair, store: StoreArg::File("d".into()) })
+        );
+        assert!(Command::Repair.writes() && Command::Compact.writes());
+        assert!(![Command::List, Command::Verify, Command::Show("x".into()), Command::Export("x".into())].iter().any(Command::writes));
     }
 
     #[test]

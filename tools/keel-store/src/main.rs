@@ -1,9 +1,15 @@
-//! `keel-store`: list, show, verify, compact and export keel stores (a file-store directory or
-//! a SQLite file). It only reads and writes stores; it runs no agent. `keel-store --help`
-//! prints the usage.
+//! `keel-store`: list, show, verify, compact, export and repair keel stores (a file-store
+//! directory or a SQLite file). It only reads and writes stores; it runs no agent.
+//! `keel-store --help` prints the usage.
 //!
-//! Exit codes: 0 success; 1 the store or a tree is damaged (or a tree is missing); 2 a usage
-//! error or an operation the store does not support.
+//! `list`, `show`, `verify` and `export` open a file store read-only (see
+//! `FileCommitter::open_read_only`): they never create, lock-file, truncate or write anything,
+//! so running them twice reports the same thing. A torn tail is reported, never cut; only
+//! `repair` (or a writer's open) cuts it.
+//!
+//! Exit codes: 0 success; 1 the store or a tree is damaged, a tree is missing, or the log ends
+//! in a torn tail (`verify`, `list`); 2 a usage error or an operation the store does not
+//! support.
 
 #![forbid(unsafe_code)]
 
@@ -43,7 +49,11 @@ fn main() -> ExitCode {
         println!("{}", cli::USAGE);
         return ExitCode::SUCCESS;
     };
-    let intent = if command == Command::Compact { Intent::Write } else { Intent::Inspect };
+    if command == Command::Repair && matches!(store, cli::StoreArg::Sqlite(_)) {
+        eprintln!("keel-store: {}", REPAIR_FILE_ONLY);
+        return ExitCode::from(2);
+    }
+    let intent = if command.writes() { Intent::Write } else { Intent::Inspect };
     let store = match Store::open(&store, intent) {
         Ok(store) => store,
         Err(message) => {
@@ -57,6 +67,7 @@ fn main() -> ExitCode {
         Command::Verify => verify(&store),
         Command::Compact => compact(&store),
         Command::Export(root) => export(&store, &root),
+        Command::Repair => repair(&store),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -76,6 +87,17 @@ fn cut_bytes(head: &Head) -> std::sync::Arc<[u8]> {
 fn decode(head: &Head) -> Result<TreeSnapshot, String> {
     // Decodes strictly and checks the tree digest, root and writer against the head.
     TreeSnapshot::from_cut(&head.cut).map_err(|e| format!("head cut does not decode: {e}"))
+}
+
+const REPAIR_FILE_ONLY: &str = "repair: only a file store has a tail to cut (SQLite recovers an \
+    interrupted transaction from its own journal when it opens)";
+
+/// For the commands that show one tree: a torn tail does not change what they show (it was
+/// never acknowledged), so it is said on stderr and the command goes on.
+fn warn_torn_tail(store: &Store) {
+    if let Some(torn) = store.torn_tail() {
+        eprintln!("keel-store: warning: {torn}");
+    }
 }
 
 fn list(store: &Store) -> Result<(), Failure> {
@@ -106,7 +128,10 @@ fn list(store: &Store) -> Result<(), Failure> {
     if damaged > 0 {
         return Err(damage(format!("{damaged} damaged trees (run `keel-store verify` for details)")));
     }
-    Ok(())
+    match store.torn_tail() {
+        Some(torn) => Err(damage(torn)),
+        None => Ok(()),
+    }
 }
 
 fn parse_root(root: &str) -> Result<ProcessId, Failure> {
@@ -125,6 +150,7 @@ fn load(store: &Store, root: &ProcessId) -> Result<(Head, TreeSnapshot), Failure
 fn show(store: &Store, root: &str) -> Result<(), Failure> {
     let root = parse_root(root)?;
     let (head, snapshot) = load(store, &root)?;
+    warn_torn_tail(store);
     let commits = store.history(&root).map(|h| h.len().to_string()).unwrap_or_else(|e| e.to_string());
     println!("tree {root}");
     println!(
@@ -176,8 +202,9 @@ fn show(store: &Store, root: &str) -> Result<(), Failure> {
 }
 
 fn verify(store: &Store) -> Result<(), Failure> {
-    for note in store.notes() {
-        println!("note: {note}");
+    let torn = store.torn_tail();
+    if let Some(torn) = &torn {
+        println!("TORN TAIL {torn}");
     }
     let mut problems: Vec<String> = store
         .damaged_trees()
@@ -212,20 +239,58 @@ fn verify(store: &Store) -> Result<(), Failure> {
         println!("DAMAGED {problem}");
     }
     println!(
-        "{} store: {checked} trees verified, {} damaged",
+        "{} store: {checked} trees verified, {} damaged{}",
         store.kind(),
-        problems.len()
+        problems.len(),
+        if torn.is_some() { ", the log ends in a torn tail" } else { "" }
     );
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(damage(format!("{} damaged trees", problems.len())))
+    match (problems.len(), torn) {
+        (0, None) => Ok(()),
+        (0, Some(_)) => Err(damage("the log ends in a torn tail (see above); `keel-store repair` cuts it off")),
+        (n, _) => Err(damage(format!("{n} damaged trees"))),
     }
+}
+
+fn repair(store: &Store) -> Result<(), Failure> {
+    let Some(file) = store.file() else { return Err(usage(REPAIR_FILE_ONLY)) };
+    let recovery = file.recovery();
+    match &recovery.torn_tail {
+        Some(torn) => {
+            let record = match (&torn.root, torn.sequence) {
+                (Some(root), Some(sequence)) => format!(" (an unfinished record of tree {root}, sequence {sequence})"),
+                (Some(root), None) => format!(" (an unfinished record of tree {root})"),
+                _ => String::new(),
+            };
+            println!(
+                "repaired {}: cut off a torn tail of {} bytes at byte {}{record}; no acknowledged commit was in it",
+                file.path().display(),
+                recovery.truncated_bytes,
+                torn.offset
+            );
+        }
+        None => println!("nothing to repair in {}: the log ends with a complete record", file.path().display()),
+    }
+    let damaged = file.damaged_trees();
+    if damaged.is_empty() {
+        return Ok(());
+    }
+    for d in &damaged {
+        println!("DAMAGED {d}");
+    }
+    Err(damage(format!(
+        "{} damaged trees: repair cuts only an unfinished last write, never damage (a damaged \
+         record may have been acknowledged); restore those trees from a backup",
+        damaged.len()
+    )))
 }
 
 fn compact(store: &Store) -> Result<(), Failure> {
     let Some(sqlite) = store.sqlite() else {
         let Some(file) = store.file() else { return Err(usage("compact: unknown store kind")) };
+        if let Some(torn) = &file.recovery().torn_tail {
+            // Opening as the writer cut it, as `repair` would have.
+            println!("cut off a torn tail of {} bytes at byte {} (an unfinished last write)", torn.bytes, torn.offset);
+        }
         let before = file.stats().log_bytes;
         let after = file.compact_now().map_err(|e| damage(format!("compact: {e}")))?;
         println!("compacted {}: {before} bytes before, {} after", file.path().display(), after.log_bytes);
@@ -240,6 +305,7 @@ fn compact(store: &Store) -> Result<(), Failure> {
 fn export(store: &Store, root: &str) -> Result<(), Failure> {
     let root = parse_root(root)?;
     let (head, _) = load(store, &root)?;
+    warn_torn_tail(store);
     let json = keel::json::parse(&cut_bytes(&head)).map_err(|e| damage(format!("tree {root}: {e}")))?;
     let value = json.to_serde_value().map_err(|e| damage(format!("tree {root}: {e}")))?;
     let text = serde_json::to_string_pretty(&value).map_err(|e| damage(format!("tree {root}: {e}")))?;

@@ -2,7 +2,7 @@
 
 use crate::cli::StoreArg;
 use keel::kernel::commit::{
-    CommitError, CommitRecord, FileCommitter, Head, TreeDamage, LOG_FILE_NAME,
+    CommitError, CommitRecord, FileCommitter, FileOptions, Head, OpenError, TreeDamage, LOG_FILE_NAME,
 };
 use keel::kernel::ids::ProcessId;
 use keel_store_sqlite::SqliteCommitter;
@@ -28,10 +28,12 @@ pub struct Listed {
 /// What the command will do with the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Intent {
-    /// Read only: a SQLite store is opened read-only (no journal-mode change, no migration,
-    /// nothing written; an empty or foreign file is refused as it is).
+    /// Read only: a file store is opened read-only (nothing created, cut or written); a SQLite
+    /// store read-only (no journal-mode change, no migration, nothing written; an empty or
+    /// foreign file is refused as it is).
     Inspect,
-    /// Write (compact): a SQLite store is opened as its writer, which never makes a new store.
+    /// Write (compact, repair): a file store is opened as its writer; a SQLite store as its
+    /// writer, which never makes a new store.
     Write,
 }
 
@@ -40,11 +42,14 @@ impl Store {
     /// empty store).
     pub fn open(arg: &StoreArg, intent: Intent) -> Result<Store, String> {
         match arg {
-            StoreArg::File(dir) => open_file(dir),
+            StoreArg::File(dir) => open_file(dir, intent),
             StoreArg::Sqlite(path) => open_sqlite(path, intent),
             StoreArg::Detect(path) => {
                 if path.is_dir() {
-                    return open_file(path);
+                    return open_file(path, intent);
+                }
+                if !path.exists() {
+                    return Err(format!("{} does not exist (keel-store never creates a store)", path.display()));
                 }
                 let mut magic = [0u8; 16];
                 let read = std::fs::File::open(path)
@@ -53,13 +58,13 @@ impl Store {
                 match read {
                     Ok(()) if &magic == SQLITE_MAGIC => open_sqlite(path, intent),
                     Ok(()) if magic.starts_with(LOG_MAGIC_PREFIX) => {
-                        open_file(path.parent().unwrap_or_else(|| Path::new(".")))
+                        open_file(path.parent().unwrap_or_else(|| Path::new(".")), intent)
                     }
-                    Ok(()) => Err(format!(
-                        "{} is neither a file store directory, a commit log nor a SQLite file",
+                    Ok(()) | Err(_) => Err(format!(
+                        "{} is neither a file store directory, a keel commit log nor a SQLite file \
+                         (it starts with neither keel's log header nor SQLite's)",
                         path.display()
                     )),
-                    Err(e) => Err(e),
                 }
             }
         }
@@ -144,15 +149,29 @@ impl Store {
         }
     }
 
-    /// Store-level notes from opening (a torn tail cut off).
-    pub fn notes(&self) -> Vec<String> {
-        match self {
-            Store::File(f) if f.recovery().truncated_bytes > 0 => vec![format!(
-                "opening cut off a torn tail of {} bytes (an interrupted last write)",
-                f.recovery().truncated_bytes
-            )],
-            _ => Vec::new(),
-        }
+    /// A torn tail the store's log ends in (file store, opened read-only: left in place),
+    /// described for people: its bytes, the tree and sequence its unfinished record names
+    /// where its metadata was written whole, and the sequence that tree stays at.
+    pub fn torn_tail(&self) -> Option<String> {
+        let Store::File(f) = self else { return None };
+        let torn = f.recovery().torn_tail.as_ref()?;
+        let record = match (&torn.root, torn.sequence) {
+            (Some(root), sequence) => {
+                let at = ProcessId::parse(root).ok().and_then(|r| f.head(&r)).map_or_else(
+                    || "that tree has no acknowledged commit".to_owned(),
+                    |h| format!("{root} stays at its last acknowledged sequence {}", h.sequence),
+                );
+                let seq = sequence.map(|s| format!(" (sequence {s})")).unwrap_or_default();
+                format!("an unfinished record of tree {root}{seq}, never acknowledged; {at}")
+            }
+            (None, _) => "an unfinished record whose tree is not readable, never acknowledged".to_owned(),
+        };
+        Some(format!(
+            "torn tail: {} bytes at byte {} after the last complete record: {record}; cutting it \
+             drops no acknowledged commit. Nothing was changed: `keel-store repair` (or the next \
+             writer's open) cuts it off",
+            torn.bytes, torn.offset
+        ))
     }
 
     /// The store's size on disk in bytes (the database with its write-ahead log, or the log).
@@ -182,14 +201,53 @@ impl Store {
     }
 }
 
-fn open_file(dir: &Path) -> Result<Store, String> {
-    if !dir.join(LOG_FILE_NAME).is_file() {
-        return Err(format!("{} is not a file store (no {LOG_FILE_NAME} in it)", dir.display()));
+fn open_file(dir: &Path, intent: Intent) -> Result<Store, String> {
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "{} is not a file store: it does not exist (keel-store never creates a store)",
+                dir.display()
+            ))
+        }
+        Ok(meta) if !meta.is_dir() => {
+            let hint = match dir.file_name() {
+                Some(name) if name == LOG_FILE_NAME => format!(
+                    "give the directory that holds it: --file {}",
+                    dir.parent().unwrap_or_else(|| Path::new(".")).display()
+                ),
+                _ => "--file takes a file store directory (holding commits.log); a SQLite file \
+                      takes --sqlite, and --store detects either"
+                    .to_owned(),
+            };
+            return Err(format!("{} is a file, not a directory; {hint}", dir.display()));
+        }
+        _ => {}
     }
-    FileCommitter::open(dir).map(Store::File).map_err(|e| e.to_string())
+    let options = FileOptions::default();
+    let opened = match intent {
+        Intent::Inspect => FileCommitter::open_read_only(dir, options),
+        Intent::Write => FileCommitter::open_existing(dir, options),
+    };
+    opened.map(Store::File).map_err(|e| match e {
+        OpenError::NoLog { .. } => {
+            format!("{} is not a file store (no {LOG_FILE_NAME} in it)", dir.display())
+        }
+        OpenError::Locked { .. } if intent == Intent::Inspect => format!(
+            "{e} (keel-store reads a file store only while no writer has it open: a record being \
+             written would read as a torn tail)"
+        ),
+        e => e.to_string(),
+    })
 }
 
 fn open_sqlite(path: &Path, intent: Intent) -> Result<Store, String> {
+    if path.is_dir() {
+        return Err(format!(
+            "{} is a directory, not a SQLite file; --sqlite takes the database file (a file store \
+             directory takes --file, and --store detects either)",
+            path.display()
+        ));
+    }
     if !path.is_file() {
         return Err(format!("{} does not exist (keel-store never creates a store)", path.display()));
     }

@@ -31,6 +31,22 @@ impl Drop for TempDir {
     }
 }
 
+/// Tests run on parallel threads and spawn `keel-store`; a child being spawned holds a copy of
+/// every file this process has open until its exec closes it (they are close-on-exec), a
+/// store's locked log included. A store dropped and reopened in this process in that instant
+/// finds its lock still held, by a copy of its own file: only that case is retried, briefly.
+fn retry_while_a_spawning_child_holds<T, E: std::fmt::Display>(mut open: impl FnMut() -> Result<T, E>) -> Result<T, E> {
+    for _ in 0..400 {
+        match open() {
+            Err(e) if e.to_string().contains("is in use by") => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+    open()
+}
+
 fn weather_agent() -> Agent {
     let weather = tool_fn(
         "get_weather",
@@ -114,7 +130,7 @@ fn store_flag(kind: Kind, dir: &Path) -> (String, PathBuf) {
 fn populate(kind: Kind, dir: &Path) -> (ProcessId, ProcessId, ProcessId) {
     let (_, path) = store_flag(kind, dir);
     let runtime_for = |agent: Agent| match kind {
-        Kind::File => Runtime::on_disk(agent, &path).unwrap(),
+        Kind::File => retry_while_a_spawning_child_holds(|| Runtime::on_disk(agent.clone(), &path)).unwrap(),
         Kind::Sqlite => {
             let store = SqliteCommitter::open(&path).unwrap();
             let env = keel::env::TokioEnv::current().unwrap().env();
@@ -304,4 +320,164 @@ fn verify_names_the_damaged_tree_and_the_others_stay_readable() {
         assert_eq!(list.status.code(), Some(1));
         assert!(stdout(&list).contains(finished.as_str()), "{kind:?}");
     }
+}
+
+/// The names in a directory, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_torn_tail_is_reported_left_in_place_and_cut_only_by_repair() {
+    let dir = TempDir::new();
+    let (finished, _, unknown) = populate(Kind::File, &dir.0);
+    let (_, store) = store_flag(Kind::File, &dir.0);
+    let log_path = store.join("commits.log");
+    let full = std::fs::read(&log_path).unwrap();
+    let &(last_start, last_end) = frames(&full).last().unwrap();
+    // An append interrupted 5 bytes before its end.
+    std::fs::write(&log_path, &full[..last_end - 5]).unwrap();
+    let torn = std::fs::read(&log_path).unwrap();
+    let names = listing(&store);
+    let path = store.to_str().unwrap();
+    let mut first_report = None;
+    for _ in 0..2 {
+        let verify = run(&["verify", "--file", path]);
+        assert_eq!(verify.status.code(), Some(1), "{}{}", stdout(&verify), stderr(&verify));
+        let text = stdout(&verify);
+        let expected = format!("TORN TAIL torn tail: {} bytes at byte {last_start}", last_end - 5 - last_start);
+        assert!(text.contains(&expected), "{text}");
+        assert!(text.contains(&format!("an unfinished record of tree {unknown}")), "{text}");
+        assert!(text.contains("drops no acknowledged commit") && text.contains("keel-store repair"), "{text}");
+        assert!(text.contains("3 trees verified, 0 damaged, the log ends in a torn tail"), "{text}");
+        assert_eq!(std::fs::read(&log_path).unwrap(), torn, "verify changes no byte");
+        assert_eq!(first_report.get_or_insert_with(|| text.clone()), &text, "a second verify reports the same");
+    }
+    let list = run(&["list", "--file", path]);
+    assert_eq!(list.status.code(), Some(1));
+    assert!(stderr(&list).contains("torn tail"), "{}", stderr(&list));
+    let show = run(&["show", finished.as_str(), "--file", path]);
+    assert!(show.status.success(), "{}", stderr(&show));
+    assert!(stderr(&show).contains("warning: torn tail"), "{}", stderr(&show));
+    assert!(run(&["export", finished.as_str(), "--file", path]).status.success());
+    assert_eq!(std::fs::read(&log_path).unwrap(), torn, "inspection changes no byte");
+    assert_eq!(listing(&store), names, "inspection creates nothing");
+    // repair cuts it, and only it.
+    let repair = run(&["repair", "--file", path]);
+    assert!(repair.status.success(), "{}{}", stdout(&repair), stderr(&repair));
+    assert!(stdout(&repair).contains(&format!("cut off a torn tail of {} bytes at byte {last_start}", last_end - 5 - last_start)), "{}", stdout(&repair));
+    assert_eq!(std::fs::read(&log_path).unwrap(), full[..last_start], "cut at the last complete record");
+    assert!(run(&["verify", "--file", path]).status.success());
+    let again = run(&["repair", "--file", path]);
+    assert!(again.status.success() && stdout(&again).contains("nothing to repair"), "{}", stdout(&again));
+}
+
+#[test]
+fn a_flipped_bit_in_the_last_record_is_damage_that_verify_reports_and_repair_refuses() {
+    let dir = TempDir::new();
+    let (_, _, unknown) = populate(Kind::File, &dir.0);
+    let (_, store) = store_flag(Kind::File, &dir.0);
+    let log_path = store.join("commits.log");
+    let mut bytes = std::fs::read(&log_path).unwrap();
+    let &(_, last_end) = frames(&bytes).last().unwrap();
+    assert_eq!(last_end, bytes.len(), "a closed log ends with its last record");
+    bytes[last_end - 1] ^= 0x40;
+    std::fs::write(&log_path, &bytes).unwrap();
+    let path = store.to_str().unwrap();
+    for _ in 0..2 {
+        let verify = run(&["verify", "--file", path]);
+        assert_eq!(verify.status.code(), Some(1), "{}", stdout(&verify));
+        let text = stdout(&verify);
+        assert!(text.contains(&format!("DAMAGED tree {unknown}")), "{text}");
+        assert!(text.contains("not an interrupted write"), "{text}");
+        assert!(text.contains("2 trees verified, 1 damaged") && !text.contains("TORN"), "{text}");
+        assert_eq!(std::fs::read(&log_path).unwrap(), bytes, "verify changes no byte");
+    }
+    let repair = run(&["repair", "--file", path]);
+    assert_eq!(repair.status.code(), Some(1), "{}", stdout(&repair));
+    assert!(stderr(&repair).contains("never damage"), "{}", stderr(&repair));
+    assert_eq!(std::fs::read(&log_path).unwrap(), bytes, "repair cuts no damage");
+}
+
+#[test]
+fn a_running_writer_refuses_every_other_open_even_without_store_lock() {
+    let dir = TempDir::new();
+    let (finished, _, _) = populate(Kind::File, &dir.0);
+    let (_, store) = store_flag(Kind::File, &dir.0);
+    let writer = retry_while_a_spawning_child_holds(|| keel::kernel::commit::FileCommitter::open(&store)).unwrap();
+    let before = std::fs::read(store.join("commits.log")).unwrap();
+    let path = store.to_str().unwrap();
+    let lock_file = store.join("store.lock");
+    let tamper: [(&str, &dyn Fn()); 3] = [
+        ("deleted", &|| {
+            let _ = std::fs::remove_file(&lock_file);
+        }),
+        ("renamed", &|| {
+            std::fs::write(&lock_file, b"").unwrap();
+            std::fs::rename(&lock_file, store.join("store.lock.old")).unwrap();
+        }),
+        ("recreated", &|| std::fs::write(&lock_file, b"1\n").unwrap()),
+    ];
+    for (what, tamper) in tamper {
+        tamper();
+        for args in [&["verify", "--file", path][..], &["show", finished.as_str(), "--file", path], &["repair", "--file", path], &["compact", "--file", path]] {
+            let o = run(args);
+            assert_eq!(o.status.code(), Some(1), "store.lock {what}, {args:?}: {}", stdout(&o));
+            let expected = format!("is in use by process {}", std::process::id());
+            assert!(stderr(&o).contains(&expected), "store.lock {what}, {args:?}: {}", stderr(&o));
+        }
+    }
+    assert_eq!(std::fs::read(store.join("commits.log")).unwrap()[..before.len()], before[..]);
+    drop(writer);
+    // Retried only while a child another test is spawning holds a copy of the writer's log.
+    let verify = retry_while_a_spawning_child_holds(|| {
+        let o = run(&["verify", "--file", path]);
+        if o.status.success() { Ok(o) } else { Err(format!("{}{}", stdout(&o), stderr(&o))) }
+    });
+    assert!(verify.is_ok(), "{verify:?}");
+}
+
+#[test]
+fn paths_of_the_wrong_kind_say_what_is_wrong_and_create_nothing() {
+    let dir = TempDir::new();
+    // A directory of another program, with its own commits.log.
+    let foreign = dir.0.join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("commits.log"), b"not keel's log\n").unwrap();
+    let f = foreign.to_str().unwrap();
+    for args in [&["verify", "--file", f][..], &["repair", "--file", f], &["list", "--store", f]] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains("is not a keel commit log"), "{args:?}: {}", stderr(&o));
+    }
+    assert_eq!(listing(&foreign), vec!["commits.log".to_owned()], "nothing created in it");
+    assert_eq!(std::fs::read(foreign.join("commits.log")).unwrap(), b"not keel's log\n");
+    // --sqlite on a directory.
+    let o = run(&["verify", "--sqlite", f]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("is a directory, not a SQLite file"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("does not exist"), "{}", stderr(&o));
+    // --file on a file, and on the log itself.
+    let file = dir.0.join("notes.txt");
+    std::fs::write(&file, b"hello").unwrap();
+    let o = run(&["list", "--file", file.to_str().unwrap()]);
+    assert!(stderr(&o).contains("is a file, not a directory; --file takes a file store directory"), "{}", stderr(&o));
+    let log = foreign.join("commits.log");
+    let o = run(&["list", "--file", log.to_str().unwrap()]);
+    assert!(stderr(&o).contains(&format!("give the directory that holds it: --file {f}")), "{}", stderr(&o));
+    // --store on something that is no store.
+    let o = run(&["list", "--store", file.to_str().unwrap()]);
+    assert!(stderr(&o).contains("is neither a file store directory, a keel commit log nor a SQLite file"), "{}", stderr(&o));
+    let empty = dir.0.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = run(&["list", "--store", empty.to_str().unwrap()]);
+    assert!(stderr(&o).contains("is not a file store (no commits.log in it)"), "{}", stderr(&o));
+    assert!(listing(&empty).is_empty());
+    // repair is for file stores.
+    let o = run(&["repair", "--sqlite", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("only a file store"), "{}", stderr(&o));
 }

@@ -44,17 +44,43 @@
 //! only data blocks, not also a new file length (measured here: ~0.11 against ~0.16 ms). A
 //! committer that closes cuts the free space off.
 //!
-//! # Recovery
+//! # Recovery: torn tails and damage
 //!
 //! Commits are appended one at a time and each is durable before the next starts, so after a
-//! crash at most the last frame is partial, and nothing valid can follow it. Replay therefore
-//! reads frames in order and, at the first frame that is incomplete or fails a check, searches
-//! the rest of the file for any complete, checksum-valid frame: if there is none, the rest is
-//! free space if it is all zeros (kept, not reported) and otherwise a torn tail, truncated
-//! with the zeros after it (reported in [`Recovery`]); if there is one, the damage is in
-//! the middle. A complete, checksum-valid record is therefore never dropped. Limits of this
-//! rule: a bit flip inside the final record is indistinguishable from a torn final write and is
-//! truncated as one; and checksums detect damage, they do not repair it.
+//! crash at most the last frame is unfinished, and nothing valid can follow it. Replay reads
+//! frames in order; at the first frame that is incomplete or fails a check it searches the
+//! rest of the file for any complete, checksum-valid frame. If there is one, the damage is in
+//! the middle (see "Damaged trees"). If there is none, the bytes from there to the end of the
+//! file (the *tail*) are one of three things, decided by the rule below. Let `z` be the end of
+//! the file's non-zero bytes (one past its last non-zero byte):
+//!
+//! * **free space**: the tail is all zeros (written ahead of the frames; kept, not reported);
+//! * **a torn tail**, a *provably unfinished frame*: the non-zero bytes of the tail begin with
+//!   a frame header, or a prefix of one, that is consistent as far as it goes (the magic, and
+//!   the header check once the length and check bytes are there), and the frame's declared end
+//!   lies beyond `z`: the file ends before the frame does, or zeros follow its last written
+//!   byte before its end. A frame never ends in a zero byte (after its 4-byte metadata length,
+//!   a payload is JSON text: the metadata, ending in `}`, then the envelope and record bytes
+//!   of a cut; JSON text holds no zero byte), so such a frame was never written to its end:
+//!   its `fsync` did not return and its commit was never acknowledged. A writer's open cuts
+//!   it off, with the zeros after it ([`Recovery::truncated_bytes`]); a read-only open
+//!   ([`FileCommitter::open_read_only`]) reports it ([`Recovery::torn_tail`]: its bytes and,
+//!   when its metadata was written whole, the tree and sequence it would have installed) and
+//!   leaves it in place;
+//! * **damage**, anything else: bytes that do not start like a frame header, a header failing
+//!   its check, or a *complete* frame (header intact, every declared byte present, its last
+//!   byte non-zero) whose checksum fails. Damage is never cut: a complete frame may hold an
+//!   acknowledged commit whose bits flipped. A damaged last frame followed only by zeros is
+//!   confined to its tree like damage in the middle, when its metadata names a tree earlier
+//!   records vouch for (the next frame is then written after it); any other damage at the end
+//!   refuses the open ([`OpenError::Corrupt`], which names the byte offset to cut at should
+//!   the operator choose to give up what is there, after copying the log aside).
+//!
+//! A complete, checksum-valid record is therefore never dropped, and neither is a complete
+//! record whose checksum fails. Limits: a power loss can persist a frame's pages out of order;
+//! a frame whose last page reached the disk but an earlier one did not reads as complete with a
+//! wrong checksum, and is treated as damage (it cannot be told from flipped bits), not cut.
+//! Checksums detect damage, they do not repair it.
 //!
 //! # Damaged trees
 //!
@@ -77,10 +103,22 @@
 //!
 //! # One writer per directory
 //!
-//! Opening takes an exclusive OS lock on `store.lock` in the directory before anything else and
-//! holds it for the committer's life (see [`lock`](self::lock)); a second opener, in this
-//! process or another, gets [`OpenError::Locked`] with the holder's pid. The OS drops the lock
-//! when its holder exits, SIGKILL included.
+//! A writer's open takes an exclusive OS lock on the log itself (`commits.log`) before it
+//! reads anything and holds it for the committer's life, checking after locking that the
+//! locked file is still the one the log's path names (see [`lock`](self::lock)); a second
+//! opener, in this process or another, gets [`OpenError::Locked`] (with the holder's pid where
+//! the OS tells it). The OS drops the lock when its holder exits, SIGKILL included. No other
+//! file decides: deleting or replacing any file beside the log admits no second writer (the
+//! `store.lock` of earlier releases is still honoured where one exists, never created). The
+//! log itself must never be deleted, renamed or replaced while a writer runs: a new log at the
+//! path is a new, empty store to the next opener.
+//!
+//! [`FileCommitter::open_read_only`] (used by `keel-store list`, `show`, `verify`, `export`)
+//! opens an existing log read-only under a shared lock: any number of inspections run
+//! together, none while a writer holds the store (a frame being appended would read as a torn
+//! tail), and nothing in the directory is created, truncated or written. A directory whose
+//! `commits.log` does not start with keel's header is refused ([`OpenError::NotALog`]) before
+//! anything is written in it, by every kind of open.
 //!
 //! # Failure while running
 //!
@@ -97,7 +135,9 @@
 //! `base` record per tree (and no free space): written and synced as `commits.log.new`,
 //! renamed over the log, the directory synced. A crash before the rename leaves the old log
 //! (the stale new file is overwritten by the next compaction), after it the new one; both
-//! hold the same heads and facts. Refused while a tree is damaged ([`CompactError::Damaged`]).
+//! hold the same heads and facts. The new file is locked before it is renamed into place, so
+//! the file at the log's path is locked at every instant and an opener that locked the old
+//! file sees that it was replaced. Refused while a tree is damaged ([`CompactError::Damaged`]).
 //!
 //! # Not provided
 //!
@@ -111,8 +151,8 @@ use super::{CommitRecord, TreeDamage};
 use crate::env::BoxFuture;
 use crate::kernel::ids::ProcessId;
 use crate::limits::DEFAULT_MAX_COMMIT_RECORD_BYTES;
-use lock::StoreLock;
-use record::{decode_payload, encode_base, encode_record, meta_root, Logged, LoggedCut, Record, Request, MAX_META_BYTES};
+use lock::{Access, LockedLog};
+use record::{decode_payload, encode_base, encode_record, meta_names, meta_root, Logged, LoggedCut, Record, Request, MAX_META_BYTES};
 use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -122,7 +162,6 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 mod lock;
 mod record;
-pub use lock::LOCK_FILE_NAME;
 pub use record::reencode_payload;
 
 /// The log's file name inside the store directory.
@@ -146,9 +185,24 @@ pub enum OpenError {
         #[source]
         source: io::Error,
     },
-    /// The file exists but does not start with the log header.
-    #[error("{} is not a keel commit log", path.display())]
+    /// The file exists but does not start with the log header: the directory is not a keel
+    /// store (nothing was created or written in it).
+    #[error(
+        "{} is not a keel commit log (it does not start with keel's header); this directory \
+         holds something else: give keel a directory of its own",
+        path.display()
+    )]
     NotALog { path: PathBuf },
+    /// Opening an existing store (inspection, repair) found no log in the directory.
+    #[error(
+        "{} holds no keel store (no {LOG_FILE_NAME} in it); check the path (inspection never \
+         creates a store)",
+        dir.display()
+    )]
+    NoLog { dir: PathBuf },
+    /// The store path names something that is not a directory.
+    #[error("{} is not a directory; a file store is a directory holding {LOG_FILE_NAME}", path.display())]
+    NotADirectory { path: PathBuf },
     /// A log of another format version.
     #[error(
         "{} is a keel commit log of format {found}, which this version cannot read (it reads \
@@ -161,8 +215,9 @@ pub enum OpenError {
     /// (damage that can is reported per tree, see [`FileCommitter::damaged_trees`]).
     #[error("commit log corrupt at byte {offset}: {reason}")]
     Corrupt { offset: u64, reason: String },
-    /// Another `FileCommitter`, in this process or another, holds the directory. Two writers
-    /// on one log would interleave their records and make every tree in it unreadable.
+    /// Another `FileCommitter`, in this process or another, holds the log's lock (a writer, or
+    /// for a writer's open also an inspection in progress). Two writers on one log would
+    /// interleave their records and make every tree in it unreadable.
     #[error(
         "store {} is in use by {}; stop that writer or open another directory",
         dir.display(),
@@ -183,8 +238,25 @@ pub struct Recovery {
     pub created: bool,
     /// Records replayed (installed commits).
     pub records: u64,
-    /// Bytes of torn tail removed.
+    /// Bytes of torn tail this open cut off (only a writer's open cuts; see [`TornTail`]).
     pub truncated_bytes: u64,
+    /// The torn tail found after the last complete record, if any: cut off by a writer's
+    /// open, left in place by a read-only one.
+    pub torn_tail: Option<TornTail>,
+}
+
+/// A provably unfinished last frame (see "Recovery" in the module docs): an append that was
+/// interrupted before its `fsync` returned, so its commit was never acknowledged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// Where it starts: the end of the last complete record.
+    pub offset: u64,
+    /// Its length up to the end of the file (zeros written ahead after it included).
+    pub bytes: u64,
+    /// The tree and the sequence its record would have installed, when the unfinished record's
+    /// metadata was written whole (not checksummed: a hint for people).
+    pub root: Option<String>,
+    pub sequence: Option<u64>,
 }
 
 /// How a [`FileCommitter`] is opened.
@@ -244,13 +316,29 @@ pub struct FileCommitter {
     recovery: Recovery,
     /// Trees whose records are damaged, by root id text (fixed at open).
     damaged: BTreeMap<String, TreeDamage>,
+    /// Opened for inspection: reads only, commits and compaction refused.
+    read_only: bool,
     state: Mutex<State>,
-    /// Held for the committer's life; dropping the committer releases the directory.
-    _lock: StoreLock,
+    /// An earlier release's `store.lock`, locked for the committer's life when the directory
+    /// holds one (see [`lock`](self::lock)).
+    _legacy_lock: Option<File>,
+}
+
+/// How a directory is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// A writer; creates the directory and the log when missing.
+    Create,
+    /// A writer of an existing store (`keel-store repair`, `compact`).
+    Existing,
+    /// Read-only inspection of an existing store.
+    Inspect,
 }
 
 struct State {
     index: CommitIndex,
+    /// The log, holding its OS lock (exclusive for a writer, shared for inspection): the lock
+    /// lives exactly as long as this handle.
     log: File,
     /// The end of the last frame: where the next one is written.
     log_bytes: u64,
@@ -279,44 +367,76 @@ impl FileCommitter {
 
     /// Opens (creating if needed) the store in `dir` with `options`.
     pub fn open_with_options(dir: impl AsRef<Path>, options: FileOptions) -> Result<FileCommitter, OpenError> {
+        FileCommitter::open_as(dir.as_ref(), options, Mode::Create)
+    }
+
+    /// Opens the existing store in `dir` as its writer, like [`open_with_options`](Self::open_with_options)
+    /// (a torn tail is cut off) but never creating anything: a directory without a log is
+    /// [`OpenError::NoLog`].
+    pub fn open_existing(dir: impl AsRef<Path>, options: FileOptions) -> Result<FileCommitter, OpenError> {
+        FileCommitter::open_as(dir.as_ref(), options, Mode::Existing)
+    }
+
+    /// Opens the existing store in `dir` for inspection: the log is opened read-only under a
+    /// shared lock, nothing in the directory is created, truncated or written, and a torn tail
+    /// is reported in [`Recovery::torn_tail`] but left in place. Refused with
+    /// [`OpenError::Locked`] while a writer holds the store (a record being appended would
+    /// read as a torn tail). Every commit and compaction is refused.
+    pub fn open_read_only(dir: impl AsRef<Path>, options: FileOptions) -> Result<FileCommitter, OpenError> {
+        FileCommitter::open_as(dir.as_ref(), options, Mode::Inspect)
+    }
+
+    fn open_as(dir: &Path, options: FileOptions, mode: Mode) -> Result<FileCommitter, OpenError> {
         let max_record_bytes = options.max_record_bytes;
-        let dir = dir.as_ref();
         let path = dir.join(LOG_FILE_NAME);
-        ensure_dir(dir)?;
-        // Before the log is read: replay may truncate a tail that a live writer is appending.
-        let lock = StoreLock::acquire(dir)?;
-        let created = ensure_log(dir, &path)?;
+        let mut created = false;
+        match mode {
+            Mode::Create => {
+                ensure_dir(dir)?;
+                created = ensure_log(dir, &path)?;
+            }
+            Mode::Existing | Mode::Inspect => check_dir(dir)?,
+        }
+        let access = if mode == Mode::Inspect { Access::Inspect } else { Access::Write };
+        // Locked before the log is read: replay may cut a torn tail, which must not be a
+        // live writer's record in the making.
+        let LockedLog { mut log, legacy } = lock::open_locked(dir, &path, access, || match mode {
+            Mode::Create => {
+                created |= ensure_log(dir, &path)?;
+                Ok(())
+            }
+            Mode::Existing | Mode::Inspect => Err(OpenError::NoLog { dir: dir.to_path_buf() }),
+        })?;
         let io_err = |operation| {
             let path = path.clone();
             move |source| OpenError::Io { operation, path, source }
         };
-        // Not in append mode: frames are written over the free space at the end of the log.
-        let mut log = OpenOptions::new().read(true).write(true).open(&path).map_err(io_err("open"))?;
         let mut index = CommitIndex::new();
         let mut damaged = BTreeMap::new();
         let scan = replay(&mut log, &path, max_record_bytes, &mut index, &mut damaged)?;
-        if scan.truncated_bytes > 0 {
+        let mut truncated_bytes = 0;
+        if let Some(torn) = scan.torn_tail.as_ref().filter(|_| mode != Mode::Inspect) {
             log.set_len(scan.valid_end).map_err(io_err("truncate the torn tail of"))?;
             log.sync_all().map_err(io_err("sync"))?;
+            truncated_bytes = torn.bytes;
         }
+        // A torn tail's zeros go with it (inspection writes nothing, so its length is moot).
+        let file_bytes = scan.valid_end + if scan.torn_tail.is_some() { 0 } else { scan.free_bytes };
         Ok(FileCommitter {
             path,
             options,
-            recovery: Recovery {
-                created,
-                records: scan.records,
-                truncated_bytes: scan.truncated_bytes,
-            },
+            recovery: Recovery { created, records: scan.records, truncated_bytes, torn_tail: scan.torn_tail },
             damaged,
+            read_only: mode == Mode::Inspect,
             state: Mutex::new(State {
                 index,
                 log,
                 log_bytes: scan.valid_end,
-                file_bytes: scan.valid_end + scan.free_bytes,
+                file_bytes,
                 compactions: 0,
                 failed: None,
             }),
-            _lock: lock,
+            _legacy_lock: legacy,
         })
     }
 
@@ -369,6 +489,9 @@ impl FileCommitter {
         let mut state = self.lock();
         if let Some(reason) = &state.failed {
             return Err(stopped(reason));
+        }
+        if self.read_only {
+            return Err(CommitError::Storage { message: read_only(&self.path) });
         }
         self.refuse_damaged(&request.cut().root_id)?;
         let Decision::Install(installation) = request.decide(&state.index)? else {
@@ -433,11 +556,17 @@ impl FileCommitter {
         if let Some(reason) = &state.failed {
             return Err(CompactError::Storage { message: stopped(reason).to_string() });
         }
+        if self.read_only {
+            return Err(CompactError::Storage { message: read_only(&self.path) });
+        }
         let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
         let new = dir.join(NEW_LOG_FILE_NAME);
         let storage = |what: &str, e: io::Error| CompactError::Storage { message: format!("{what} {}: {e}", new.display()) };
-        let written = (|| -> io::Result<u64> {
-            let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&new)?;
+        let written = (|| -> io::Result<(File, u64)> {
+            let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&new)?;
+            // Locked before it is renamed into place, so the log at the path is locked at
+            // every instant: an opener that finds the new file finds it held.
+            file.try_lock().map_err(|e| io::Error::other(format!("locking the new log: {e}")))?;
             file.write_all(FILE_HEADER)?;
             let mut len = to_u64(FILE_HEADER.len());
             for root in state.index.roots() {
@@ -447,10 +576,10 @@ impl FileCommitter {
                 len += to_u64(FRAME_HEADER_BYTES + record.payload_len());
             }
             file.sync_all()?;
-            Ok(len)
+            Ok((file, len))
         })();
-        let len = match written {
-            Ok(len) => len,
+        let (file, len) = match written {
+            Ok(written) => written,
             Err(e) => {
                 let _ = fs::remove_file(&new);
                 return Err(storage("writing", e));
@@ -460,12 +589,12 @@ impl FileCommitter {
             let _ = fs::remove_file(&new);
             return Err(storage("renaming", e));
         }
-        // From here the new log is in place: a failure leaves the committer unsure which log
-        // the directory durably names, so it stops like after a failed append.
-        let reopened = sync_dir(dir).and_then(|()| OpenOptions::new().read(true).write(true).open(&self.path));
-        match reopened {
-            Ok(log) => {
-                state.log = log;
+        // From here the new log is in place (and this handle holds its lock; the old file's
+        // lock goes with the old handle): a failure leaves the committer unsure which log the
+        // directory durably names, so it stops like after a failed append.
+        state.log = file;
+        match sync_dir(dir) {
+            Ok(()) => {
                 state.log_bytes = len;
                 state.file_bytes = len;
                 state.compactions += 1;
@@ -486,7 +615,7 @@ impl Drop for FileCommitter {
     /// failure, when what the file holds is for the next open to find out.
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if state.failed.is_none() && state.file_bytes > state.log_bytes {
+        if !self.read_only && state.failed.is_none() && state.file_bytes > state.log_bytes {
             let _ = state.log.set_len(state.log_bytes);
         }
     }
@@ -509,6 +638,10 @@ fn live_bytes(index: &CommitIndex) -> u64 {
         sum = sum.saturating_add(to_u64(index.history(&root).len()).saturating_mul(PER_COMMIT));
     }
     sum
+}
+
+fn read_only(path: &Path) -> String {
+    format!("{} is open read-only for inspection; open it as a writer to commit or compact", path.display())
 }
 
 fn stopped(reason: &str) -> CommitError {
@@ -558,8 +691,21 @@ fn io_err_at(operation: &'static str, at: &Path) -> impl FnOnce(io::Error) -> Op
     move |source| OpenError::Io { operation, path, source }
 }
 
+/// An existing store's directory must exist and be a directory.
+fn check_dir(dir: &Path) -> Result<(), OpenError> {
+    match fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(OpenError::NotADirectory { path: dir.to_path_buf() }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(OpenError::NoLog { dir: dir.to_path_buf() }),
+        Err(e) => Err(io_err_at("inspect", dir)(e)),
+    }
+}
+
 /// Creates the store directory (and its parents) if it is missing, durably.
 fn ensure_dir(dir: &Path) -> Result<(), OpenError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(OpenError::NotADirectory { path: dir.to_path_buf() });
+    }
     if !dir.is_dir() {
         fs::create_dir_all(dir).map_err(io_err_at("create directory", dir))?;
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -704,11 +850,25 @@ fn header_check(payload_len: u64) -> [u8; 8] {
 
 struct Scan {
     records: u64,
-    /// End of the last valid frame.
+    /// End of the last valid frame (or of a damaged last frame isolated to its tree).
     valid_end: u64,
-    truncated_bytes: u64,
-    /// Zeros after the last valid frame (free space written ahead), kept.
+    /// A provably unfinished frame from `valid_end` to the end of the file.
+    torn_tail: Option<TornTail>,
+    /// Zeros after `valid_end` (free space written ahead), kept.
     free_bytes: u64,
+}
+
+/// What follows the last valid frame when no complete, checksum-valid frame comes after it.
+#[derive(Debug, PartialEq, Eq)]
+enum Tail {
+    /// All zeros: free space.
+    Free,
+    /// A provably unfinished frame (see "Recovery" in the module docs); `data_end` is the end
+    /// of the file's non-zero bytes.
+    Unfinished { data_end: u64 },
+    /// Anything else: damage. `frame_end` when it is one complete frame (intact header,
+    /// every declared byte present) that fails its checksum, followed only by zeros.
+    Damaged { frame_end: Option<u64>, reason: &'static str },
 }
 
 /// The outcome of reading the frame at one offset.
@@ -784,33 +944,120 @@ fn replay(
                         reason: format!("{reason}, yet a valid record follows at byte {found}"),
                     });
                 }
-                // Nothing valid follows: zeros are free space written ahead of the frames,
-                // anything else is a torn tail.
-                return Ok(if all_zero(log, offset, len).map_err(io_err("read"))? {
-                    Scan { records, valid_end: offset, truncated_bytes: 0, free_bytes: len - offset }
-                } else {
-                    Scan { records, valid_end: offset, truncated_bytes: len - offset, free_bytes: 0 }
-                });
+                // Nothing valid follows: zeros are free space written ahead of the frames, a
+                // provably unfinished frame is a torn tail, anything else is damage.
+                let tail = classify_tail(log, offset, len).map_err(io_err("read"))?;
+                return match tail {
+                    Tail::Free => Ok(Scan { records, valid_end: offset, torn_tail: None, free_bytes: len - offset }),
+                    Tail::Unfinished { data_end } => {
+                        let (root, sequence) = torn_names(log, offset, data_end).map_err(io_err("read"))?;
+                        let torn = TornTail { offset, bytes: len - offset, root, sequence };
+                        Ok(Scan { records, valid_end: offset, torn_tail: Some(torn), free_bytes: 0 })
+                    }
+                    Tail::Damaged { frame_end: Some(end), reason: why } => {
+                        // One complete last record failing its checksum: isolated to its tree
+                        // like damage in the middle when its (intact) metadata names a known
+                        // tree; the next frame is written after it.
+                        let root = damaged_frame_root(log, offset, end, max).map_err(io_err("read"))?;
+                        match root.filter(|root| {
+                            damaged.contains_key(root) || ProcessId::parse(root).is_ok_and(|id| index.head(&id).is_some())
+                        }) {
+                            Some(root) => {
+                                mark_damaged(damaged, root, offset, format!("the last record is complete but {why}: damage, not an interrupted write"));
+                                Ok(Scan { records, valid_end: end, torn_tail: None, free_bytes: len - end })
+                            }
+                            None => Err(damaged_tail(offset, len, why)),
+                        }
+                    }
+                    Tail::Damaged { frame_end: None, reason: why } => Err(damaged_tail(offset, len, why)),
+                };
             }
         }
     }
-    Ok(Scan { records, valid_end: offset, truncated_bytes: 0, free_bytes: 0 })
+    Ok(Scan { records, valid_end: offset, torn_tail: None, free_bytes: 0 })
 }
 
-/// Whether the bytes `from..len` are all zero.
-fn all_zero(file: &mut File, from: u64, len: u64) -> io::Result<bool> {
+/// Damage at the end of the log that no tree can be named for.
+fn damaged_tail(offset: u64, len: u64, why: &str) -> OpenError {
+    OpenError::Corrupt {
+        offset,
+        reason: format!(
+            "the {} bytes after the last valid record are not an unfinished record ({why}), so \
+             they are not cut off: a record there may have been acknowledged. Restore the store \
+             from a backup; or, to give up whatever was there, copy the log aside and truncate \
+             it to {offset} bytes",
+            len - offset
+        ),
+    }
+}
+
+/// Classifies the bytes `offset..len` after the last valid frame, given that no complete,
+/// checksum-valid frame starts anywhere in them (see "Recovery" in the module docs for the
+/// rule and why it holds).
+fn classify_tail(file: &mut File, offset: u64, len: u64) -> io::Result<Tail> {
+    let data_end = data_end(file, offset, len)?;
+    if data_end == offset {
+        return Ok(Tail::Free);
+    }
+    let present = usize::try_from(data_end - offset).unwrap_or(usize::MAX).min(FRAME_HEADER_BYTES);
+    let mut header = [0u8; FRAME_HEADER_BYTES];
+    read_at(file, offset, &mut header[..present])?;
+    let magic = present.min(FRAME_MAGIC.len());
+    if header[..magic] != FRAME_MAGIC[..magic] {
+        return Ok(Tail::Damaged { frame_end: None, reason: "they do not start with a record header" });
+    }
+    if present < 16 {
+        // The non-zero bytes end inside the length, long before any frame could.
+        return Ok(Tail::Unfinished { data_end });
+    }
+    let mut length = [0u8; 8];
+    length.copy_from_slice(&header[8..16]);
+    let payload_len = u64::from_le_bytes(length);
+    let check = header_check(payload_len);
+    let checked = present.min(24);
+    if header[16..checked] != check[..checked - 16] {
+        return Ok(Tail::Damaged { frame_end: None, reason: "its record header fails its check" });
+    }
+    let frame_end = offset.saturating_add(to_u64(FRAME_HEADER_BYTES)).saturating_add(payload_len);
+    if frame_end > data_end {
+        // The file, or its non-zero bytes, end before the frame's declared end: a frame never
+        // ends in a zero byte, so this one was not written to its end.
+        return Ok(Tail::Unfinished { data_end });
+    }
+    Ok(Tail::Damaged {
+        frame_end: (frame_end == data_end).then_some(frame_end),
+        reason: "its record is complete yet fails its checksum",
+    })
+}
+
+/// The end of the non-zero bytes in `from..len` (`from` if there are none).
+fn data_end(file: &mut File, from: u64, len: u64) -> io::Result<u64> {
     const CHUNK: u64 = 64 << 10;
     let mut buf = vec![0u8; usize::try_from(CHUNK).unwrap_or(usize::MAX)];
-    let mut at = from;
+    let (mut at, mut end) = (from, from);
     while at < len {
         let take = usize::try_from((len - at).min(CHUNK)).unwrap_or(0);
         read_at(file, at, &mut buf[..take])?;
-        if buf[..take].iter().any(|&b| b != 0) {
-            return Ok(false);
+        if let Some(last) = buf[..take].iter().rposition(|&b| b != 0) {
+            end = at + to_u64(last) + 1;
         }
         at += to_u64(take);
     }
-    Ok(true)
+    Ok(end)
+}
+
+/// The tree and sequence an unfinished frame at `offset` names, when its metadata lies whole
+/// before `data_end` (read only so far: a hint, never checked).
+fn torn_names(file: &mut File, offset: u64, data_end: u64) -> io::Result<(Option<String>, Option<u64>)> {
+    /// Enough for the metadata of any ordinary record; a longer one is not named.
+    const MAX_HINT_BYTES: u64 = 1 << 20;
+    let start = offset.saturating_add(to_u64(FRAME_HEADER_BYTES));
+    if data_end <= start {
+        return Ok((None, None));
+    }
+    let mut payload = vec![0u8; usize::try_from((data_end - start).min(MAX_HINT_BYTES)).unwrap_or(0)];
+    read_at(file, start, &mut payload)?;
+    Ok(meta_names(&payload).map_or((None, None), |(root, sequence)| (Some(root), sequence)))
 }
 
 fn read_at(file: &mut File, offset: u64, buf: &mut [u8]) -> io::Result<()> {

@@ -28,7 +28,7 @@ pub use cut::{CutEntry, CutEnvelope, CutError};
 pub use damage::TreeDamage;
 pub use faults::{CommitCall, CommitCallKind, Fault, FaultPlan, FaultyCommitter};
 pub use file::{
-    CompactError, FileCommitter, FileOptions, FileStats, OpenError, Recovery, LOCK_FILE_NAME,
+    CompactError, FileCommitter, FileOptions, FileStats, OpenError, Recovery, TornTail,
     LOG_FILE_NAME,
 };
 pub use index::{CommitIndex, Decision, Installation};

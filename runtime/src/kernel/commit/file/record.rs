@@ -691,12 +691,20 @@ fn decode_meta(value: &Json, blobs: &[u8]) -> Result<Logged, String> {
 
 /// The root id a payload's metadata names, if the metadata parses as an object with one.
 pub(super) fn meta_root(payload: &[u8]) -> Option<String> {
+    meta_names(payload).map(|(root, _)| root)
+}
+
+/// The root a payload's metadata names and the sequence it installs (a commit record; a
+/// `base` record names none), if the metadata is there whole and parses; `payload` may be
+/// a prefix of the payload.
+pub(super) fn meta_names(payload: &[u8]) -> Option<(String, Option<u64>)> {
     let (len_bytes, rest) = payload.split_first_chunk::<4>()?;
     let meta_len = usize::try_from(u32::from_le_bytes(*len_bytes)).ok()?;
     let meta = rest.get(..meta_len.min(MAX_META_BYTES))?;
     let value = crate::json::parse(meta).ok()?;
     let root = value.get("root_id")?.as_str()?;
-    ProcessId::parse(root).ok().map(|_| root.to_owned())
+    let sequence = value.get("sequence").and_then(Json::as_u64);
+    ProcessId::parse(root).ok().map(|_| (root.to_owned(), sequence))
 }
 
 // Lengths here are bounded by `usize`, which is at most 64 bits on every supported target.

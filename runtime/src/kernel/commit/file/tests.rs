@@ -209,7 +209,7 @@ fn reopen_rebuilds_the_same_heads_and_history_as_the_reference() {
     let memory = MemoryCommitter::new();
     {
         let f = FileCommitter::open(&dir.0).unwrap();
-        assert_eq!(f.recovery(), &Recovery { created: true, records: 0, truncated_bytes: 0 });
+        assert_eq!(f.recovery(), &Recovery { created: true, records: 0, truncated_bytes: 0, torn_tail: None });
         for r in script() {
             send(&f, &r).unwrap();
             send(&f, &r).unwrap(); // retry while current: acknowledged, nothing appended
@@ -217,7 +217,7 @@ fn reopen_rebuilds_the_same_heads_and_history_as_the_reference() {
         }
     }
     let f = FileCommitter::open(&dir.0).unwrap();
-    assert_eq!(f.recovery(), &Recovery { created: false, records: 7, truncated_bytes: 0 });
+    assert_eq!(f.recovery(), &Recovery { created: false, records: 7, truncated_bytes: 0, torn_tail: None });
     assert_eq!(f.roots(), memory.roots());
     for r in [root(), other_root()] {
         assert_eq!(f.head(&r), memory.head(&r), "head of {r}");
@@ -273,11 +273,10 @@ fn torn_tail_is_truncated_at_every_length() {
     for at in offsets.into_iter().chain([torn_end - 1]) {
         fs::write(dir.log(), &full[..usize::try_from(at).unwrap()]).unwrap();
         let f = FileCommitter::open(&dir.0).unwrap();
-        assert_eq!(
-            f.recovery(),
-            &Recovery { created: false, records: 6, truncated_bytes: at - good },
-            "torn at {at}"
-        );
+        let recovery = f.recovery();
+        assert_eq!((recovery.records, recovery.truncated_bytes), (6, at - good), "torn at {at}");
+        let torn = recovery.torn_tail.as_ref().unwrap();
+        assert_eq!((torn.offset, torn.bytes), (good, at - good), "torn at {at}");
         assert_eq!(file_len(&dir.log()), good, "the tail is cut off on disk");
         assert_eq!(f.head(&root()).unwrap().sequence, 1);
     }
@@ -289,29 +288,55 @@ fn torn_tail_is_truncated_at_every_length() {
 }
 
 #[test]
-fn garbage_tails_are_truncated_and_zero_tails_are_free_space() {
+fn garbage_tails_are_damage_unfinished_frames_are_cut_and_zero_tails_are_free_space() {
     let dir = TempDir::new();
     let lens = populate(&dir, &script()[..3]);
-    let mut zeros_after_a_torn_frame = b"KEELREC\n".to_vec();
-    zeros_after_a_torn_frame.resize(4096, 0);
-    for tail in [b"KEELREC\ngarbage after a magic".to_vec(), vec![0xff; 3], zeros_after_a_torn_frame, vec![0u8; 4096]] {
-        let mut f = OpenOptions::new().append(true).open(dir.log()).unwrap();
-        f.write_all(&tail).unwrap();
-        drop(f);
+    let clean = fs::read(dir.log()).unwrap();
+    // Not a frame keel writes (no record header, or one failing its check): damage, left as
+    // found, whatever a writer or an inspection makes of it.
+    for tail in [b"KEELREC\ngarbage after a magic".to_vec(), vec![0xff; 3], b"\0\0KEELREC\n".to_vec()] {
+        let mut bytes = clean.clone();
+        bytes.extend_from_slice(&tail);
+        fs::write(dir.log(), &bytes).unwrap();
+        for opened in [FileCommitter::open(&dir.0), FileCommitter::open_read_only(&dir.0, FileOptions::default())] {
+            match opened {
+                Err(OpenError::Corrupt { offset, reason }) => {
+                    assert_eq!(offset, lens[2], "{tail:?}");
+                    assert!(reason.contains("not an unfinished record") && reason.contains(&format!("truncate it to {offset} bytes")), "{reason}");
+                }
+                Err(e) => panic!("{tail:?}: {e}"),
+                Ok(_) => panic!("{tail:?}: opened"),
+            }
+            assert_eq!(fs::read(dir.log()).unwrap(), bytes, "{tail:?}: left as found");
+        }
+    }
+    // The start of a frame (a header prefix, or a whole header declaring more than the file
+    // holds), then zeros: unfinished, cut with the zeros.
+    let mut header_then_zeros = b"KEELREC\n".to_vec();
+    header_then_zeros.resize(4096, 0);
+    let mut whole_header = b"KEELREC\n".to_vec();
+    whole_header.extend_from_slice(&100u64.to_le_bytes());
+    whole_header.extend_from_slice(&header_check(100));
+    whole_header.extend_from_slice(&[7u8; 40]);
+    for tail in [b"KEE".to_vec(), header_then_zeros, whole_header] {
+        let mut bytes = clean.clone();
+        bytes.extend_from_slice(&tail);
+        fs::write(dir.log(), &bytes).unwrap();
         let f = FileCommitter::open(&dir.0).unwrap();
         assert_eq!(f.recovery().records, 3);
-        if tail.iter().all(|&b| b == 0) {
-            // Free space written ahead: kept while open, nothing reported.
-            assert_eq!(f.recovery().truncated_bytes, 0);
-            assert_eq!(file_len(&dir.log()), lens[2] + 4096);
-        } else {
-            assert_eq!(f.recovery().truncated_bytes, to_u64(tail.len()));
-            assert_eq!(file_len(&dir.log()), lens[2]);
-        }
-        assert_eq!(f.stats().log_bytes, lens[2]);
-        drop(f);
-        assert_eq!(file_len(&dir.log()), lens[2], "a closed log is its frames");
+        assert_eq!(f.recovery().truncated_bytes, to_u64(tail.len()), "{tail:?}");
+        assert_eq!(file_len(&dir.log()), lens[2]);
     }
+    // Free space written ahead: kept while open, nothing reported.
+    let mut bytes = clean.clone();
+    bytes.resize(clean.len() + 4096, 0);
+    fs::write(dir.log(), &bytes).unwrap();
+    let f = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!((f.recovery().truncated_bytes, f.recovery().torn_tail.as_ref()), (0, None));
+    assert_eq!(file_len(&dir.log()), lens[2] + 4096);
+    assert_eq!(f.stats().log_bytes, lens[2]);
+    drop(f);
+    assert_eq!(file_len(&dir.log()), lens[2], "a closed log is its frames");
 }
 
 #[test]
@@ -334,7 +359,7 @@ fn free_space_is_written_ahead_reused_and_survives_a_crash() {
     assert_eq!(file_len(&dir.log()), written);
     fs::write(dir.log(), &crashed).unwrap();
     let f = FileCommitter::open(&dir.0).unwrap();
-    assert_eq!(f.recovery(), &Recovery { created: false, records: 6, truncated_bytes: 0 });
+    assert_eq!(f.recovery(), &Recovery { created: false, records: 6, truncated_bytes: 0, torn_tail: None });
     send(&f, &requests[6]).unwrap();
     assert_eq!(file_len(&dir.log()), allocated, "the free space is reused after reopening");
     let all = f.stats().log_bytes;
@@ -464,14 +489,126 @@ fn a_store_of_several_trees_with_one_corrupted_record_serves_the_rest() {
 }
 
 #[test]
-fn damage_inside_the_last_record_is_treated_as_a_torn_write() {
-    // The documented limit of the rule: the final frame cannot be told from a torn append.
+fn damage_inside_the_last_record_is_damage_never_a_torn_write() {
     let dir = TempDir::new();
-    let lens = populate(&dir, &script());
-    flip(&dir.log(), lens[6] - 1);
-    let f = FileCommitter::open(&dir.0).unwrap();
-    assert_eq!(f.recovery().records, 6);
-    assert_eq!(f.recovery().truncated_bytes, lens[6] - lens[5]);
+    let requests = script();
+    let lens = populate(&dir, &requests);
+    let full = fs::read(dir.log()).unwrap();
+    // A flipped bit in the last record's checksum, its metadata's end or its last byte; the
+    // record belongs to a tree earlier records name, so that tree is isolated as damaged.
+    for at in [lens[5] + 30, lens[6] - 1] {
+        fs::write(dir.log(), &full).unwrap();
+        flip(&dir.log(), at);
+        let damaged = fs::read(dir.log()).unwrap();
+        let inspected = FileCommitter::open_read_only(&dir.0, FileOptions::default()).unwrap();
+        assert_eq!(inspected.recovery().torn_tail, None, "flip at {at}");
+        assert_eq!(inspected.damaged_trees().len(), 1, "flip at {at}");
+        drop(inspected);
+        let f = FileCommitter::open(&dir.0).unwrap();
+        assert_eq!((f.recovery().records, f.recovery().truncated_bytes, f.recovery().torn_tail.as_ref()), (6, 0, None));
+        let damage = f.damaged_trees();
+        assert_eq!(damage.len(), 1, "flip at {at}: {damage:?}");
+        assert_eq!((damage[0].root.as_str(), damage[0].location.as_str()), (root().as_str(), &*format!("commit log byte {}", lens[5])));
+        assert!(damage[0].reason.contains("not an interrupted write"), "{}", damage[0].reason);
+        assert!(matches!(block_on(f.load_tree(&root())), Err(CommitError::Damaged { .. })));
+        assert_eq!(fs::read(dir.log()).unwrap(), damaged, "nothing cut");
+        // The other tree commits, after the damaged record, and it all reopens alike.
+        send(&f, &Request::Checkpoint(progress(2, 50, cut_of(other_root(), 51, 7)))).unwrap();
+        drop(f);
+        assert_eq!(fs::read(dir.log()).unwrap()[..damaged.len()], damaged[..], "kept in the middle");
+        let f = FileCommitter::open(&dir.0).unwrap();
+        assert_eq!(f.head(&other_root()).unwrap().sequence, 2);
+        assert_eq!(f.damaged_trees().len(), 1);
+    }
+    // The last record is the first of its tree: nothing vouches for the tree its metadata
+    // names, so the open refuses, naming the byte to cut at and leaving the log as it was.
+    let dir = TempDir::new();
+    let lens = populate(&dir, &requests[..3]);
+    flip(&dir.log(), lens[2] - 1);
+    let damaged = fs::read(dir.log()).unwrap();
+    for opened in [FileCommitter::open(&dir.0), FileCommitter::open_read_only(&dir.0, FileOptions::default())] {
+        match opened {
+            Err(OpenError::Corrupt { offset, reason }) => {
+                assert_eq!(offset, lens[1]);
+                assert!(reason.contains("complete yet fails its checksum"), "{reason}");
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("opened a store whose last record is damaged"),
+        }
+        assert_eq!(fs::read(dir.log()).unwrap(), damaged);
+    }
+}
+
+#[test]
+fn inspection_reports_a_torn_tail_and_changes_nothing() {
+    let dir = TempDir::new();
+    let requests = script();
+    let lens = populate(&dir, &requests);
+    let full = fs::read(dir.log()).unwrap();
+    // The last record's metadata written whole, the rest of it missing.
+    let cut_at = usize::try_from(lens[6]).unwrap() - 3;
+    fs::write(dir.log(), &full[..cut_at]).unwrap();
+    let before = fs::read(dir.log()).unwrap();
+    for _ in 0..2 {
+        let f = FileCommitter::open_read_only(&dir.0, FileOptions::default()).unwrap();
+        let expected = TornTail {
+            offset: lens[5],
+            bytes: to_u64(cut_at) - lens[5],
+            root: Some(root().as_str().to_owned()),
+            sequence: Some(2),
+        };
+        assert_eq!(f.recovery(), &Recovery { created: false, records: 6, truncated_bytes: 0, torn_tail: Some(expected) });
+        // Reads answer; writes are refused.
+        assert_eq!(f.head(&root()).unwrap().sequence, 1);
+        assert!(matches!(send(&f, &requests[6]), Err(CommitError::Storage { message }) if message.contains("read-only")));
+        assert!(matches!(f.compact_now(), Err(CompactError::Storage { .. })));
+        drop(f);
+        assert_eq!(fs::read(dir.log()).unwrap(), before, "inspection changes no byte");
+    }
+    let listing = |d: &Path| {
+        let mut names: Vec<String> = fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(listing(&dir.0), vec![LOG_FILE_NAME.to_owned()], "no lock file, no temporary file");
+    // Only a writer's open cuts it.
+    let f = FileCommitter::open_existing(&dir.0, FileOptions::default()).unwrap();
+    assert_eq!(f.recovery().truncated_bytes, to_u64(cut_at) - lens[5]);
+    assert_eq!(file_len(&dir.log()), lens[5]);
+    // Inspection and an existing-store open never create a store.
+    let missing = dir.0.join("nothing-here");
+    assert!(matches!(FileCommitter::open_read_only(&missing, FileOptions::default()), Err(OpenError::NoLog { .. })));
+    assert!(matches!(FileCommitter::open_existing(&missing, FileOptions::default()), Err(OpenError::NoLog { .. })));
+    assert!(!missing.exists());
+    let empty = dir.0.join("empty");
+    fs::create_dir(&empty).unwrap();
+    assert!(matches!(FileCommitter::open_read_only(&empty, FileOptions::default()), Err(OpenError::NoLog { .. })));
+    assert!(listing(&empty).is_empty());
+    assert!(matches!(FileCommitter::open_read_only(dir.log(), FileOptions::default()), Err(OpenError::NotADirectory { .. })));
+}
+
+#[test]
+fn a_directory_whose_log_is_not_keels_is_refused_and_nothing_is_created_in_it() {
+    let dir = TempDir::new();
+    fs::create_dir_all(&dir.0).unwrap();
+    let foreign = b"2026-12-07 01:00:00 INFO some other program's commits.log\n".to_vec();
+    fs::write(dir.log(), &foreign).unwrap();
+    let opens: [fn(&Path) -> Result<FileCommitter, OpenError>; 3] = [
+        |d| FileCommitter::open(d),
+        |d| FileCommitter::open_existing(d, FileOptions::default()),
+        |d| FileCommitter::open_read_only(d, FileOptions::default()),
+    ];
+    for open in opens {
+        let err = open(&dir.0).err().expect("a foreign log is refused");
+        assert!(matches!(err, OpenError::NotALog { .. }), "{err:?}");
+        assert!(err.to_string().contains("give keel a directory of its own"), "{err}");
+        let names: Vec<_> = fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from(LOG_FILE_NAME)], "nothing created beside it");
+        assert_eq!(fs::read(dir.log()).unwrap(), foreign);
+    }
+    // A file where the directory should be.
+    let err = FileCommitter::open(dir.log()).err().expect("a file is not a store directory");
+    assert!(matches!(err, OpenError::NotADirectory { .. }), "{err:?}");
 }
 
 #[test]
@@ -673,7 +810,7 @@ fn open_creates_missing_directories_and_ignores_a_stale_new_log() {
     let deeper = dir.0.join("x").join("y");
     assert!(FileCommitter::open(&deeper).unwrap().recovery().created);
     let f = FileCommitter::open(&nested).unwrap();
-    assert_eq!(f.recovery(), &Recovery { created: false, records: 1, truncated_bytes: 0 });
+    assert_eq!(f.recovery(), &Recovery { created: false, records: 1, truncated_bytes: 0, torn_tail: None });
     assert_eq!(f.roots(), vec![root()]);
 }
 
@@ -707,6 +844,105 @@ fn a_second_opener_is_refused_with_the_holders_pid_until_the_first_is_dropped() 
     drop(first);
     let reopened = FileCommitter::open(&dir.0).unwrap();
     assert_eq!(reopened.recovery().records, 2);
+}
+
+#[test]
+fn deleting_renaming_or_recreating_store_lock_admits_no_second_writer() {
+    let dir = TempDir::new();
+    let first = FileCommitter::open(&dir.0).unwrap();
+    send(&first, &script()[0]).unwrap();
+    let lock_file = dir.0.join(lock::LEGACY_LOCK_FILE_NAME);
+    let aside = dir.0.join("store.lock.aside");
+    let tamper: [(&str, Box<dyn Fn()>); 3] = [
+        ("deleted", Box::new(|| {
+            let _ = fs::remove_file(&lock_file);
+        })),
+        ("renamed", Box::new(|| {
+            fs::write(&lock_file, b"").unwrap();
+            fs::rename(&lock_file, &aside).unwrap();
+        })),
+        ("recreated", Box::new(|| {
+            let _ = fs::remove_file(&lock_file);
+            fs::write(&lock_file, b"12345\n").unwrap();
+        })),
+    ];
+    for (what, tamper) in tamper {
+        tamper();
+        for (mode, opened) in [
+            ("writer", FileCommitter::open(&dir.0)),
+            ("inspection", FileCommitter::open_read_only(&dir.0, FileOptions::default())),
+        ] {
+            match opened {
+                Err(OpenError::Locked { .. }) => {}
+                Err(e) => panic!("store.lock {what}, {mode}: {e}"),
+                Ok(_) => panic!("store.lock {what}: a second {mode} opened a store with a running writer"),
+            }
+        }
+    }
+    // The writer never noticed.
+    send(&first, &script()[1]).unwrap();
+    drop(first);
+    assert_eq!(FileCommitter::open(&dir.0).unwrap().recovery().records, 2);
+}
+
+#[test]
+fn exclusion_holds_across_compaction() {
+    let dir = TempDir::new();
+    let requests = script();
+    let first = FileCommitter::open(&dir.0).unwrap();
+    for r in &requests[..6] {
+        send(&first, r).unwrap();
+    }
+    // An opener that opened the log just before the compaction renamed a new one over it.
+    let stale = File::open(dir.log()).unwrap();
+    first.compact_now().unwrap();
+    // The new log was locked before it was renamed into place: held at every instant.
+    let fresh = File::open(dir.log()).unwrap();
+    assert!(matches!(fresh.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock)));
+    assert!(matches!(open_err(&dir), OpenError::Locked { .. }));
+    // The old file's lock went with the writer's old handle, so the stale opener gets it; it
+    // must see that the path names another file now (and start over, finding that one held).
+    stale.try_lock().unwrap();
+    assert!(!lock::is_at_path(&stale, &dir.log()).unwrap());
+    assert!(lock::is_at_path(&fresh, &dir.log()).unwrap());
+    drop(stale);
+    assert!(!dir.0.join(NEW_LOG_FILE_NAME).exists());
+    // The writer goes on, and still excludes after commits on the new log.
+    send(&first, &requests[6]).unwrap();
+    assert!(matches!(open_err(&dir), OpenError::Locked { .. }));
+    drop(first);
+    let reopened = FileCommitter::open(&dir.0).unwrap();
+    assert_eq!(reopened.head(&root()).unwrap().sequence, 2);
+}
+
+#[test]
+fn inspections_share_the_store_and_exclude_a_writer() {
+    let dir = TempDir::new();
+    populate(&dir, &script()[..2]);
+    let a = FileCommitter::open_read_only(&dir.0, FileOptions::default()).unwrap();
+    let b = FileCommitter::open_read_only(&dir.0, FileOptions::default()).unwrap();
+    assert_eq!(a.roots(), b.roots());
+    assert!(matches!(open_err(&dir), OpenError::Locked { .. }));
+    drop((a, b));
+    let writer = FileCommitter::open(&dir.0).unwrap();
+    assert!(matches!(FileCommitter::open_read_only(&dir.0, FileOptions::default()), Err(OpenError::Locked { .. })));
+    drop(writer);
+}
+
+#[test]
+fn a_writer_of_an_earlier_release_holding_store_lock_is_respected() {
+    let dir = TempDir::new();
+    populate(&dir, &script()[..1]);
+    // Earlier releases locked store.lock (and wrote their pid into it), not the log.
+    let lock_file = dir.0.join(lock::LEGACY_LOCK_FILE_NAME);
+    fs::write(&lock_file, b"4242\n").unwrap();
+    let old_writer = File::open(&lock_file).unwrap();
+    old_writer.try_lock().unwrap();
+    assert!(matches!(open_err(&dir), OpenError::Locked { pid: Some(4242), .. }));
+    assert!(matches!(FileCommitter::open_read_only(&dir.0, FileOptions::default()), Err(OpenError::Locked { .. })));
+    drop(old_writer);
+    drop(FileCommitter::open(&dir.0).unwrap());
+    assert_eq!(fs::read(&lock_file).unwrap(), b"4242\n", "never written by this release");
 }
 
 #[test]
