@@ -33,17 +33,21 @@ pub enum Mutation {
     /// Mailbox compaction also drops consumed external Signals, so a redelivery of one is
     /// admitted again instead of being a duplicate (or a conflict).
     DropExternalOnCompaction,
+    /// A command addressed to a retired child is refused as `NotFound`, as for an id that
+    /// never existed, instead of `ProcessFinished`.
+    RetiredChildNotFound,
 }
 
 impl Mutation {
     /// Every mutation, in declaration order.
-    pub const ALL: [Mutation; 6] = [
+    pub const ALL: [Mutation; 7] = [
         Mutation::DispatchBeforePending,
         Mutation::FoldInCompletionOrder,
         Mutation::RedispatchUnknown,
         Mutation::SteerAppliedTwice,
         Mutation::DropUnknownOnCompaction,
         Mutation::DropExternalOnCompaction,
+        Mutation::RetiredChildNotFound,
     ];
 
     /// The stable snake_case name (for CLIs and reports).
@@ -55,6 +59,7 @@ impl Mutation {
             Mutation::SteerAppliedTwice => "steer_applied_twice",
             Mutation::DropUnknownOnCompaction => "drop_unknown_on_compaction",
             Mutation::DropExternalOnCompaction => "drop_external_on_compaction",
+            Mutation::RetiredChildNotFound => "retired_child_not_found",
         }
     }
 
@@ -71,6 +76,7 @@ impl Mutation {
             Mutation::SteerAppliedTwice => 4,
             Mutation::DropUnknownOnCompaction => 5,
             Mutation::DropExternalOnCompaction => 6,
+            Mutation::RetiredChildNotFound => 7,
         }
     }
 

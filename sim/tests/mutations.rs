@@ -53,6 +53,7 @@ fn every_mutation_has_a_test_below() {
         Mutation::SteerAppliedTwice,
         Mutation::DropUnknownOnCompaction,
         Mutation::DropExternalOnCompaction,
+        Mutation::RetiredChildNotFound,
     ];
     assert_eq!(Mutation::ALL, tested, "a new mutation needs its own `caught_by` test");
 }
@@ -111,6 +112,13 @@ fn drop_external_on_compaction_is_caught() {
         Mutation::DropExternalOnCompaction,
         &["kernel_11", "mailbox_monotone", "signal_admission", "signal_dedupe", "signal_conflict_refused"],
     );
+}
+
+#[test]
+fn retired_child_not_found_is_caught() {
+    // A command to a retired child is refused as if the id never existed: the kernel world's
+    // probe of every retired child after the run expects `ProcessFinished`.
+    caught_by(Mutation::RetiredChildNotFound, &["retired_addressing"]);
 }
 
 #[test]

@@ -13,7 +13,8 @@ use crate::interaction::pending_inputs::pending_tool_inputs;
 use crate::interaction::signals::steer_signal;
 use crate::interaction::state::ParentState;
 use crate::json::Json;
-use crate::kernel::engine::ProcessHandle;
+use crate::kernel::engine::{EngineError, ProcessHandle};
+use crate::kernel::owner::CommandError;
 use crate::kernel::ids::{ProcessId, SignalId};
 use crate::kernel::snapshot::TreeSnapshot;
 use std::sync::Arc;
@@ -164,29 +165,39 @@ impl Run {
     /// Whether the answer was admitted is read from the run's durable head, so a retry sent by
     /// a new process after [`Runtime::resume`] is recognized like one sent by this process:
     /// the tool child's mailbox keeps every admitted signal's id, consumed or not. Once the
-    /// tool's call has finished and its child has been compacted away, no durable record of the
-    /// answer remains; then only an answer this runtime itself delivered is reported as a
-    /// duplicate, and any other is refused.
+    /// tool's call has finished, an answer is refused with [`AnswerError::CallEnded`] (this
+    /// question was already answered or its call ended), also after its child has been
+    /// compacted away: then no durable record of the answer remains, and only an answer this
+    /// runtime itself delivered is still reported as a duplicate.
     pub async fn answer(&self, request: &InputRequest, answer: Json) -> Result<bool, AnswerError> {
         let wait = request.wait.as_str().to_owned();
         let canonical = answer.to_canonical_string();
         let not_delivered = |detail: String| AnswerError::NotDelivered { wait: wait.clone(), detail };
         let wrong_wait = || AnswerError::WrongWait { wait: wait.clone(), current: self.shared.lock().inputs.len() };
+        let call_ended = || AnswerError::CallEnded { wait: wait.clone() };
         let id = answer_signal_id(&request.wait, &answer).map_err(|e| not_delivered(e.to_string()))?;
         let head = self.durable_head().await.map_err(not_delivered)?;
         let signal = match admitted_answer(&head, request, &id) {
             Admitted::This => return Ok(false),
             Admitted::Other => return Err(wrong_wait()),
             Admitted::ChildGone => {
-                // No durable record is left; only this runtime's own delivery can be recognized.
+                // No durable record of the answer is left; only this runtime's own delivery
+                // can be recognized. A retired child's residue still says its call ended.
                 let repeats = self.shared.lock().answered.get(&request.wait) == Some(&canonical);
-                return if repeats { Ok(false) } else { Err(wrong_wait()) };
+                return match (repeats, head.residue(&request.process).is_some()) {
+                    (true, _) => Ok(false),
+                    (false, true) => Err(call_ended()),
+                    (false, false) => Err(wrong_wait()),
+                };
             }
             Admitted::Nothing => {
                 let pending = pending_tool_inputs(&head)
                     .ok()
                     .and_then(|all| all.into_iter().find(|p| p.wait_id() == &request.wait && p.process_id() == &request.process));
-                let Some(pending) = pending else { return Err(wrong_wait()) };
+                let Some(pending) = pending else {
+                    let ended = head.process(&request.process).is_some_and(|p| p.is_terminal());
+                    return Err(if ended { call_ended() } else { wrong_wait() });
+                };
                 pending.response_signal(id, &answer).map_err(|e| AnswerError::Invalid {
                     wait: wait.clone(),
                     schema: pending.response_schema().canonical().to_owned(),
@@ -200,7 +211,11 @@ impl Run {
             .engine
             .lookup(&request.process)
             .ok_or_else(|| not_delivered(format!("process {} is not live in this runtime", request.process)))?;
-        let accepted = target.deliver_signals(vec![signal]).await.map_err(|e| not_delivered(e.to_string()))?;
+        let accepted = target.deliver_signals(vec![signal]).await.map_err(|e| match e {
+            // The call ended between reading the head and delivering.
+            EngineError::Command(CommandError::ProcessFinished(_)) => call_ended(),
+            e => not_delivered(e.to_string()),
+        })?;
         self.shared.lock().answered.insert(request.wait.clone(), canonical);
         // `false`: a concurrent identical answer was admitted first; the kernel deduplicated it.
         Ok(accepted)

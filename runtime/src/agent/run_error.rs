@@ -121,4 +121,11 @@ pub enum AnswerError {
         /// Why.
         detail: String,
     },
+    /// The tool call that asked has ended (its process finished, also when it has since
+    /// been compacted away): nothing can answer it any more.
+    #[error("input {wait} can no longer be answered: this question was already answered or its call ended")]
+    CallEnded {
+        /// The wait.
+        wait: String,
+    },
 }

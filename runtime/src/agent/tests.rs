@@ -112,8 +112,10 @@ fn input_requests_are_answered_once_wrong_waits_refused_and_steers_applied() {
         run.steer("Prefer Celsius.").await.unwrap();
         assert!(run.answer_text(&input, "Oslo").await.unwrap(), "the first answer is new");
         assert!(!run.answer_text(&input, "Oslo").await.unwrap(), "a retried answer is deduplicated");
+        // Another answer to the answered question: a wrong wait while the call still runs,
+        // refused as ended once it has finished.
         let other = run.answer_text(&input, "Bergen").await.unwrap_err();
-        assert!(matches!(other, AnswerError::WrongWait { .. }), "{other}");
+        assert!(matches!(other, AnswerError::WrongWait { .. } | AnswerError::CallEnded { .. }), "{other}");
         let result = run.result().await.unwrap();
         assert_eq!(result.text(), "Done.");
         let events = collect(&run).await;
@@ -473,6 +475,38 @@ fn a_retried_answer_is_a_duplicate_after_resume_and_a_different_one_is_refused()
             .filter_map(|e| if let RunEvent::ToolSettled { text, .. } = e { Some(text.as_str()) } else { None })
             .collect();
         assert_eq!(settled, [r#""C""#], "the tool saw each answer once, in order");
+    });
+}
+
+#[test]
+fn an_answer_to_a_call_that_ended_is_refused_as_ended_also_after_compaction_and_resume() {
+    block_on(async {
+        let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
+        let first_rt = Runtime::with_store(asking_agent(4), store.clone(), env());
+        let run = first_rt.start("Weather?").await.unwrap();
+        let Idle::NeedsInput(inputs) = run.idle().await.unwrap() else { panic!("expected an input request") };
+        let input = inputs[0].clone();
+        assert!(run.answer_text(&input, "Oslo").await.unwrap());
+        assert_eq!(run.result().await.unwrap().text(), "Done.");
+        let head = run.shared_for_tests().lock().head.clone().unwrap();
+        assert!(head.process(&input.process).is_none() && head.residue(&input.process).is_some(), "the asking call was retired");
+        // This runtime delivered "Oslo": a retry is still a duplicate.
+        assert!(!run.answer_text(&input, "Oslo").await.unwrap());
+        let other = run.answer_text(&input, "Bergen").await.unwrap_err();
+        assert!(matches!(other, AnswerError::CallEnded { .. }), "{other}");
+        assert!(other.to_string().contains("already answered or its call ended"), "{other}");
+        // A question this run never asked is still a wrong wait.
+        let mut never = input.clone();
+        never.process = crate::kernel::ids::ProcessId::root_from_hex(&"0".repeat(32)).unwrap();
+        let refused = run.answer_text(&never, "Bergen").await.unwrap_err();
+        assert!(matches!(refused, AnswerError::WrongWait { .. }), "{refused}");
+        let id = run.id();
+        drop((run, first_rt));
+        // A new process knows the call only from its residue.
+        let second_rt = Runtime::with_store(asking_agent(4), store, env());
+        let run = second_rt.resume(&id).await.unwrap();
+        let late = run.answer_text(&input, "Oslo").await.unwrap_err();
+        assert!(matches!(late, AnswerError::CallEnded { .. }), "{late}");
     });
 }
 

@@ -31,8 +31,11 @@ pub const KEY_PREFIX: &str = "segment:";
 /// Why a cut's segment records do not resolve.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SegmentRecordError {
-    #[error("segment record {index} is malformed: {reason}")]
-    Malformed { index: usize, reason: String },
+    /// The record does not decode: `error` keeps the codec's kind (`UnknownMember`,
+    /// `WrongType`, ...) and its path inside the record; `index` is the record's place in the
+    /// cut's record list.
+    #[error("segment record {index} is malformed: {error}")]
+    Malformed { index: usize, error: DecodeError },
     #[error("segment record {key} appears twice")]
     Duplicate { key: String },
     #[error("a state's segment chain ending at {last} lacks record {missing} (link {link} of {count})")]
@@ -183,12 +186,12 @@ impl SegmentTable {
     /// Decodes one segment record (`index` in the cut's record list): an object of exactly
     /// `entries` (an array) and `prev` (a digest, optional), in canonical form.
     pub fn insert(&mut self, index: usize, value: &Json) -> Result<(), SegmentRecordError> {
-        let malformed = |reason: String| SegmentRecordError::Malformed { index, reason };
-        let mut r = ObjectReader::new(value).map_err(|e| malformed(e.to_string()))?;
-        let entries = r.required_value("entries").map_err(|e| malformed(e.to_string()))?;
-        let prev: Option<Digest> = r.optional("prev").map_err(|e| malformed(e.to_string()))?;
-        r.finish().map_err(|e| malformed(e.to_string()))?;
-        let segment = Segment::from_json(entries).map_err(|e| malformed(e.in_member("entries").to_string()))?;
+        let malformed = |error: DecodeError| SegmentRecordError::Malformed { index, error };
+        let mut r = ObjectReader::new(value).map_err(malformed)?;
+        let entries = r.required_value("entries").map_err(malformed)?;
+        let prev: Option<Digest> = r.optional("prev").map_err(malformed)?;
+        r.finish().map_err(malformed)?;
+        let segment = Segment::from_json(entries).map_err(|e| malformed(e.in_member("entries")))?;
         // Its bytes are the canonical encoding of `value` (entries canonical, `prev` a
         // lowercase digest); whether the *input* bytes were canonical is the cut's check.
         let record = segment.record(prev);
@@ -414,10 +417,23 @@ mod tests {
         let mut t = table_of(&records).unwrap();
         t.resolve(1, records[0].digest()).unwrap();
         assert!(matches!(t.check_all_used(), Err(SegmentRecordError::Orphan { .. })));
-        // Not a record.
-        for bad in [r#"{"entries":1}"#, r#"{"entries":[1],"x":1}"#, r#"{"entries":[1],"prev":"sha256:00"}"#, "[]"] {
+        // Not a record: the codec's kind is kept, with the record's index.
+        use crate::json::codec::DecodeErrorKind as K;
+        let unknown = K::UnknownMember("x".into());
+        let cases = [
+            (r#"{"entries":1}"#, None),
+            (r#"{"entries":[1],"x":1}"#, Some(&unknown)),
+            (r#"{"entries":[1],"prev":"sha256:00"}"#, None),
+            ("[]", Some(&K::WrongType { expected: "object", found: "array" })),
+        ];
+        for (bad, kind) in cases {
             let v = crate::json::parse(bad.as_bytes()).unwrap();
-            assert!(matches!(SegmentTable::default().insert(0, &v), Err(SegmentRecordError::Malformed { .. })), "{bad}");
+            match SegmentTable::default().insert(4, &v) {
+                Err(SegmentRecordError::Malformed { index: 4, error }) => {
+                    assert!(kind.is_none_or(|k| *k == error.kind), "{bad}: {error}");
+                }
+                other => panic!("{bad}: {:?}", other.err()),
+            }
         }
     }
 

@@ -21,6 +21,8 @@
 //! * `ledger` — ground truth of physical dispatches;
 //! * `trace` — the hashed run trace and its line formats;
 //! * `oracle` — invariant checks against that ground truth;
+//! * `retired` — after the run: commands to retired children are `ProcessFinished`, to an id
+//!   that never existed `NotFound`;
 //! * `scenarios` — `kernel-swarm`, `kernel-crash-matrix`, `kernel-stale-writer`,
 //!   `kernel-fanout-order`;
 //! * `compat` — the campaign framework's plug-in types (until `sim/src/world.rs` lands).
@@ -36,6 +38,7 @@ mod host;
 mod ledger;
 mod observe;
 mod oracle;
+mod retired;
 pub mod scenarios;
 mod shape;
 pub mod strategy;
@@ -84,6 +87,7 @@ pub const FAULT_KINDS: &[&str] = &[
     "unknown.leave",
     "seen.fenced",
     "seen.redispatch",
+    "seen.retired_addressed",
 ];
 
 /// What the kernel world declares it exercises (the campaign summary flags gaps).

@@ -26,6 +26,8 @@
 //!   compaction), `mailbox_bounded` (no head keeps a record compaction would drop),
 //!   `usage_monotone`, `first_terminal_wins`, `frontier`, `terminal_consistency`, `allocation`, `fencing`, `durable_ack`,
 //!   `signal_admission`, `strategy_order`, `restore`, `commit_in_flight`, `kernel_contract`;
+//! * after the run (`retired`), `retired_addressing`: commands to a retired child are refused
+//!   `ProcessFinished`, to an id that never existed `NotFound`;
 //! * and, on every eighth seed after the run (`world::run_world`), `log_compaction_same_head`
 //!   (`crate::log_compaction`): the commits replayed into a compacted, reopened file log.
 

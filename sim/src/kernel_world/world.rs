@@ -791,6 +791,9 @@ pub fn run_world(setup: &Setup, seed: u64, scenario: &str, keep_trace: bool) -> 
         }
     };
     let fatal = world.run().err();
+    if fatal.is_none() {
+        world.probe_retired();
+    }
     let (reached, memory) = (world.reached.take(), world.memory.clone());
     let mut outcome = world.finish(seed, scenario, fatal);
     // `log_compaction_same_head`, after the run and from its requests only: the trace is

@@ -107,8 +107,9 @@ impl ModelCallEffect {
     /// The request this call sends (no tools: the Dispatcher adds the manifest), rebuilt from
     /// the declaring Step's segments; segments the context head does not name are refused.
     pub fn request(&self, segments: &[Arc<Segment>]) -> Result<Request, InteractionError> {
-        let context = WorkingContext::attach(&self.context, segments)
-            .map_err(|e| InteractionError::invalid_state(format!("model_call effect: context: {e}")))?;
+        let context = WorkingContext::attach(&self.context, segments).map_err(|e| {
+            InteractionError::decode(ErrorKind::InvalidExecutionState, "model_call effect: context", e)
+        })?;
         // The context's own check: the request's rules, with sealed segments' messages
         // validated once when sealed or read rather than once per call.
         context.validate().map_err(|e| InteractionError::invalid_state(format!("model_call effect: request: {e}")))?;

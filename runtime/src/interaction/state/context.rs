@@ -219,39 +219,52 @@ impl WorkingContext {
     /// Rebuilds a context from its head and segments: a segment that carries its decoded
     /// messages (the one this process sealed or read before) is reused as is, any other is
     /// parsed and every message validated once. The count and the chain must match.
-    pub fn attach(head: &ContextHead, segments: &[Arc<Segment>]) -> Result<WorkingContext, String> {
+    ///
+    /// A segment that does not decode keeps the message codec's error kind (`UnknownMember`,
+    /// `WrongType`, ...): its path names the segment and the message inside it
+    /// (`$.segments[1][0].parts[0]`), so a caller matches the kind exactly as for the same
+    /// fault in an inline context.
+    pub fn attach(head: &ContextHead, segments: &[Arc<Segment>]) -> Result<WorkingContext, DecodeError> {
         let chain = segment::chain_digest(segments);
         if chain != head.chain {
-            return Err("the segments do not match the context's chain digest (lost, reordered, added or changed)".into());
+            return Err(DecodeError::invalid(
+                "the segments do not match the context's chain digest (lost, reordered, added or changed)",
+            ));
         }
         let mut context = WorkingContext { options: head.options.clone(), ..WorkingContext::default() };
         for (i, s) in segments.iter().enumerate() {
+            let in_segment = |e: DecodeError| e.in_index(i).in_member("segments");
             let sealed = match s.decoded::<SealedMessages>() {
                 Some(sealed) => sealed,
                 None => {
-                    let messages = parse_segment(s).map_err(|e| format!("segments[{i}]: {e}"))?;
+                    let messages = parse_segment(s).map_err(in_segment)?;
                     let sealed = Arc::new(SealedMessages::new(messages));
-                    s.remember(sealed).ok_or_else(|| format!("segments[{i}] holds another decoded form"))?
+                    s.remember(sealed).ok_or_else(|| in_segment(DecodeError::invalid("the segment holds another decoded form")))?
                 }
             };
             if sealed.messages.is_empty() {
-                return Err(format!("segments[{i}] is empty"));
+                return Err(in_segment(DecodeError::invalid("a segment holds at least one message")));
             }
             context.push_part(sealed, s.clone());
         }
         if context.sealed_messages as u64 != head.messages {
-            return Err(format!("the segments hold {} messages, the head names {}", context.sealed_messages, head.messages));
+            return Err(DecodeError::invalid(format!(
+                "the segments hold {} messages, the head names {}",
+                context.sealed_messages, head.messages
+            )));
         }
         Ok(context)
     }
 }
 
-fn parse_segment(s: &Segment) -> Result<Vec<Message>, String> {
+/// The messages of one segment, decoded strictly: a failure keeps its kind, with the path
+/// inside the segment (`$[2].parts[0]`: message 2).
+fn parse_segment(s: &Segment) -> Result<Vec<Message>, DecodeError> {
     let limits = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
-    let value = crate::json::parse_with(s.text().as_bytes(), &limits).map_err(|e| e.to_string())?;
-    let messages = Vec::<Message>::from_json(&value).map_err(|e| e.to_string())?;
+    let value = crate::json::parse_with(s.text().as_bytes(), &limits)?;
+    let messages = Vec::<Message>::from_json(&value)?;
     for (i, m) in messages.iter().enumerate() {
-        m.validate().map_err(|e| format!("message {i}: {e}"))?;
+        m.validate().map_err(|e| DecodeError::from(e).in_index(i))?;
     }
     Ok(messages)
 }
@@ -360,7 +373,7 @@ mod tests {
         assert!(WorkingContext::attach(&wrong_count, &c.segments()).is_err());
         let mut reordered = c.segments();
         reordered.swap(0, 1);
-        assert!(WorkingContext::attach(&head, &reordered).unwrap_err().contains("chain digest"));
+        assert!(WorkingContext::attach(&head, &reordered).unwrap_err().to_string().contains("chain digest"));
         // A segment whose bytes are not messages is refused even under a matching chain.
         let junk = vec![Segment::from_canonical("[1]".to_owned())];
         let junk_head = ContextHead { chain: segment::chain_digest(&junk), messages: 1, options: Options::default() };

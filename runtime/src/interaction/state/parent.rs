@@ -109,7 +109,7 @@ impl ParentState {
         let decode = |e: DecodeError| InteractionError::decode(Self::INVALID, Self::WHAT, e);
         let parent = decode_members(state.payload.value(), |v| {
             let head = ContextHead::from_json(v)?;
-            WorkingContext::attach(&head, &state.segments).map_err(DecodeError::invalid)
+            WorkingContext::attach(&head, &state.segments)
         })
         .map_err(decode)?;
         parent.validate_structure()?;

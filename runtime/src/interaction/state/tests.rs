@@ -883,3 +883,60 @@ proptest! {
         assert_rejects_unknown_members_everywhere(&s);
     }
 }
+
+// ---------------------------------------------------------------- segments keep decode kinds
+
+/// `ready()`'s snapshot with its context replaced by the single segment `messages` (any
+/// JSON), under a head whose chain and count match, so only the segment's content is wrong.
+fn with_segment(messages: Json) -> ExecutionState {
+    use crate::json::ToJson;
+    use crate::kernel::segment::{chain_digest, Segment};
+    let snapshot = ready().to_execution_state().unwrap();
+    let segments = vec![Segment::from_canonical(messages.to_canonical_string())];
+    let head = ContextHead { chain: chain_digest(&segments), messages: 1, options: Default::default() };
+    let mut payload = snapshot.payload.value().clone();
+    let Json::Object(o) = &mut payload else { panic!("the payload is an object") };
+    o.insert("working_context".into(), head.to_json());
+    ExecutionState { kind: snapshot.kind, payload: Payload::from_json(payload).unwrap(), segments }
+}
+
+#[test]
+fn a_segment_that_does_not_decode_keeps_the_codec_kind_with_its_index_in_the_path() {
+    use crate::json::ToJson;
+    let message = Message::user("hi").to_json();
+    let mut extra_member = message.clone();
+    obj(&mut extra_member, &[]).insert("x".into(), Json::Bool(true));
+    let mut extra_in_part = message.clone();
+    match &mut extra_in_part {
+        Json::Object(o) => match o.get_mut("parts") {
+            Some(Json::Array(parts)) => obj(&mut parts[0], &[]).insert("y".into(), Json::Bool(true)),
+            _ => panic!("a message has parts"),
+        },
+        _ => panic!("a message is an object"),
+    };
+    let mut wrong_type = message.clone();
+    obj(&mut wrong_type, &[]).insert("parts".into(), Json::str("not a list"));
+    let cases = [
+        (extra_member, DecodeErrorKind::UnknownMember("x".into()), "$.working_context.segments[0][0]"),
+        (extra_in_part, DecodeErrorKind::UnknownMember("y".into()), "$.working_context.segments[0][0].parts[0]"),
+        (wrong_type, DecodeErrorKind::WrongType { expected: "array", found: "string" }, "$.working_context.segments[0][0].parts"),
+    ];
+    for (bad, kind, path) in cases {
+        // In a segment (what a restore reads).
+        let e = ParentState::from_execution_state(&with_segment(Json::Array(vec![bad.clone()]))).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidExecutionState, "{e}");
+        let d = e.decode_error().expect("the decode error is kept");
+        assert_eq!((&d.kind, d.path.as_str()), (&kind, path), "{e}");
+        // The same fault inline (the full wire form) gets the same kind.
+        let inline = edited(&ready(), |j| match obj(j, &["working_context"]).get_mut("messages") {
+            Some(Json::Array(m)) => m[0] = bad.clone(),
+            _ => panic!("an inline context has messages"),
+        });
+        let e = assert_rejected::<ParentState>(&inline);
+        assert_eq!(e.decode_error().map(|d| &d.kind), Some(&kind), "{e}");
+    }
+    // A segment that is not JSON messages at all keeps the codec's kind too.
+    let e = ParentState::from_execution_state(&with_segment(Json::Array(vec![Json::Bool(true)]))).unwrap_err();
+    let d = e.decode_error().expect("kept");
+    assert_eq!((&d.kind, d.path.as_str()), (&DecodeErrorKind::WrongType { expected: "object", found: "boolean" }, "$.working_context.segments[0][0]"));
+}

@@ -25,8 +25,11 @@ pub enum Reply {
 /// Why a command was refused. A refused command changed nothing.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CommandError {
+    /// No Process of this tree has that id (nor does a retired child's residue).
     #[error("process {0} is not in this tree")]
     NotFound(ProcessId),
+    /// The Process finished (or is terminating): too late for this command. Also the answer
+    /// for a retired child, whose residue keeps its id after its record left the cut.
     #[error("process {0} is finished or terminating")]
     ProcessFinished(ProcessId),
     #[error("signal rejected: {0}")]
@@ -72,7 +75,7 @@ impl Owner {
         pid: &ProcessId,
         requests: &[crate::kernel::signal::SignalRequest],
     ) -> Result<Option<Reply>, CommandError> {
-        let Some(p) = self.processes.get(pid) else { return Err(CommandError::NotFound(pid.clone())) };
+        let Some(p) = self.processes.get(pid) else { return Err(self.absent(pid)) };
         if p.is_terminal() {
             return Err(CommandError::ProcessFinished(pid.clone()));
         }
@@ -115,7 +118,7 @@ impl Owner {
     }
 
     fn intent(&mut self, pid: &ProcessId, kill: bool, reason: &str) -> Result<Option<Reply>, CommandError> {
-        let Some(p) = self.processes.get(pid) else { return Err(CommandError::NotFound(pid.clone())) };
+        let Some(p) = self.processes.get(pid) else { return Err(self.absent(pid)) };
         if p.is_terminal() {
             return Err(CommandError::ProcessFinished(pid.clone()));
         }
@@ -131,7 +134,7 @@ impl Owner {
         effect: &EffectId,
         settlement: crate::kernel::effect::Settlement,
     ) -> Result<Option<Reply>, CommandError> {
-        let Some(p) = self.processes.get(pid) else { return Err(CommandError::NotFound(pid.clone())) };
+        let Some(p) = self.processes.get(pid) else { return Err(self.absent(pid)) };
         if p.is_terminal() || p.pending_control.has_terminal_intent() {
             return Err(CommandError::ProcessFinished(pid.clone()));
         }
@@ -152,6 +155,24 @@ impl Owner {
         self.stage_event(pid, crate::kernel::event::names::EFFECT_RESOLVED, Some(prepared_seq(self, pid)), Some(effect));
         self.commit_effect(EffectBoundaryKind::Resolved, pid, effect, AfterCommit::Reply { id, reply: Reply::Resolved });
         Ok(None)
+    }
+}
+
+impl Owner {
+    /// The refusal of a command addressed to `pid` when no Process record has that id: a
+    /// retired child finished (its residue keeps its id, also across restores), any other id
+    /// was never in this tree. A retired child's own retired children left the cut with it,
+    /// so nothing tells their ids from unknown ones any more: those are `NotFound`.
+    fn absent(&self, pid: &ProcessId) -> CommandError {
+        #[cfg(feature = "mutations")]
+        if crate::mutation::active(crate::mutation::Mutation::RetiredChildNotFound) {
+            return CommandError::NotFound(pid.clone());
+        }
+        if self.processes.residue(pid).is_some() {
+            CommandError::ProcessFinished(pid.clone())
+        } else {
+            CommandError::NotFound(pid.clone())
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 use super::*;
 use crate::kernel::child::{Boundary, Condition};
 use crate::kernel::dispatcher::DispatchError;
-use crate::kernel::owner::Command;
+use crate::kernel::owner::{Command, CommandError};
 use crate::kernel::resource::{Allocation, Quota};
 use crate::kernel::retired::result_digest;
 use crate::kernel::status::Status;
@@ -466,4 +466,67 @@ fn a_residue_set_checked_once_still_refuses_a_tampered_or_misplaced_residue() {
     let refused = TreeSnapshot::decode_reusing(&cut, Some(&head));
     assert_eq!(fault(refused), ResidueFault::DuplicateChildKey(first.child_key.to_string()));
     assert_eq!(fault(TreeSnapshot::decode(text.as_bytes())), ResidueFault::DuplicateChildKey(first.child_key.to_string()));
+}
+
+// ------------------------------------------------------------ addressing a retired child
+
+/// Every command that names one Process, addressed to `pid`.
+fn commands_to(pid: &ProcessId) -> Vec<Command> {
+    let settlement = Settlement { status: SettlementStatus::Succeeded, payload: Payload::from_json(Json::str("late")).unwrap() };
+    vec![
+        Command::Deliver { process: pid.clone(), requests: vec![request("signal:late", None, "late")] },
+        Command::Cancel { process: pid.clone(), reason: "late".into() },
+        Command::Kill { process: pid.clone(), reason: "late".into() },
+        Command::Resolve { process: pid.clone(), effect: crate::kernel::ids::EffectId::derive(pid, 1, 0), settlement },
+    ]
+}
+
+/// Sends every command of [`commands_to`] to the retired child `a` and to an id that never
+/// existed: the first is `ProcessFinished`, the second `NotFound`, and nothing is committed.
+fn assert_retired_is_finished(w: &World, r: &mut DirectRunner, a: &ProcessId) {
+    let before = w.head().digest();
+    let never = ProcessId::root_from_hex(&hex(0xdead)).unwrap();
+    for command in commands_to(a) {
+        let what = format!("{command:?}");
+        assert_eq!(r.command(command).err(), Some(CommandError::ProcessFinished(a.clone())), "{what}");
+    }
+    for command in commands_to(&never) {
+        let what = format!("{command:?}");
+        assert_eq!(r.command(command).err(), Some(CommandError::NotFound(never.clone())), "{what}");
+    }
+    assert_eq!(w.head().digest(), before, "a refused command commits nothing");
+}
+
+#[test]
+fn commands_to_a_retired_child_answer_process_finished_also_after_a_restore() {
+    let w = echo_world();
+    let mut ops = parent_then_wait(&w);
+    ops.push(Op::Wait("again".into()));
+    let mut r = w.start(&ops, finite_root());
+    r.run_to_idle();
+    let head = w.head();
+    let a = child_by_key(&head, "a").id.clone();
+    answer_current(&mut r, &head, &a, "signal:a", "a").unwrap();
+    r.run_to_idle();
+    let head = w.head();
+    answer_current(&mut r, &head, &head.root().id.clone(), "signal:more", "more").unwrap();
+    r.run_to_idle();
+    assert!(w.head().process(&a).is_none() && w.head().residue(&a).is_some(), "`a` is retired");
+    // The writer that retired it.
+    assert_retired_is_finished(&w, &mut r, &a);
+    // A new writer that knows `a` only from its residue record.
+    let mut r = w.restore(300);
+    r.run_to_idle();
+    assert_retired_is_finished(&w, &mut r, &a);
+    // Uncompacted, the same child answers the same.
+    let (w_off, mut r_off, a_off) = run(false);
+    assert!(w_off.head().process(&a_off).is_some_and(|p| p.is_terminal()));
+    for command in commands_to(&a_off) {
+        assert_eq!(r_off.command(command).err(), Some(CommandError::ProcessFinished(a_off.clone())));
+    }
+    let head = w.head();
+    answer_current(&mut r, &head, &head.root().id.clone(), "signal:again", "again").unwrap();
+    r.run_to_idle();
+    assert!(root_result(&r).is_some());
+    w.check(&r);
 }
