@@ -455,10 +455,10 @@ impl FileCommitter {
         let appended = {
             let state = &mut *state;
             #[cfg(test)]
-            let mut log = append::FaultyLog { file: &mut state.log, faults: &mut state.faults };
+            let log = &mut append::FaultyLog { file: &mut state.log, faults: &mut state.faults };
             #[cfg(not(test))]
             let log = &mut state.log;
-            append(&mut log, at, allocated, &frames)
+            append(log, at, allocated, &frames)
         };
         match appended {
             Ok(file_bytes) => {
