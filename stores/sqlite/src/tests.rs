@@ -285,3 +285,5 @@ fn cuts_above_the_bound_are_refused_and_nothing_is_written() {
     assert_eq!(store.history(&r).unwrap().len(), 1);
     block_on(store.commit_checkpoint(&progress(2, &a, &cut(&r, "b", 1)))).unwrap();
 }
+
+mod group;

@@ -1029,3 +1029,5 @@ fn compaction_is_refused_while_a_tree_is_damaged() {
     assert!(matches!(f.compact_now(), Err(CompactError::Damaged { .. })));
     assert_eq!(fs::read(dir.log()).unwrap(), before, "the log is untouched");
 }
+
+mod group_space;
