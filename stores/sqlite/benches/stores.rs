@@ -12,6 +12,13 @@
 //!   frames and checkpoints alike), over R. Where `/proc/self/io` is missing, the growth of
 //!   the store's files instead (printed with a note).
 //!
+//! Then, per durable store (`file`, `sqlite`), the same loop run by 1 and by 50 agents at
+//! once (one root each, one `Engine`, `AGENT_ROUNDS` rounds each), which is what group commit
+//! is for:
+//! * `commits_per_second_<store>_<agents>`: acknowledged commits of all agents over the wall
+//!   time until the last one finished (median of a few runs);
+//! * `group_gain_<store>_50`: commits per second with 50 agents over commits per second with 1.
+//!
 //! Stores live in fresh directories under the system temp dir, removed after each run.
 
 use keel::chat::{FinishReason, Message, Request, Response, Role, ToolCall, ToolOutput, Usage};
@@ -42,6 +49,11 @@ use std::time::{Duration, Instant};
 const ROUNDS: u64 = 50;
 /// Runs per store; the median is printed.
 const REPEATS: usize = 3;
+
+/// Tool rounds per agent in the concurrent runs.
+const AGENT_ROUNDS: u64 = 10;
+/// Concurrent agents compared with one.
+const AGENTS: usize = 50;
 
 /// Asks for one `echo` call per round until `rounds` tool results are in the context.
 struct Scripted {
@@ -222,6 +234,58 @@ fn one_run(store: Store, rounds: u64, run: u64) -> Sample {
     sample
 }
 
+/// `agents` roots started at once on one engine over one store, each running the tool loop
+/// for `rounds` rounds: all their commits over the wall time until the last one finished.
+fn concurrent_run(store: Store, agents: usize, rounds: u64, run: u64) -> (Duration, u64) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("tokio runtime");
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("keel-bench-group-{}-{}-{agents}-{run}", std::process::id(), store.name()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("bench directory");
+    let measured = rt.block_on(async {
+        let tokio_env = Arc::new(TokioEnv::current().expect("tokio env"));
+        let env = Env::new(tokio_env.clone(), tokio_env, Arc::new(SeededRng::new(run)));
+        let (parent, resolver) = deployments(rounds);
+        let counting = Arc::new(Counting { inner: store.open(&dir), commits: AtomicU64::new(0) });
+        let engine = Engine::new(EngineConfig {
+            env,
+            committer: counting.clone(),
+            resolver,
+            root: RootConfig { budget: Budget::unlimited(), capabilities: CapabilitySet::empty(), limits: TreeLimits::default() },
+            listeners: vec![],
+        });
+        let input = InteractionInput::new(vec![Message::user("run the loop")]).to_payload().expect("input");
+        let started = Instant::now();
+        let handles = futures::future::join_all((0..agents).map(|_| engine.start(parent.clone(), input.clone()))).await;
+        let results = futures::future::join_all(
+            handles.iter().map(|h| async move { h.as_ref().expect("start").await_result().await }),
+        )
+        .await;
+        let elapsed = started.elapsed();
+        for result in results {
+            let result = result.expect("the loop finished");
+            assert!(result.output.is_some(), "the loop completed: {:?}", result.termination);
+        }
+        (elapsed, counting.commits.load(Ordering::Relaxed))
+    });
+    drop(rt);
+    let _ = std::fs::remove_dir_all(&dir);
+    measured
+}
+
+/// Median commits per second of `repeats` concurrent runs.
+fn concurrent_rate(store: Store, agents: usize, rounds: u64, repeats: usize) -> f64 {
+    let mut rates: Vec<f64> = (0..repeats)
+        .map(|run| {
+            let (elapsed, commits) = concurrent_run(store, agents, rounds, run as u64);
+            println!("# {} with {agents} agents: {commits} commits in {:.1} ms", store.name(), elapsed.as_secs_f64() * 1e3);
+            commits as f64 / elapsed.as_secs_f64()
+        })
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    rates[rates.len() / 2]
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs this once as a smoke test.
     let quick = !std::env::args().any(|a| a == "--bench");
@@ -243,5 +307,13 @@ fn main() {
             }
             println!("bytes_per_tool_round_{} = {}", store.name(), s.bytes.0 / rounds);
         }
+    }
+    let (agent_rounds, agents) = if quick { (2, 4) } else { (AGENT_ROUNDS, AGENTS) };
+    for store in [Store::File, Store::Sqlite] {
+        let one = concurrent_rate(store, 1, agent_rounds, repeats);
+        let many = concurrent_rate(store, agents, agent_rounds, repeats);
+        println!("commits_per_second_{}_1 = {one:.0}", store.name());
+        println!("commits_per_second_{}_{agents} = {many:.0}", store.name());
+        println!("group_gain_{}_{agents} = {:.2}", store.name(), many / one);
     }
 }

@@ -7,12 +7,13 @@ use keel::env::BoxFuture;
 use keel::json::Digest;
 use keel::kernel::commit::{
     audit_history, Activation, Checkpoint, CommitError, CommitIndex, CommitRecord, Committer,
-    Decision, EffectBoundary, Head, Installation, TreeCut, TreeDamage,
+    Decision, EffectBoundary, GroupCommit, GroupLimits, Head, Installation, TreeCut, TreeDamage,
 };
 use keel::kernel::ids::{IncarnationId, ProcessId};
 use keel::limits::DEFAULT_MAX_COMMIT_RECORD_BYTES;
-use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -22,14 +23,18 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The durable SQLite committer over one database file.
 ///
-/// * **One transaction per commit.** A commit reads the tree's head row and the fact under its
-///   identity, decides through keel's shared commit rules ([`CommitIndex`]), then inserts the
-///   commit row and advances the head row, all inside one `BEGIN IMMEDIATE` transaction: the
-///   write lock is taken before the head is read, so no other connection (in this process or
-///   another) can move the head between the decision and the write. A failed call writes
-///   nothing (the transaction rolls back).
-/// * **Durable before acknowledged.** WAL mode with `synchronous=FULL`: `COMMIT` returns after
-///   the write-ahead log is synced, and only then is the commit acknowledged.
+/// * **One transaction per batch, one savepoint per commit.** Commits submitted together (by
+///   the owners of different trees in this process) form one batch ([`GroupCommit`], at most
+///   one commit per tree): one `BEGIN IMMEDIATE` transaction, and inside it each commit in a
+///   `SAVEPOINT` of its own reads the tree's head row and the fact under its identity, decides
+///   through keel's shared commit rules ([`CommitIndex`]), then inserts the commit row and
+///   advances the head row. The write lock is taken before any head is read, so no other
+///   connection (in this process or another) can move a head between a decision and its
+///   write. A refused commit rolls back to its savepoint and writes nothing; the others of
+///   the batch go on.
+/// * **Durable before acknowledged.** WAL mode with `synchronous=FULL`: the one `COMMIT` of a
+///   batch returns after the write-ahead log is synced, and only then is any commit of the
+///   batch acknowledged. A failed `COMMIT` fails every commit of the batch.
 /// * **Nothing cached.** Every decision reads the rows, so a failed write or a second writer
 ///   never leaves this committer with a stale view; after a storage failure the next call
 ///   simply decides from what the file holds.
@@ -37,11 +42,15 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 ///   one tree makes loads and commits of that tree fail with [`CommitError::Damaged`] and never
 ///   affects another tree. [`SqliteCommitter::damaged_trees`] checks every tree.
 ///
-/// The returned futures do their blocking SQLite work when polled (like the file store).
+/// The returned futures do their blocking SQLite work when polled (the leader of a batch does
+/// the batch's), like the file store.
 pub struct SqliteCommitter {
     path: PathBuf,
     max_record_bytes: usize,
     conn: Mutex<Connection>,
+    group: GroupCommit<ProcessId, Request, Result<(), CommitError>>,
+    /// Batch transactions committed (each one WAL sync).
+    syncs: AtomicU64,
 }
 
 /// One tree as listed: its head without the cut.
@@ -128,6 +137,13 @@ fn storage(e: rusqlite::Error) -> CommitError {
     CommitError::Storage { message }
 }
 
+/// The outcome of a commit whose batch panicked (a bug): the transaction rolled back.
+fn lost_in_batch() -> Result<(), CommitError> {
+    Err(CommitError::Storage {
+        message: "the commit batch this commit was part of panicked and was rolled back; retry".into(),
+    })
+}
+
 fn damaged(root: &ProcessId, reason: impl Into<String>) -> CommitError {
     CommitError::Damaged { root: root.clone(), reason: reason.into() }
 }
@@ -145,6 +161,17 @@ struct StoredHead {
 }
 
 impl SqliteCommitter {
+    /// The committer over an opened connection (a writer's, or a read-only one).
+    fn with_connection(path: PathBuf, max_record_bytes: usize, conn: Connection) -> SqliteCommitter {
+        SqliteCommitter {
+            path,
+            max_record_bytes,
+            conn: Mutex::new(conn),
+            group: GroupCommit::new(GroupLimits::default(), lost_in_batch),
+            syncs: AtomicU64::new(0),
+        }
+    }
+
     /// Opens (creating and migrating if needed) the store in the database file `path` with the
     /// default cut bound ([`DEFAULT_MAX_COMMIT_RECORD_BYTES`]).
     ///
@@ -162,7 +189,7 @@ impl SqliteCommitter {
     ) -> Result<SqliteCommitter, OpenError> {
         let path = path.as_ref().to_path_buf();
         let conn = open::writer(&path, false)?;
-        Ok(SqliteCommitter { path, max_record_bytes, conn: Mutex::new(conn) })
+        Ok(SqliteCommitter::with_connection(path, max_record_bytes, conn))
     }
 
     /// Opens an existing store as its writer (like [`SqliteCommitter::open`]), but never makes
@@ -170,7 +197,7 @@ impl SqliteCommitter {
     pub fn open_existing(path: impl AsRef<Path>) -> Result<SqliteCommitter, OpenError> {
         let path = path.as_ref().to_path_buf();
         let conn = open::writer(&path, true)?;
-        Ok(SqliteCommitter { path, max_record_bytes: DEFAULT_MAX_COMMIT_RECORD_BYTES, conn: Mutex::new(conn) })
+        Ok(SqliteCommitter::with_connection(path, DEFAULT_MAX_COMMIT_RECORD_BYTES, conn))
     }
 
     /// Opens an existing store for reading only (`SQLITE_OPEN_READ_ONLY`): no journal mode
@@ -183,7 +210,7 @@ impl SqliteCommitter {
     pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteCommitter, OpenError> {
         let path = path.as_ref().to_path_buf();
         let conn = open::reader(&path)?;
-        Ok(SqliteCommitter { path, max_record_bytes: DEFAULT_MAX_COMMIT_RECORD_BYTES, conn: Mutex::new(conn) })
+        Ok(SqliteCommitter::with_connection(path, DEFAULT_MAX_COMMIT_RECORD_BYTES, conn))
     }
 
     /// The database file.
@@ -197,28 +224,90 @@ impl SqliteCommitter {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn apply(&self, request: &Request) -> Result<(), CommitError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
+    /// Batch transactions committed since open: each is one sync of the write-ahead log,
+    /// shared by the commits submitted together.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Decides and writes one request inside the batch transaction: `Ok(true)` if it
+    /// installed a commit, `Ok(false)` for an identical retry of the head.
+    fn apply_one(&self, conn: &Connection, request: &Request) -> Result<bool, CommitError> {
         let root = &request.cut().root_id;
         // A delta resolves against the head's records, so only then are they read.
-        let stored = read_head(&tx, root, !request.cut().is_whole(), self.max_record_bytes)?;
+        let stored = read_head(conn, root, !request.cut().is_whole(), self.max_record_bytes)?;
         let identity = request.identity();
-        let fact = read_fact(&tx, root, &identity)?;
+        let fact = read_fact(conn, root, &identity)?;
         let index = CommitIndex::for_tree(
             root.clone(),
             stored.as_ref().map(|s| s.head.clone()),
             fact.map(|digest| (identity, digest)),
         );
         let Decision::Install(installation) = request.decide(&index)? else {
-            return Ok(()); // an identical retry of the head: nothing to write
+            return Ok(false); // an identical retry of the head: nothing to write
         };
         let position = stored.map_or(0, |s| s.commits);
-        self.install(&tx, &installation, position)?;
-        tx.commit().map_err(storage)
+        self.install(conn, &installation, position)?;
+        Ok(true)
     }
 
-    fn install(&self, tx: &Transaction<'_>, i: &Installation, position: u64) -> Result<(), CommitError> {
+    /// Commits one batch (see the type's docs). Outcomes in request order.
+    fn commit_batch(&self, requests: Vec<Request>) -> Vec<Result<(), CommitError>> {
+        let mut conn = self.lock();
+        let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+            Ok(tx) => tx,
+            Err(e) => {
+                let error = storage(e);
+                return requests.iter().map(|_| Err(error.clone())).collect();
+            }
+        };
+        let mut outcomes = Vec::with_capacity(requests.len());
+        let mut installed = Vec::new();
+        for (at, request) in requests.iter().enumerate() {
+            let outcome = (|| {
+                let savepoint = tx.savepoint().map_err(storage)?;
+                // Dropping the savepoint unreleased rolls this request back, and only it.
+                let wrote = self.apply_one(&savepoint, request)?;
+                savepoint.commit().map_err(storage)?;
+                Ok(wrote)
+            })();
+            match outcome {
+                Ok(wrote) => {
+                    if wrote {
+                        installed.push(at);
+                    }
+                    outcomes.push(Ok(()));
+                }
+                Err(e) => outcomes.push(Err(e)),
+            }
+        }
+        if installed.is_empty() {
+            return outcomes; // nothing written: the transaction rolls back on drop
+        }
+        match tx.commit() {
+            Ok(()) => {
+                self.syncs.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                let error = storage(e);
+                for at in installed {
+                    outcomes[at] = Err(error.clone());
+                }
+            }
+        }
+        outcomes
+    }
+
+    /// Submits a request to the group (see the type's docs).
+    fn submit(&self, request: Request) -> BoxFuture<'_, Result<(), CommitError>> {
+        let cut = request.cut();
+        let root = cut.root_id.clone();
+        let bytes = cut.carried_bytes().saturating_add(u64::try_from(cut.envelope().len()).unwrap_or(u64::MAX));
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        Box::pin(self.group.submit(root, bytes, request, move |batch| self.commit_batch(batch)))
+    }
+
+    fn install(&self, tx: &Connection, i: &Installation, position: u64) -> Result<(), CommitError> {
         let bytes = cut_bytes(&i.cut)?;
         let bytes = &bytes[..];
         if bytes.len() > self.max_record_bytes {
@@ -444,7 +533,7 @@ impl SqliteCommitter {
 }
 
 fn read_head(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     root: &ProcessId,
     with_records: bool,
     max_record_bytes: usize,
@@ -484,7 +573,7 @@ fn read_head(
     }
 }
 
-fn read_fact(tx: &Transaction<'_>, root: &ProcessId, identity: &str) -> Result<Option<Digest>, CommitError> {
+fn read_fact(tx: &Connection, root: &ProcessId, identity: &str) -> Result<Option<Digest>, CommitError> {
     let mut statement = tx
         .prepare_cached(
             "SELECT content_digest FROM keel_commits WHERE root_id = ?1 AND identity = ?2",
@@ -541,16 +630,13 @@ fn read_history(conn: &Connection, root: &str) -> Result<Vec<CommitRecord>, Reas
 
 impl Committer for SqliteCommitter {
     fn commit_checkpoint(&self, checkpoint: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
-        let request = Request::Checkpoint(checkpoint.clone());
-        Box::pin(async move { self.apply(&request) })
+        self.submit(Request::Checkpoint(checkpoint.clone()))
     }
     fn commit_effect(&self, boundary: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
-        let request = Request::Effect(boundary.clone());
-        Box::pin(async move { self.apply(&request) })
+        self.submit(Request::Effect(boundary.clone()))
     }
     fn activate_tree(&self, activation: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
-        let request = Request::Activation(activation.clone());
-        Box::pin(async move { self.apply(&request) })
+        self.submit(Request::Activation(activation.clone()))
     }
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
         let root = root.clone();

@@ -513,3 +513,5 @@ fn a_writer_kept_waiting_by_another_connection_is_told_so() {
     other.execute_batch("COMMIT").unwrap();
     block_on(store.commit_checkpoint(&start(&cut(&r, "a", 1)))).unwrap();
 }
+
+mod group;

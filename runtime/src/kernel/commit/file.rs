@@ -3,6 +3,17 @@
 //! its commit is acknowledged; opening the directory replays the log through the same
 //! [`CommitIndex`] rules the in-memory store uses, so both stores answer alike.
 //!
+//! # Group commit
+//!
+//! Commits submitted together (by the owners of different trees, in one process) are written
+//! as one batch: each request is decided against the durable index, the frames of those
+//! installed are written with one write and made durable with ONE `fdatasync`, then the index
+//! is updated and every request of the batch answered (see [`group`](super::group); at most
+//! one request per tree per batch, so each is decided on durable state alone). A commit is
+//! acknowledged only after the sync that covers its frame; a failed write or sync answers
+//! every request of the batch with an error and none of it is installed. [`FileStats::syncs`]
+//! counts the syncs.
+//!
 //! Why a log file in the core (SQLite is the separate crate `keel-store-sqlite`): the kernel
 //! already serializes commits per tree and needs exactly one durable operation, "append this
 //! record, then acknowledge", plus a full replay on open. An append-only file does that with
@@ -38,11 +49,19 @@
 //! [`OpenError::UnsupportedVersion`]: the format changed without a migration; export the
 //! trees with the release that wrote the log.
 //!
-//! The zeros after the last frame are free space: when a frame does not fit in it, the log
-//! grows by the frame plus zeros (a quarter of its length, 64 KiB to 4 MiB), written and
-//! synced with the frame. Later frames overwrite those zeros, so their `fdatasync` persists
-//! only data blocks, not also a new file length (measured here: ~0.11 against ~0.16 ms). A
-//! committer that closes cuts the free space off.
+//! The zeros after the last frame are free space: when a batch does not fit in it, the log
+//! grows by the batch plus a fixed reserve of zeros ([`RESERVE_BYTES`], 64 KiB), written and
+//! synced with it. Later frames overwrite those zeros, so their `fdatasync` persists only data
+//! blocks, not also a new file length (measured here: ~0.11 against ~0.16 ms). A committer
+//! that closes cuts the free space off.
+//!
+//! # Space
+//!
+//! A commit needs the disk space of its own frame, plus the reserve when the disk has it: if
+//! writing the reserve fails, the batch is written alone. A failed write or sync leaves the
+//! file as it was at the last acknowledged frame (see [`append`](self::append): cut back and
+//! synced, no zeros or partial frame left behind), and the store stays usable, so the first
+//! commit after space returns succeeds.
 //!
 //! # Recovery: torn tails and damage
 //!
@@ -122,11 +141,13 @@
 //!
 //! # Failure while running
 //!
-//! If a write or `fsync` fails, the durable content of the log is unknown from then on (after
-//! a failed `fsync` the kernel may already have dropped the dirty pages), so the committer
-//! stops: that call and every later one return `CommitError::Storage`, and the directory must
-//! be reopened, which decides from what actually reached the disk. That matches the port:
-//! a storage failure proves nothing about the head.
+//! If a write or `fsync` fails, the batch is refused with `CommitError::Storage` and the log
+//! is cut back to its last acknowledged frame and synced (after a failed `fsync` the kernel
+//! may already have dropped the dirty pages; once the shorter length is durable the batch is
+//! gone either way). If that rollback fails too, the durable content of the log is unknown
+//! from then on, so the committer stops: every later call returns `CommitError::Storage`
+//! saying to reopen the directory, which decides from what actually reached the disk. That
+//! matches the port: a storage failure proves nothing about the head.
 //!
 //! # Compaction
 //!
@@ -141,16 +162,18 @@
 //!
 //! # Not provided
 //!
-//! * Async I/O: the returned futures do their blocking I/O when polled, like the in-memory
-//!   store does its work; a host on a multi-threaded runtime should expect a poll to take one
-//!   `fsync`.
+//! * Async I/O: the returned futures do their blocking I/O when polled (the leader of a batch
+//!   does the batch's), like the in-memory store does its work; a host on a multi-threaded
+//!   runtime should expect a poll to take one `fsync`.
 
+use super::group::{GroupCommit, GroupLimits};
 use super::index::{CommitIndex, Decision};
 use super::port::{Activation, Checkpoint, CommitError, Committer, EffectBoundary, Head};
-use super::{CommitRecord, TreeDamage};
+use super::{CommitRecord, Installation, TreeDamage};
 use crate::env::BoxFuture;
 use crate::kernel::ids::ProcessId;
 use crate::limits::DEFAULT_MAX_COMMIT_RECORD_BYTES;
+use append::append;
 use lock::{Access, LockedLog};
 use record::{decode_payload, encode_base, encode_record, meta_names, meta_root, Logged, LoggedCut, Record, Request, MAX_META_BYTES};
 use sha2::{Digest as _, Sha256};
@@ -160,8 +183,10 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+mod append;
 mod lock;
 mod record;
+pub use append::RESERVE_BYTES;
 pub use record::reencode_payload;
 
 /// The log's file name inside the store directory.
@@ -291,6 +316,8 @@ pub struct FileStats {
     pub live_bytes: u64,
     /// Compactions this committer performed (automatic and on demand).
     pub compactions: u64,
+    /// `fdatasync`s of commit batches since open: commits submitted together share one.
+    pub syncs: u64,
 }
 
 /// Why a compaction was not performed.
@@ -319,6 +346,8 @@ pub struct FileCommitter {
     /// Opened for inspection: reads only, commits and compaction refused.
     read_only: bool,
     state: Mutex<State>,
+    /// Batches concurrent commits behind one sync.
+    group: GroupCommit<ProcessId, Request, Result<(), CommitError>>,
     /// An earlier release's `store.lock`, locked for the committer's life when the directory
     /// holds one (see [`lock`](self::lock)).
     _legacy_lock: Option<File>,
@@ -345,8 +374,14 @@ struct State {
     /// The file's length: `log_bytes` plus the free space (zeros) written ahead of it.
     file_bytes: u64,
     compactions: u64,
-    /// Set by the first failed write or `fsync`; the committer refuses every call after it.
+    /// Successful batch syncs.
+    syncs: u64,
+    /// Set when a failed write or `fsync` could not be rolled back (or a compaction failed
+    /// after replacing the log); the committer refuses every call after it.
     failed: Option<String>,
+    /// Test faults on the append path.
+    #[cfg(test)]
+    faults: append::IoFaults,
 }
 
 impl FileCommitter {
@@ -434,8 +469,12 @@ impl FileCommitter {
                 log_bytes: scan.valid_end,
                 file_bytes,
                 compactions: 0,
+                syncs: 0,
                 failed: None,
+                #[cfg(test)]
+                faults: append::IoFaults::default(),
             }),
+            group: GroupCommit::new(GroupLimits::default(), lost_in_batch),
             _legacy_lock: legacy,
         })
     }
@@ -485,17 +524,12 @@ impl FileCommitter {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn apply(&self, request: &Request) -> Result<(), CommitError> {
-        let mut state = self.lock();
-        if let Some(reason) = &state.failed {
-            return Err(stopped(reason));
-        }
-        if self.read_only {
-            return Err(CommitError::Storage { message: read_only(&self.path) });
-        }
+    /// Decides one request against the durable index and encodes its frame: `None` for an
+    /// identical retry of the head (nothing to write).
+    fn prepare(&self, state: &State, request: &Request) -> Result<Option<(Installation, Vec<u8>)>, CommitError> {
         self.refuse_damaged(&request.cut().root_id)?;
         let Decision::Install(installation) = request.decide(&state.index)? else {
-            return Ok(());
+            return Ok(None);
         };
         let head = state.index.head(&request.cut().root_id).map(|h| &h.cut);
         let listing = LoggedCut::listing(request.cut(), &installation.cut, head);
@@ -507,35 +541,120 @@ impl FileCommitter {
                 max: to_u64(self.options.max_record_bytes),
             });
         }
+        let frame = frame_bytes(&record).map_err(|e| CommitError::invalid(e.to_string()))?;
+        Ok(Some((installation, frame)))
+    }
+
+    /// Commits one batch (at most one request per tree, see the module docs): every request
+    /// decided against the durable index, the frames of those installed written with one write
+    /// and one `fdatasync`, then the index updated. Outcomes in request order.
+    fn commit_batch(&self, requests: Vec<Request>) -> Vec<Result<(), CommitError>> {
+        let mut state = self.lock();
+        if let Some(reason) = &state.failed {
+            let error = stopped(reason);
+            return requests.iter().map(|_| Err(error.clone())).collect();
+        }
+        if self.read_only {
+            let error = CommitError::Storage { message: read_only(&self.path) };
+            return requests.iter().map(|_| Err(error.clone())).collect();
+        }
+        let mut outcomes: Vec<Result<(), CommitError>> = Vec::with_capacity(requests.len());
+        let mut frames = Vec::new();
+        let mut installs = Vec::new();
+        for (at, request) in requests.iter().enumerate() {
+            match self.prepare(&state, request) {
+                Ok(Some((installation, frame))) => {
+                    frames.extend_from_slice(&frame);
+                    installs.push((at, installation));
+                    outcomes.push(Ok(()));
+                }
+                Ok(None) => outcomes.push(Ok(())),
+                Err(e) => outcomes.push(Err(e)),
+            }
+        }
+        if installs.is_empty() {
+            return outcomes;
+        }
         let (at, allocated) = (state.log_bytes, state.file_bytes);
-        let appended = append_frame(&mut state.log, at, allocated, &record);
-        if let Ok(file_bytes) = appended {
-            state.file_bytes = file_bytes;
+        let appended = {
+            let state = &mut *state;
+            #[cfg(test)]
+            let log = &mut append::FaultyLog { file: &mut state.log, faults: &mut state.faults };
+            #[cfg(not(test))]
+            let log = &mut state.log;
+            append(log, at, allocated, &frames)
+        };
+        match appended {
+            Ok(file_bytes) => {
+                state.file_bytes = file_bytes;
+                state.log_bytes += to_u64(frames.len());
+                state.syncs += 1;
+                for (_, installation) in installs {
+                    state.index.install(installation);
+                }
+            }
+            Err(failure) => {
+                let error = match failure.rollback {
+                    None => {
+                        state.file_bytes = state.log_bytes;
+                        CommitError::Storage {
+                            message: format!(
+                                "appending to {}: {}; nothing of this commit was stored and the log \
+                                 is as it was: free disk space (a commit needs the bytes of its own \
+                                 record) and retry",
+                                self.path.display(),
+                                failure.error
+                            ),
+                        }
+                    }
+                    Some(rollback) => {
+                        let reason = format!(
+                            "appending to {}: {}, and cutting the log back to its last \
+                             acknowledged record failed: {rollback}",
+                            self.path.display(),
+                            failure.error
+                        );
+                        let error = stopped(&reason);
+                        state.failed = Some(reason);
+                        error
+                    }
+                };
+                for (at, _) in installs {
+                    outcomes[at] = Err(error.clone());
+                }
+                return outcomes;
+            }
         }
-        if let Err(e) = appended {
-            let reason = format!("appending to {}: {e}", self.path.display());
-            state.failed = Some(reason.clone());
-            return Err(CommitError::Storage { message: reason });
-        }
-        state.log_bytes += to_u64(FRAME_HEADER_BYTES + payload_len);
-        state.index.install(installation);
         let (ratio, min) = (self.options.compact_ratio, self.options.compact_min_bytes);
         if ratio > 0 && self.damaged.is_empty() && state.log_bytes >= min {
             let live = live_bytes(&state.index);
             if state.log_bytes > live.saturating_mul(ratio) {
-                // The commit is durable already; a compaction that fails before it replaces
+                // The batch is durable already; a compaction that fails before it replaces
                 // the log leaves the log as it was, so only a failure after that stops the
                 // store (inside `compact_locked`).
                 let _ = self.compact_locked(&mut state);
             }
         }
-        Ok(())
+        outcomes
+    }
+
+    /// Submits a request to the group (see the module docs).
+    fn submit(&self, request: Request) -> BoxFuture<'_, Result<(), CommitError>> {
+        let cut = request.cut();
+        let (root, bytes) = (cut.root_id.clone(), cut.carried_bytes().saturating_add(to_u64(cut.envelope().len())));
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        Box::pin(self.group.submit(root, bytes, request, move |batch| self.commit_batch(batch)))
     }
 
     /// Sizes of the log and of its live state.
     pub fn stats(&self) -> FileStats {
         let state = self.lock();
-        FileStats { log_bytes: state.log_bytes, live_bytes: live_bytes(&state.index), compactions: state.compactions }
+        FileStats {
+            log_bytes: state.log_bytes,
+            live_bytes: live_bytes(&state.index),
+            compactions: state.compactions,
+            syncs: state.syncs,
+        }
     }
 
     /// Rewrites the log as one record per tree (its whole head, sequence and commit facts),
@@ -549,7 +668,12 @@ impl FileCommitter {
             return Err(CompactError::Damaged { roots: roots.join(", ") });
         }
         self.compact_locked(&mut state)?;
-        Ok(FileStats { log_bytes: state.log_bytes, live_bytes: live_bytes(&state.index), compactions: state.compactions })
+        Ok(FileStats {
+            log_bytes: state.log_bytes,
+            live_bytes: live_bytes(&state.index),
+            compactions: state.compactions,
+            syncs: state.syncs,
+        })
     }
 
     fn compact_locked(&self, state: &mut State) -> Result<(), CompactError> {
@@ -650,18 +774,24 @@ fn stopped(reason: &str) -> CommitError {
     }
 }
 
+/// The outcome of a commit whose batch panicked (a bug): nothing is known of it.
+fn lost_in_batch() -> Result<(), CommitError> {
+    Err(CommitError::Storage {
+        message: "the commit batch this commit was part of panicked; its outcome is unknown: \
+                  reopen the store"
+            .into(),
+    })
+}
+
 impl Committer for FileCommitter {
     fn commit_checkpoint(&self, checkpoint: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
-        let request = Request::Checkpoint(checkpoint.clone());
-        Box::pin(async move { self.apply(&request) })
+        self.submit(Request::Checkpoint(checkpoint.clone()))
     }
     fn commit_effect(&self, boundary: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
-        let request = Request::Effect(boundary.clone());
-        Box::pin(async move { self.apply(&request) })
+        self.submit(Request::Effect(boundary.clone()))
     }
     fn activate_tree(&self, activation: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
-        let request = Request::Activation(activation.clone());
-        Box::pin(async move { self.apply(&request) })
+        self.submit(Request::Activation(activation.clone()))
     }
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
         let root = root.clone();
@@ -757,46 +887,6 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     {
         let _ = dir;
         Ok(())
-    }
-}
-
-/// The least free space a log grows by, and the most.
-const GROW_MIN_BYTES: u64 = 64 << 10;
-const GROW_MAX_BYTES: u64 = 4 << 20;
-
-/// Writes one frame at `at` (the end of the last frame) and makes it durable; `allocated` is
-/// the file's length. Returns the file's new length.
-///
-/// A frame that does not fit in the free space is written together with zeros after it, a
-/// quarter of the log's length (64 KiB to 4 MiB): the next frames then overwrite blocks that
-/// are already allocated and written, whose `fdatasync` writes only the data, where an
-/// append also has to persist the file's new length.
-fn append_frame(log: &mut File, at: u64, allocated: u64, record: &Record) -> io::Result<u64> {
-    let mut frame = frame_bytes(record)?;
-    let end = at.saturating_add(to_u64(frame.len()));
-    let file_bytes = if end <= allocated {
-        allocated
-    } else {
-        let grown = end.saturating_add((end / 4).clamp(GROW_MIN_BYTES, GROW_MAX_BYTES));
-        frame.resize(usize::try_from(grown - at).map_err(io::Error::other)?, 0);
-        grown
-    };
-    write_at(log, &frame, at)?;
-    log.sync_data()?;
-    Ok(file_bytes)
-}
-
-/// Writes `bytes` at offset `at`. The store tracks where the log ends itself, so on unix this
-/// is one positioned write (`pwrite`), not a seek and a write: one syscall less per commit.
-fn write_at(log: &mut File, bytes: &[u8], at: u64) -> io::Result<()> {
-    #[cfg(unix)]
-    {
-        std::os::unix::fs::FileExt::write_all_at(log, bytes, at)
-    }
-    #[cfg(not(unix))]
-    {
-        log.seek(SeekFrom::Start(at))?;
-        log.write_all(bytes)
     }
 }
 

@@ -7,6 +7,7 @@
 //! * `index` — the commit rules over an in-memory index every store shares.
 //! * `memory` — the in-memory store and its commit history (oracle input).
 //! * `file` — the durable store: an fsync'd append-only log per directory.
+//! * `group` — group commit: concurrent commits batched behind one durable sync.
 //! * `damage` — a damaged tree as a store reports it; the other trees are served.
 //! * `faults` — a fault-injecting wrapper for the simulator.
 //! * `conformance` — the reusable store-level conformance suite every committer runs.
@@ -20,6 +21,7 @@ pub mod cut;
 pub mod damage;
 pub mod faults;
 pub mod file;
+pub mod group;
 pub mod index;
 pub mod memory;
 pub mod port;
@@ -31,6 +33,7 @@ pub use file::{
     CompactError, FileCommitter, FileOptions, FileStats, OpenError, Recovery, TornTail,
     LOG_FILE_NAME,
 };
+pub use group::{GroupCommit, GroupLimits, GroupStats};
 pub use index::{CommitIndex, Decision, Installation};
 pub use memory::{audit_history, CommitRecord, CommitRecordKind, MemoryCommitter};
 pub use port::{

@@ -346,7 +346,7 @@ fn free_space_is_written_ahead_reused_and_survives_a_crash() {
     let f = FileCommitter::open(&dir.0).unwrap();
     send(&f, &requests[0]).unwrap();
     let (first, allocated) = (f.stats().log_bytes, file_len(&dir.log()));
-    assert!(allocated >= first + GROW_MIN_BYTES, "grown ahead: {first} of {allocated}");
+    assert!(allocated >= first + RESERVE_BYTES, "grown ahead: {first} of {allocated}");
     for r in &requests[1..6] {
         send(&f, r).unwrap();
     }
@@ -1265,3 +1265,5 @@ fn compaction_is_refused_while_a_tree_is_damaged() {
     assert!(matches!(f.compact_now(), Err(CompactError::Damaged { .. })));
     assert_eq!(fs::read(dir.log()).unwrap(), before, "the log is untouched");
 }
+
+mod group_space;
