@@ -70,7 +70,7 @@ fn concurrent_tasks_on_a_current_thread_runtime_share_one_batch() {
         let tasks: Vec<_> = (0..50u32)
             .map(|n| {
                 let (g, run) = (g.clone(), r.run());
-                tokio::spawn(async move { g.submit(n, 1, n, run).await })
+                spawn(async move { g.submit(n, 1, n, run).await })
             })
             .collect();
         let mut outcomes = Vec::new();
@@ -92,7 +92,7 @@ fn tasks_that_commit_again_keep_forming_batches() {
         let tasks: Vec<_> = (0..20u32)
             .map(|n| {
                 let (g, r) = (g.clone(), r.clone());
-                tokio::spawn(async move {
+                spawn(async move {
                     for round in 0..10 {
                         assert_eq!(g.submit(n, 1, n * 100 + round, r.run()).await, Ok(n * 100 + round));
                     }
@@ -117,7 +117,7 @@ fn multi_threaded_submitters_all_complete() {
         let tasks: Vec<_> = (0..64u32)
             .map(|n| {
                 let (g, r) = (g.clone(), r.clone());
-                tokio::spawn(async move {
+                spawn(async move {
                     for round in 0..5 {
                         assert_eq!(g.submit(n, 1, n * 10 + round, r.run()).await, Ok(n * 10 + round));
                     }
@@ -148,7 +148,7 @@ fn batches_are_bounded_by_count_and_bytes() {
                     7 => 500,
                     _ => 10,
                 };
-                tokio::spawn(async move { g.submit(n, bytes, n, run).await })
+                spawn(async move { g.submit(n, bytes, n, run).await })
             })
             .collect();
         let mut outcomes = Vec::new();
@@ -174,7 +174,7 @@ fn a_batch_holds_one_request_per_key_and_keeps_each_keys_order() {
             .map(|(n, &key)| {
                 let (g, run) = (g.clone(), r.run());
                 let n = n as u32;
-                tokio::spawn(async move { g.submit(key, 1, n, run).await })
+                spawn(async move { g.submit(key, 1, n, run).await })
             })
             .collect();
         for t in tasks {
@@ -192,7 +192,7 @@ fn each_slot_gets_its_own_error() {
         let tasks: Vec<_> = (0..6u32)
             .map(|n| {
                 let (g, run) = (g.clone(), r.run());
-                tokio::spawn(async move { g.submit(n, 1, n, run).await })
+                spawn(async move { g.submit(n, 1, n, run).await })
             })
             .collect();
         let mut outcomes = Vec::new();
@@ -263,14 +263,14 @@ fn a_panicking_batch_completes_every_slot_with_the_lost_outcome() {
     let results = current_thread().block_on(async {
         let panicking = {
             let g = g.clone();
-            tokio::spawn(async move {
+            spawn(async move {
                 g.submit(0, 1, 0, |_: Vec<u32>| -> Vec<Result<u32, u32>> { panic!("the store broke") }).await
             })
         };
         let followers: Vec<_> = (1..4u32)
             .map(|n| {
                 let g = g.clone();
-                tokio::spawn(async move { g.submit(n, 1, n, |b: Vec<u32>| b.into_iter().map(Ok).collect()).await })
+                spawn(async move { g.submit(n, 1, n, |b: Vec<u32>| b.into_iter().map(Ok).collect()).await })
             })
             .collect();
         assert!(panicking.await.is_err(), "the leader's task panicked");
@@ -283,4 +283,13 @@ fn a_panicking_batch_completes_every_slot_with_the_lost_outcome() {
         results
     });
     assert_eq!(results, vec![Err(LOST), Err(LOST), Err(LOST), Ok(9)]);
+}
+
+/// Spawns through keel's executor: the runtime crate reaches tasks only through `env`
+/// (`tests/tests/architecture.rs` checks it).
+fn spawn<T: Send + 'static>(
+    fut: impl std::future::Future<Output = T> + Send + 'static,
+) -> crate::env::BoxFuture<'static, Result<T, crate::env::JoinError>> {
+    let env = crate::env::TokioEnv::current().expect("inside a tokio runtime").env();
+    crate::env::spawn_with_result(env.executor.as_ref(), fut).join()
 }

@@ -39,7 +39,7 @@ fn concurrently(f: &Arc<FileCommitter>, requests: Vec<Request>) -> Vec<Result<()
             .into_iter()
             .map(|r| {
                 let f = f.clone();
-                tokio::spawn(async move {
+                spawn(async move {
                     let syncs_before = f.lock().faults.syncs;
                     let outcome = submit(&f, &r).await;
                     if outcome.is_ok() {
@@ -256,4 +256,13 @@ fn on_a_real_full_disk_a_commit_needs_only_its_own_bytes_and_leaves_no_zeros() {
     drop(f);
     let f = FileCommitter::open(&store).unwrap();
     assert_eq!((f.recovery().records, f.recovery().truncated_bytes), (3, 0));
+}
+
+/// Spawns through keel's executor: the runtime crate reaches tasks only through `env`
+/// (`tests/tests/architecture.rs` checks it).
+fn spawn<T: Send + 'static>(
+    fut: impl std::future::Future<Output = T> + Send + 'static,
+) -> crate::env::BoxFuture<'static, Result<T, crate::env::JoinError>> {
+    let env = crate::env::TokioEnv::current().expect("inside a tokio runtime").env();
+    crate::env::spawn_with_result(env.executor.as_ref(), fut).join()
 }
