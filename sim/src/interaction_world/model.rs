@@ -76,6 +76,8 @@ impl SimModel {
         let truth = match scripted_answer(&self.spec, sequence) {
             Ok(r) => Some(ModelResult::response(r)),
             Err(ModelError::Provider(m)) => Some(ModelResult::provider_error(&m)),
+            // Settled as the dispatcher settles it once no retry is left.
+            Err(e @ ModelError::Transient(_)) => Some(ModelResult::provider_error(&e.to_string())),
             Err(ModelError::Host(m)) => Some(ModelResult::host_error(&m)),
             // An unknown outcome has no settlement to record as the truth.
             Err(ModelError::Unknown(_)) => None,
