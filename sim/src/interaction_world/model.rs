@@ -95,8 +95,8 @@ impl SimModel {
         match &answer {
             Err(ModelError::Provider(_)) => self.cx.fired("model.provider_error"),
             Err(ModelError::Host(_)) => self.cx.fired("model.host_failure"),
-            // Scripts have no unknown-outcome turn (scripted_answer never returns one).
-            Err(ModelError::Unknown(_)) => {}
+            // Scripts have no unknown-outcome or transient turn (scripted_answer never returns one).
+            Err(ModelError::Unknown(_) | ModelError::Transient(_)) => {}
             Ok(r) => {
                 if let Some(f) = r.finish_reason {
                     if !r.tool_calls().is_empty() && !matches!(f, FinishReason::ToolCalls) {
