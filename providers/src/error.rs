@@ -62,6 +62,23 @@ impl ProviderError {
         }
     }
 
+    /// Whether this definite failure may not happen again if the call is repeated: a
+    /// retryable HTTP status that outlasted the client's own attempts (429, 5xx, ...), or an
+    /// overloaded, rate-limit or server error reported inside a started stream. The facade's
+    /// model error policy (`AgentBuilder::on_model_error`) repeats such calls.
+    pub fn may_succeed_if_repeated(&self) -> bool {
+        match self {
+            ProviderError::Status { status, .. } => crate::retry::is_retryable_status(*status),
+            ProviderError::Stream { kind, .. } => {
+                let kind = kind.to_ascii_lowercase();
+                ["overloaded", "rate_limit", "server_error", "api_error", "timeout", "unavailable"]
+                    .iter()
+                    .any(|k| kind.contains(k))
+            }
+            _ => false,
+        }
+    }
+
     pub(crate) fn malformed(provider: &'static str, detail: impl Into<String>) -> ProviderError {
         ProviderError::Malformed { provider, detail: bounded(detail.into()) }
     }
@@ -75,6 +92,7 @@ impl From<ProviderError> for ModelError {
     fn from(e: ProviderError) -> ModelError {
         let text = e.to_string();
         match e.class() {
+            OutcomeClass::Provider if e.may_succeed_if_repeated() => ModelError::Transient(text),
             OutcomeClass::Provider => ModelError::Provider(text),
             OutcomeClass::Host => ModelError::Host(text),
             OutcomeClass::Unknown => ModelError::Unknown(text),
@@ -112,6 +130,14 @@ mod tests {
         assert!(matches!(ModelError::from(status), ModelError::Provider(t) if t.contains("HTTP 400")));
         let config = ProviderError::Config { provider: "openai", detail: "no key".into() };
         assert!(matches!(ModelError::from(config), ModelError::Host(_)));
+        // Failures a repeat may not meet again are transient, before or inside a stream.
+        let busy = ProviderError::Status { provider: "openai", status: 429, attempts: 3, body: "slow down".into() };
+        assert!(matches!(ModelError::from(busy), ModelError::Transient(t) if t.contains("HTTP 429")));
+        let overloaded =
+            ProviderError::Stream { provider: "anthropic", kind: "overloaded_error".into(), message: "Overloaded".into() };
+        assert!(matches!(ModelError::from(overloaded), ModelError::Transient(_)));
+        let refused = ProviderError::Stream { provider: "openai", kind: "invalid_request_error".into(), message: "no".into() };
+        assert!(matches!(ModelError::from(refused), ModelError::Provider(_)));
     }
 
     #[test]

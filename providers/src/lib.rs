@@ -34,12 +34,12 @@
 //! | outcome of one attempt | retried? | when final: [`ProviderError`] | class → keel |
 //! |---|---|---|---|
 //! | connection refused / not established (includes DNS, TLS, connect timeout) | yes | `Connect` | provider failure → `ModelError::Provider` (settled `error`) |
-//! | HTTP 429, 408, 409 (honoring `retry-after-ms` / `Retry-After` in seconds or as an HTTP date) | yes | `Status` | provider failure |
-//! | HTTP 5xx (including Anthropic's 529 overloaded) | yes | `Status` | provider failure |
+//! | HTTP 429, 408, 409 (honoring `retry-after-ms` / `Retry-After` in seconds or as an HTTP date) | yes | `Status` | provider failure, transient → `ModelError::Transient` (the agent's `on_model_error` policy repeats the call) |
+//! | HTTP 5xx (including Anthropic's 529 overloaded) | yes | `Status` | provider failure, transient |
 //! | any other non-2xx (400, 401, 403, 404, 413, 422, 3xx) | no | `Status` | provider failure |
 //! | 2xx whose body is not the documented format | no | `Malformed` | provider failure |
 //! | 2xx carrying a second choice (a server answering with several; merged they would garble the answer) | no | `Malformed` | provider failure |
-//! | an error event inside a started stream | no | `Stream` | provider failure |
+//! | an error event inside a started stream | no | `Stream` | provider failure; transient when its type names an overloaded, rate-limit or server error |
 //! | keel request the provider format cannot carry (including `n` other than 1 in `options.extra`: a response holds one answer) | not sent | `Request` | provider failure |
 //! | no answer within [`Timeouts::response`], or a stream silent for [`Timeouts::stream_idle`] | no | `Timeout` | **unknown** → `ModelError::Unknown` (dispatch error: the Effect stays unknown until the host resolves it) |
 //! | connection lost after the request was sent (mid-response, mid-stream, a stream ending inside an event or before its answer was complete) | no | `ConnectionLost` | **unknown** |

@@ -45,6 +45,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ => {}
         }
     }
+    // 5. The answer. `result()` is `Ok` only for a completed run: a run that failed, was
+    //    canceled or killed is `Err(RunError::NotCompleted(failure))` with its code and message
+    //    (handled in `runtime/examples/failed_run.rs`); here `?` prints it and exits non-zero.
     let result = run.result().await?;
     assert_eq!(result.text(), "It is sunny and 21 °C in Paris.");
     Ok(())

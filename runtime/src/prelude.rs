@@ -2,7 +2,7 @@
 
 pub use crate::agent::{
     tool_fn, Agent, AgentBuilder, AnswerError, AskHuman, BuildError, Events, FnTool, Idle, InputRequest, Resolution,
-    RestoreRefused, Run, RunError, RunEvent, RunId, RunResult, Runtime, ScriptedModel, ToolConcurrency, ToolOptions,
+    ModelErrorPolicy, RestoreRefused, Run, RunError, RunEvent, RunFailure, RunId, RunResult, Runtime, ScriptedModel, ToolConcurrency, ToolOptions,
     UnknownEffect, UnknownKind, UnknownPolicy,
 };
 pub use crate::chat::Message;

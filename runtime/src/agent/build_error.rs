@@ -2,7 +2,7 @@
 
 /// A configuration mistake found by [`AgentBuilder::build`](super::AgentBuilder::build),
 /// before any model call. Each message says what to change.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BuildError {
     /// The agent name is empty or not a qualified name.
     #[error("agent name `{name}` is not usable: {detail}; use letters, digits, `_`, `-` and `.` (for example \"weather\")")]
@@ -29,6 +29,14 @@ pub enum BuildError {
     NoModelCalls {
         /// The agent.
         agent: String,
+    },
+    /// The model error policy makes no attempt or too many.
+    #[error("agent `{agent}`: the model error policy makes {attempts} attempts; it must make between 1 and 10 (for example `.on_model_error(ModelErrorPolicy::attempts(3))`)")]
+    ModelAttempts {
+        /// The agent.
+        agent: String,
+        /// The configured attempts.
+        attempts: u32,
     },
     /// `max_context_bytes` is zero or above its ceiling.
     #[error("agent `{agent}`: max_context_bytes is {bytes}; it must be between 1 and 268435456 (256 MiB); call `.max_context_bytes(64 << 20)` or leave the default")]
@@ -89,3 +97,4 @@ pub enum BuildError {
         detail: String,
     },
 }
+super::run_error::debug_as_display!(BuildError);

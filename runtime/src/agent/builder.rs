@@ -3,6 +3,7 @@
 use super::build_error::BuildError;
 use super::deltas::DeltaTap;
 use super::identity::{configuration_digest, implementation_digest, tagged};
+use super::model_retry::{ModelErrorPolicy, ModelRetry, MAX_MODEL_ATTEMPTS};
 use super::policy::UnknownPolicy;
 use super::tool_fn::FnTool;
 use super::tool_options::{ToolConcurrency, ToolOptions};
@@ -30,8 +31,8 @@ pub const DEFAULT_MAX_MODEL_CALLS: u32 = 8;
 /// Who settles the Unknowns of one deployment.
 #[derive(Clone, Debug)]
 pub(crate) enum RefPolicy {
-    /// An agent's own deployment: its model calls.
-    Model(UnknownPolicy),
+    /// An agent's own deployment: its model calls, with their limit (a re-issue counts).
+    Model { unknown: UnknownPolicy, max_model_calls: u32 },
     /// An agent's tool-child deployment: per tool name.
     Tools(BTreeMap<String, UnknownPolicy>),
 }
@@ -45,6 +46,8 @@ pub(crate) struct AgentInner {
     pub(crate) policies: BTreeMap<String, RefPolicy>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) max_model_calls: u32,
+    pub(crate) model_unknown: UnknownPolicy,
+    pub(crate) model_error: ModelErrorPolicy,
     pub(crate) tool_options: BTreeMap<String, ToolOptions>,
 }
 
@@ -99,6 +102,18 @@ impl Agent {
         self.inner.max_model_calls
     }
 
+    /// What the host does with a model call whose outcome is Unknown (see
+    /// [`AgentBuilder::on_model_unknown`]).
+    pub fn model_unknown_policy(&self) -> UnknownPolicy {
+        self.inner.model_unknown
+    }
+
+    /// How a model call that failed with an error that may not happen again is repeated (see
+    /// [`AgentBuilder::on_model_error`]).
+    pub fn model_error_policy(&self) -> ModelErrorPolicy {
+        self.inner.model_error
+    }
+
     /// The declared options of each of the agent's own tools, by tool name.
     pub fn tool_options(&self) -> &BTreeMap<String, ToolOptions> {
         &self.inner.tool_options
@@ -123,6 +138,7 @@ pub struct AgentBuilder {
     version: Option<String>,
     model: Option<DispatcherConfig>,
     model_unknown: UnknownPolicy,
+    model_error: ModelErrorPolicy,
     tools: Vec<ToolEntry>,
     delegates: Vec<(String, String, Agent)>,
     max_model_calls: u32,
@@ -139,7 +155,9 @@ impl AgentBuilder {
             description: None,
             version: None,
             model: None,
-            model_unknown: UnknownPolicy::Hold,
+            // A model call's only side effect is its cost, bounded by max_model_calls.
+            model_unknown: UnknownPolicy::Retry,
+            model_error: ModelErrorPolicy::default(),
             tools: Vec::new(),
             delegates: Vec::new(),
             max_model_calls: DEFAULT_MAX_MODEL_CALLS,
@@ -182,9 +200,30 @@ impl AgentBuilder {
         self
     }
 
-    /// What the host does when a model call's outcome is Unknown (default: hold).
+    /// What the host does when a model call's outcome is Unknown: the process crashed while
+    /// it was in flight, or the connection was lost after the request was sent.
+    ///
+    /// The default, [`UnknownPolicy::Retry`], issues the call again: its only side effect is
+    /// its cost, and each re-issue counts against [`max_model_calls`](Self::max_model_calls)
+    /// like the call it repeats. Once the limit is reached, or if the repeat's outcome is
+    /// Unknown too, the call is held: a [`RunEvent::ResolutionNeeded`](super::RunEvent::ResolutionNeeded)
+    /// event, and [`Run::idle`](super::Run::idle) returns
+    /// [`Idle::NeedsResolution`](super::Idle::NeedsResolution) until
+    /// [`Run::resolve`](super::Run::resolve) settles it. `Hold` always waits for the host;
+    /// `ReportToModel` fails the call (and so the run).
     pub fn on_model_unknown(mut self, policy: UnknownPolicy) -> AgentBuilder {
         self.model_unknown = policy;
+        self
+    }
+
+    /// What the agent does when a model call fails with an error that may not happen again
+    /// (the provider was overloaded, rate limited or had a server error, also inside a
+    /// started stream: [`ModelError::Transient`](crate::interaction::model::ModelError::Transient)).
+    /// Default: [`ModelErrorPolicy::default`], 3 attempts with waits of about 1 s and 2 s on
+    /// the runtime's clock. Each repeat is reported by a
+    /// [`RunEvent::ModelRetrying`](super::RunEvent::ModelRetrying) event.
+    pub fn on_model_error(mut self, policy: ModelErrorPolicy) -> AgentBuilder {
+        self.model_error = policy;
         self
     }
 
@@ -261,6 +300,9 @@ impl AgentBuilder {
         let model = self.model.clone().ok_or_else(|| BuildError::NoModel { agent: agent.clone() })?;
         if self.max_model_calls == 0 {
             return Err(BuildError::NoModelCalls { agent });
+        }
+        if !(1..=MAX_MODEL_ATTEMPTS).contains(&self.model_error.max_attempts()) {
+            return Err(BuildError::ModelAttempts { agent, attempts: self.model_error.max_attempts() });
         }
         if self.max_context_bytes == 0 || self.max_context_bytes > crate::limits::MAX_CONTEXT_BYTES_CEILING {
             return Err(BuildError::ContextLimit { agent, bytes: self.max_context_bytes });
@@ -381,6 +423,7 @@ impl AgentBuilder {
                         .field("mode", model.mode.name())
                         .field("reducer", &model.reducer.is_some())
                         .field("on_unknown", self.model_unknown.as_str())
+                        .value("on_error", self.model_error.to_json())
                         .build(),
                 )
                 .value("tools", Json::Array(tool_json))
@@ -403,12 +446,16 @@ impl AgentBuilder {
         .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
         let dispatcher = ModelDispatcher::new(definition.model_manifest(), model)
             .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
-        let tap = DeltaTap { inner: Arc::new(dispatcher), hub: hub.clone() };
+        let retry = ModelRetry { inner: Arc::new(dispatcher), policy: self.model_error, hub: hub.clone() };
+        let tap = DeltaTap { inner: Arc::new(retry), hub: hub.clone() };
         let parent = Deployment::new(Arc::new(definition), Some(Arc::new(tap)), implementation, configuration_digest(&config_json));
         parent
             .check_binding()
             .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
-        policies.insert(parent.reference().to_string(), RefPolicy::Model(self.model_unknown));
+        policies.insert(
+            parent.reference().to_string(),
+            RefPolicy::Model { unknown: self.model_unknown, max_model_calls: self.max_model_calls },
+        );
         deployments.insert(0, parent.clone());
         Ok(Agent { inner: Arc::new(AgentInner {
             name: agent,
@@ -417,6 +464,8 @@ impl AgentBuilder {
             policies,
             hub,
             max_model_calls: self.max_model_calls,
+            model_unknown: self.model_unknown,
+            model_error: self.model_error,
             tool_options,
         }) })
     }

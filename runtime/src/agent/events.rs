@@ -23,8 +23,9 @@ pub enum UnknownKind {
 
 /// One thing that happened in a run.
 ///
-/// Every event except [`ModelDelta`](RunEvent::ModelDelta) and
-/// [`DeltasDropped`](RunEvent::DeltasDropped) is delivered only after the store acknowledged
+/// Every event except [`ModelDelta`](RunEvent::ModelDelta),
+/// [`DeltasDropped`](RunEvent::DeltasDropped) and [`ModelRetrying`](RunEvent::ModelRetrying)
+/// is delivered only after the store acknowledged
 /// the state that contains it, so an event never describes something a crash could undo.
 /// Deltas describe a model call in progress: a crash may repeat or drop them.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +43,22 @@ pub enum RunEvent {
     DeltasDropped {
         /// How many deltas were discarded.
         dropped: u64,
+    },
+    /// A model call failed with an error that may not happen again (overloaded, rate limited,
+    /// server error) and is repeated after `delay`, per the agent's
+    /// [`ModelErrorPolicy`](super::ModelErrorPolicy). Not durable, like deltas: deltas of the
+    /// failed attempt are not part of the answer.
+    ModelRetrying {
+        /// The calling Process.
+        process: ProcessId,
+        /// The attempt that failed (1-based).
+        attempt: u32,
+        /// The most attempts the policy makes.
+        attempts: u32,
+        /// The error of the failed attempt.
+        error: String,
+        /// The wait before the next attempt (on the runtime's clock).
+        delay: std::time::Duration,
     },
     /// A model call settled with a response.
     ModelResponse {
@@ -83,8 +100,21 @@ pub enum RunEvent {
     },
     /// A tool is waiting for an answer from the host ([`Run::answer`](super::Run::answer)).
     InputRequested(InputRequest),
-    /// A call's outcome cannot be proven; see [`UnknownPolicy`](super::UnknownPolicy).
+    /// A call's outcome cannot be proven; see [`UnknownPolicy`](super::UnknownPolicy). Its
+    /// policy settles it, or it is held: then
+    /// [`ResolutionNeeded`](RunEvent::ResolutionNeeded) follows.
     Unknown(UnknownEffect),
+    /// The run waits for the host to settle this Unknown call with
+    /// [`Run::resolve`](super::Run::resolve) (its policy is `Hold`, or the policy could not
+    /// settle it): nothing else happens in that part of the run until then.
+    /// [`Run::idle`](super::Run::idle) returns
+    /// [`Idle::NeedsResolution`](super::Idle::NeedsResolution) meanwhile.
+    ResolutionNeeded {
+        /// The held call.
+        effect: UnknownEffect,
+        /// Why the host must settle it.
+        reason: String,
+    },
     /// Steering messages were applied to a model call.
     SteerApplied {
         /// The steer signals applied, in order.

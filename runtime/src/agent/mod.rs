@@ -53,6 +53,7 @@ mod events;
 mod human;
 mod identity;
 mod input;
+mod model_retry;
 mod policy;
 mod recovery;
 mod result;
@@ -64,6 +65,8 @@ mod tool_fn;
 mod tool_options;
 mod tracker;
 #[cfg(test)]
+mod outcome_tests;
+#[cfg(test)]
 mod tests;
 
 pub use build_error::BuildError;
@@ -71,9 +74,10 @@ pub use builder::{Agent, AgentBuilder, ToolWrapper};
 pub use events::{Events, RunEvent, UnknownKind};
 pub use human::AskHuman;
 pub use input::InputRequest;
+pub use model_retry::{ModelErrorPolicy, MAX_MODEL_ATTEMPTS};
 pub use policy::UnknownPolicy;
 pub use recovery::{Resolution, UnknownEffect};
-pub use result::RunResult;
+pub use result::{RunFailure, RunResult};
 pub use run::{Idle, Run, RunId};
 pub use run_error::{AnswerError, RestoreRefused, RunError};
 pub use runtime::Runtime;

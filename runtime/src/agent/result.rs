@@ -1,4 +1,4 @@
-//! The final result of a run.
+//! The final result of a run, and the typed failure of a run that did not complete.
 
 use crate::chat::Message;
 use crate::interaction::output::Output;
@@ -8,6 +8,11 @@ use crate::kernel::result::ProcessResult;
 use crate::kernel::status::Status;
 
 /// How a run ended, with its output.
+///
+/// [`Run::result`](super::Run::result) returns one only for a completed run (a run that failed,
+/// was canceled or killed is an `Err(`[`RunError::NotCompleted`](super::RunError::NotCompleted)`)`);
+/// [`Idle::Finished`](super::Idle::Finished) and [`RunEvent::Finished`](super::RunEvent::Finished)
+/// carry any ending, so check [`is_completed`](RunResult::is_completed) there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunResult {
     result: ProcessResult,
@@ -60,7 +65,105 @@ impl RunResult {
     pub fn process_result(&self) -> &ProcessResult {
         &self.result
     }
+
+    /// The failure code (`interaction.model.failed`, `interaction.limit.model_calls`, ...) of
+    /// a failed run; for a canceled, timed-out or killed run its status name; empty for a
+    /// completion.
+    pub fn code(&self) -> String {
+        match (&self.result.termination.failure, self.status()) {
+            (Some(failure), _) => failure.code.as_str().to_owned(),
+            (None, Status::Completed) => String::new(),
+            (None, status) => status.as_str().to_owned(),
+        }
+    }
+
+    /// `Ok(self)` for a completed run, else the typed failure.
+    pub fn into_completed(self) -> Result<RunResult, RunFailure> {
+        if self.is_completed() {
+            Ok(self)
+        } else {
+            Err(RunFailure { result: self })
+        }
+    }
 }
+
+/// A run that ended without completing: failed (with a failure code and message), canceled,
+/// timed out or killed. Returned by [`Run::result`](super::Run::result) inside
+/// [`RunError::NotCompleted`](super::RunError::NotCompleted), so a failed run can never be read
+/// as an empty answer.
+///
+/// ```
+/// use keel::prelude::*;
+/// # async fn demo(run: &Run) {
+/// match run.result().await {
+///     Ok(result) => println!("{}", result.text()),
+///     Err(RunError::NotCompleted(failure)) => {
+///         eprintln!("the run {} ({}): {}", failure.status().as_str(), failure.code(), failure.message())
+///     }
+///     Err(other) => eprintln!("{other}"),
+/// }
+/// # }
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct RunFailure {
+    result: RunResult,
+}
+
+impl RunFailure {
+    /// The run.
+    pub fn run(&self) -> &str {
+        self.result.result.process_id.as_str()
+    }
+
+    /// How it ended: `Failed`, `Canceled`, `TimedOut` or `Killed`.
+    pub fn status(&self) -> Status {
+        self.result.status()
+    }
+
+    /// The failure code of a failed run (for example `interaction.model.failed` when the
+    /// model kept failing, `interaction.limit.model_calls` when it needed more calls than
+    /// allowed); for other endings the status name.
+    pub fn code(&self) -> String {
+        self.result.code()
+    }
+
+    /// Why it ended: the failure message, or the reason given to cancel or kill it.
+    pub fn message(&self) -> &str {
+        self.result.reason()
+    }
+
+    /// Calls whose outcome was never settled when the run ended.
+    pub fn unresolved(&self) -> &[EffectId] {
+        self.result.unresolved()
+    }
+
+    /// The whole result (status, reason, the kernel's Result).
+    pub fn result(&self) -> &RunResult {
+        &self.result
+    }
+}
+
+impl std::fmt::Display for RunFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "run {} {}", self.run(), self.status().as_str())?;
+        if self.status() == Status::Failed {
+            write!(f, " ({})", self.code())?;
+        }
+        let message = self.message();
+        if !message.is_empty() {
+            write!(f, ": {message}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for RunFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::error::Error for RunFailure {}
 
 impl std::fmt::Display for RunResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

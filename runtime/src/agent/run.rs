@@ -239,18 +239,18 @@ impl Run {
         let hex = random_hex(self.runtime.inner.env.rng.as_ref(), 16);
         let id = SignalId::external(&format!("steer:{hex}")).map_err(|e| RunError::Input(e.to_string()))?;
         let signal = steer_signal(id, vec![Message::user(text)]).map_err(|e| RunError::Input(e.to_string()))?;
-        self.handle.deliver_signals(vec![signal]).await.map_err(engine_error)?;
+        self.handle.deliver_signals(vec![signal]).await.map_err(|e| engine_error(self.shared.root.as_str(), e))?;
         Ok(())
     }
 
     /// Asks the run to stop; it ends `cancelled` once in-flight calls return.
     pub async fn cancel(&self, reason: impl Into<String>) -> Result<(), RunError> {
-        self.handle.request_cancellation(reason).await.map_err(engine_error)
+        self.handle.request_cancellation(reason).await.map_err(|e| engine_error(self.shared.root.as_str(), e))
     }
 
     /// Ends the run now (`killed`).
     pub async fn kill(&self, reason: impl Into<String>) -> Result<(), RunError> {
-        self.handle.kill(reason).await.map_err(engine_error)
+        self.handle.kill(reason).await.map_err(|e| engine_error(self.shared.root.as_str(), e))
     }
 
     /// Settles a held Unknown call.
@@ -282,14 +282,39 @@ impl Run {
         Ok(())
     }
 
-    /// Waits for the run to end.
+    /// Waits for the run to end; `Ok` only when it completed.
+    ///
+    /// A run that failed, was canceled, timed out or was killed is
+    /// `Err(`[`RunError::NotCompleted`]`)` with its status, failure code and message, so a
+    /// failed run is never read as an empty answer. A writer that stopped (another writer took
+    /// the run over, or the store failed) is an `Err` that says which.
+    ///
+    /// ```
+    /// use keel::prelude::*;
+    /// # async fn demo(run: &Run) -> Result<(), RunError> {
+    /// match run.result().await {
+    ///     Ok(result) => println!("{}", result.text()),
+    ///     Err(RunError::NotCompleted(failure)) => eprintln!("no answer: {failure}"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn result(&self) -> Result<RunResult, RunError> {
         wait_until(&self.shared, |s| s.result.is_some() || s.stopped.is_some()).await;
         let state = self.shared.lock();
         match (&state.result, &state.stopped) {
-            (Some(r), _) => Ok(RunResult::new(r.clone())),
-            (None, Some(reason)) => Err(RunError::Stopped(reason.clone())),
+            (Some(r), _) => RunResult::new(r.clone()).into_completed().map_err(RunError::NotCompleted),
+            (None, Some(reason)) => Err(self.stopped(reason)),
             (None, None) => Err(RunError::Stopped("the run stopped".into())),
+        }
+    }
+
+    /// The error for this run's stopped writer: the engine's typed reason when it has one.
+    fn stopped(&self, reason: &str) -> RunError {
+        match self.runtime.inner.engine.runtime_error(&self.shared.root) {
+            Some(error) => super::runtime::stopped_error(&error),
+            None => RunError::Stopped(reason.to_owned()),
         }
     }
 
@@ -304,7 +329,7 @@ impl Run {
             return Ok(Idle::Finished(RunResult::new(r.clone())));
         }
         if let Some(reason) = &state.stopped {
-            return Err(RunError::Stopped(reason.clone()));
+            return Err(self.stopped(reason));
         }
         if !state.inputs.is_empty() {
             return Ok(Idle::NeedsInput(state.inputs.clone()));
@@ -313,16 +338,10 @@ impl Run {
     }
 
     /// Continues a completed conversation with a new user message: a new run whose input is
-    /// the whole conversation so far plus `message`.
+    /// the whole conversation so far plus `message`. A run that did not complete has no
+    /// conversation to continue: [`RunError::NotCompleted`].
     pub async fn continue_with(&self, message: impl Into<String>) -> Result<Run, RunError> {
-        let result = self.result().await?;
-        if !result.is_completed() {
-            return Err(RunError::NotCompleted {
-                run: self.id().to_string(),
-                status: result.status().as_str().to_owned(),
-                reason: result.reason().to_owned(),
-            });
-        }
+        self.result().await?;
         let mut messages = self.conversation()?;
         messages.push(Message::user(message));
         self.runtime.start_messages(messages).await

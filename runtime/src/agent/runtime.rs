@@ -67,12 +67,18 @@ impl Runtime {
     #[cfg(feature = "tokio")]
     pub fn on_disk(agent: Agent, dir: impl AsRef<std::path::Path>) -> Result<Runtime, RunError> {
         let env = crate::env::TokioEnv::current().map_err(|e| RunError::Engine(e.to_string()))?.env();
-        let store = crate::kernel::commit::FileCommitter::open(dir.as_ref()).map_err(|e| RunError::Store(e.to_string()))?;
+        use crate::kernel::commit::OpenError;
+        let store = crate::kernel::commit::FileCommitter::open(dir.as_ref()).map_err(|e| match e {
+            // Another process writes this directory: a conflict between writers, not an I/O failure.
+            OpenError::Locked { .. } => RunError::Conflict(e.to_string()),
+            e => RunError::Store(e.to_string()),
+        })?;
         Ok(Runtime::with_store(agent, Arc::new(store), env))
     }
 
     /// Runs `agent` over any store and environment (a simulated one, for example).
     pub fn with_store(agent: Agent, committer: Arc<dyn Committer>, env: Env) -> Runtime {
+        agent.inner.hub.set_env(env.clone());
         let listener = Arc::new(Listener { agent: agent.clone(), env: env.clone(), engine: Mutex::new(None) });
         let mut resolver = DeploymentSet::new();
         for d in agent.deployments() {
@@ -107,18 +113,23 @@ impl Runtime {
     /// Starts a run with a whole conversation (the last message usually from the user).
     pub async fn start_messages(&self, messages: Vec<Message>) -> Result<Run, RunError> {
         let input = InteractionInput::new(messages).to_payload().map_err(|e| RunError::Input(e.to_string()))?;
-        let handle = self.inner.engine.start(self.inner.agent.deployment().clone(), input).await.map_err(engine_error)?;
+        let handle = self.inner.engine.start(self.inner.agent.deployment().clone(), input).await.map_err(|e| engine_error("(new run)", e))?;
         let shared = self.inner.agent.inner.hub.get_or_create(handle.id());
         Ok(Run::new(self.clone(), handle, shared))
     }
 
     /// Starts a run under an id chosen in advance ([`RunId::from_key`]), for work queues that
     /// name a run before any worker starts it. A second start of the same id fails with
-    /// [`RunError::Store`] (the store refuses a start over an existing head): use
+    /// [`RunError::AlreadyExists`] (the store refuses a start over an existing head): use
     /// [`resume`](Runtime::resume) for a run that exists.
     pub async fn start_with_id(&self, id: &RunId, user_message: impl Into<String>) -> Result<Run, RunError> {
         let input = InteractionInput::new(vec![Message::user(user_message)]).to_payload().map_err(|e| RunError::Input(e.to_string()))?;
-        let handle = self.inner.engine.start_root(id.process_id().clone(), self.inner.agent.deployment().clone(), input).await.map_err(engine_error)?;
+        let handle = self
+            .inner
+            .engine
+            .start_root(id.process_id().clone(), self.inner.agent.deployment().clone(), input)
+            .await
+            .map_err(|e| engine_error(id.process_id().as_str(), e))?;
         let shared = self.inner.agent.inner.hub.get_or_create(handle.id());
         Ok(Run::new(self.clone(), handle, shared))
     }
@@ -137,11 +148,17 @@ impl Runtime {
             .committer
             .load_tree(root)
             .await
-            .map_err(|e| RunError::Store(e.to_string()))?
+            .map_err(|e| RunError::from_commit(root.as_str(), e))?
             .ok_or_else(|| RunError::NotFound(id.to_string()))?;
-        let snapshot = TreeSnapshot::from_cut(&head.cut).map_err(|e| RunError::Store(format!("stored run does not decode: {e}")))?;
+        let damaged = |detail: String| {
+            RunError::Damaged(format!(
+                "the stored record of run {id} is damaged ({detail}); the store's other runs are unaffected: inspect it \
+                 with `keel-store show` and restore the store from a backup"
+            ))
+        };
+        let snapshot = TreeSnapshot::from_cut(&head.cut).map_err(|e| damaged(format!("it does not decode: {e}")))?;
         if snapshot.digest() != head.cut.digest || snapshot.root_id != *root {
-            return Err(RunError::Store("the stored head does not match its digest or run id".into()));
+            return Err(damaged("it does not match its digest or run id".into()));
         }
         let stored = snapshot.root().deployment_ref.clone();
         let current = self.inner.agent.deployment_ref().clone();
@@ -157,7 +174,12 @@ impl Runtime {
             .map(|e| e.id.clone())
             .collect();
         let shared = self.inner.agent.inner.hub.reset(root);
-        let handle = self.inner.engine.restore(self.inner.agent.deployment().clone(), snapshot).await.map_err(engine_error)?;
+        let handle = self
+            .inner
+            .engine
+            .restore(self.inner.agent.deployment().clone(), snapshot)
+            .await
+            .map_err(|e| engine_error(root.as_str(), e))?;
         let run = Run::new(self.clone(), handle, shared.clone());
         recovered(&shared, &in_flight).await;
         Ok(run)
@@ -175,12 +197,27 @@ async fn recovered(shared: &RunShared, in_flight: &BTreeSet<EffectId>) {
     .await;
 }
 
-pub(crate) fn engine_error(e: crate::kernel::engine::EngineError) -> RunError {
+/// The error of an engine operation on `run`: conflicts between writers named as such, a store
+/// failure only for I/O.
+pub(crate) fn engine_error(run: &str, e: crate::kernel::engine::EngineError) -> RunError {
     use crate::kernel::engine::EngineError as E;
+    use crate::kernel::owner::CommandError;
     match e {
-        E::Commit(c) => RunError::Store(c.to_string()),
-        E::Stopped(s) => RunError::Stopped(s.to_string()),
+        E::Commit(c) => RunError::from_commit(run, c),
+        E::Stopped(s) | E::Command(CommandError::Stopped(Some(s))) => stopped_error(&s),
+        E::TreeActive(root) => RunError::Conflict(format!(
+            "run {root} is already running in this `Runtime`; use the `Run` handle that started or resumed it"
+        )),
         other => RunError::Engine(other.to_string()),
+    }
+}
+
+/// The error of a run whose writer stopped: a commit the store refused says why (another
+/// writer, damage, I/O), anything else is a stopped writer to resume.
+pub(crate) fn stopped_error(error: &crate::kernel::owner::RuntimeError) -> RunError {
+    match &error.commit {
+        Some(commit) => RunError::from_commit(error.root_id.as_str(), commit.clone()),
+        None => RunError::Stopped(error.to_string()),
     }
 }
 
@@ -229,11 +266,16 @@ async fn apply_policy(engine: Engine, agent: Agent, run: Arc<RunShared>, unknown
         UnknownPolicy::Hold => Err("held".into()),
     };
     let settled = match (settlement, engine.lookup(&unknown.process)) {
-        (Ok(s), Some(handle)) => handle.resolve_unknown_effect(unknown.effect.clone(), s).await.is_ok(),
-        _ => false,
+        (Ok(s), Some(handle)) => handle.resolve_unknown_effect(unknown.effect.clone(), s).await.map_err(|e| e.to_string()),
+        (Err(e), _) => Err(e),
+        (Ok(_), None) => Err(format!("process {} is not live in this runtime", unknown.process)),
     };
-    if !settled {
-        run.lock().unknowns.insert(unknown.effect.clone(), unknown.clone());
+    if let Err(why) = settled {
+        let reason = format!(
+            "its Unknown policy ({}) could not settle it ({why}): settle it with `Run::resolve`",
+            unknown.policy.as_str()
+        );
+        run.hold(unknown.clone(), reason);
     }
     run.done_resolving(&unknown.effect);
 }

@@ -133,7 +133,8 @@ fn input_requests_are_answered_once_wrong_waits_refused_and_steers_applied() {
         assert!(texts.iter().any(|t| t == "Done."), "{texts:?}");
         assert_eq!(texts.last().map(String::as_str), Some("And tomorrow?"));
         next.kill("test over").await.unwrap();
-        assert_eq!(next.result().await.unwrap().status(), Status::Killed);
+        let killed = next.result().await.unwrap_err();
+        assert_eq!(killed.failure().map(RunFailure::status), Some(Status::Killed), "{killed}");
     });
 }
 
@@ -233,9 +234,14 @@ fn a_changed_configuration_is_refused_at_restore_naming_both_refs() {
         let second = Runtime::with_store(changed.clone(), store.clone(), env());
         let refused = second.resume(&id).await.unwrap_err();
         let RunError::Refused(r) = &refused else { panic!("expected a refusal, got {refused}") };
+        assert_eq!(&r.current, changed.deployment_ref(), "both references are kept in the fields");
+        assert_ne!(r.stored, r.current);
+        // One line that says what differs (the settings), not two references full of digests.
         let text = refused.to_string();
-        assert!(text.contains(&r.stored.to_string()) && text.contains(&changed.deployment_ref().to_string()), "{text}");
-        assert!(text.contains("configuration"), "{text}");
+        assert!(!text.contains('\n') && text.len() < 320, "{} chars: {text}", text.len());
+        assert!(text.contains("the settings") && !text.contains("version given"), "{text}");
+        assert!(!text.contains(&r.stored.to_string()), "{text}");
+        assert_eq!(format!("{refused:?}"), text, "Debug prints the message");
         // The original configuration resumes, and the parked input is still there.
         let third = Runtime::with_store(asking_agent(4), store, env());
         let resumed = third.resume(&id).await.unwrap();
@@ -381,11 +387,14 @@ fn a_model_call_unknown_after_a_crash_follows_the_model_policy() {
                     assert_eq!(unknowns.len(), 1);
                     assert_eq!(unknowns[0].kind, UnknownKind::Model);
                     run.kill("operator gave up").await.unwrap();
-                    assert_eq!(run.result().await.unwrap().status(), Status::Killed);
+                    let killed = run.result().await.unwrap_err();
+                    assert_eq!(killed.failure().map(RunFailure::status), Some(Status::Killed), "{killed}");
                 }
                 UnknownPolicy::ReportToModel => {
-                    let result = run.result().await.unwrap();
-                    assert_eq!(result.status(), Status::Failed, "a failed model call fails the run");
+                    let failed = run.result().await.unwrap_err();
+                    let failure = failed.failure().expect("a failed model call fails the run");
+                    assert_eq!(failure.status(), Status::Failed);
+                    assert_eq!(failure.code(), "interaction.model.failed");
                 }
                 UnknownPolicy::Retry => assert_eq!(run.result().await.unwrap().text(), "Hello."),
             }
@@ -592,7 +601,7 @@ fn a_crash_before_the_pending_commit_or_after_the_settled_commit_needs_no_policy
                     let first = Runtime::with_store(agent(), store.clone(), env());
                     let run = first.start("Buy.").await.unwrap();
                     let stopped = run.result().await.unwrap_err();
-                    assert!(matches!(stopped, RunError::Stopped(_)), "{case}: {stopped}");
+                    assert!(matches!(stopped, RunError::Stopped(_) | RunError::Store(_)), "{case}: {stopped}");
                     let id = run.id();
                     drop((run, first));
                     let ran_before = match target {
@@ -635,8 +644,11 @@ fn a_run_started_under_a_chosen_id_is_found_by_it_and_cannot_start_twice() {
         assert!(store.head(id.process_id()).is_some());
         // A second start of the same id (another worker, say) makes no second tree.
         let other = Runtime::with_store(agent(), store.clone(), env());
-        let again = other.start_with_id(&id, "Hello?").await;
-        assert!(matches!(again, Err(RunError::Store(_))), "{again:?}");
+        let again = other.start_with_id(&id, "Hello?").await.unwrap_err();
+        assert!(matches!(again, RunError::AlreadyExists(_)), "{again}");
+        let text = again.to_string();
+        assert!(text.contains("already exists") && text.contains("Runtime::resume"), "{text}");
+        assert!(!text.contains("disk space"), "{text}");
         assert_eq!(store.roots(), vec![id.process_id().clone()]);
     });
 }

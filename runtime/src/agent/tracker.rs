@@ -14,6 +14,7 @@ use super::recovery::{kind_of, UnknownEffect};
 use super::result::RunResult;
 use super::events::UnknownKind;
 use crate::interaction::pending_inputs::pending_tool_inputs;
+use crate::interaction::state::ParentState;
 use crate::interaction::protocol::{ModelCallEffect, ModelResult, ToolCallSettlement};
 use crate::interaction::wire::Wire;
 use crate::kernel::effect::{Effect, EffectPhase};
@@ -42,9 +43,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Default)]
 pub(crate) struct Hub {
     runs: Mutex<BTreeMap<ProcessId, Arc<RunShared>>>,
+    /// The environment of the runtime running this agent (its clock paces model retries).
+    env: Mutex<Option<crate::env::Env>>,
 }
 
 impl Hub {
+    pub(crate) fn set_env(&self, env: crate::env::Env) {
+        *lock(&self.env) = Some(env);
+    }
+
+    pub(crate) fn env(&self) -> Option<crate::env::Env> {
+        lock(&self.env).clone()
+    }
+
     pub(crate) fn get_or_create(&self, root: &ProcessId) -> Arc<RunShared> {
         let mut runs = lock(&self.runs);
         if let Some(r) = runs.get(root) {
@@ -99,6 +110,9 @@ pub(crate) struct RunState {
     /// Dispatcher Effects pending in the head.
     pub(crate) pending: BTreeSet<EffectId>,
     pub(crate) inputs: Vec<InputRequest>,
+    /// Model calls this runtime re-issued after an Unknown, per calling Process: each counts
+    /// against that Process's `max_model_calls` like the call it repeats.
+    pub(crate) model_reissues: BTreeMap<ProcessId, u32>,
     /// Answers delivered by this runtime: wait → answer canonical text. Consulted only once
     /// the answered tool child has left the head (the head itself decides while it is there).
     pub(crate) answered: BTreeMap<WaitId, String>,
@@ -189,6 +203,15 @@ impl RunShared {
             s.push(RunEvent::Stopped { reason });
         }
         self.wake_all();
+    }
+
+    /// A policy could not settle `unknown`: it is held for the host, who is told why.
+    pub(crate) fn hold(&self, unknown: UnknownEffect, reason: String) {
+        let mut s = self.lock();
+        if s.first(format!("held:{}", unknown.effect)) {
+            s.push(RunEvent::ResolutionNeeded { effect: unknown.clone(), reason });
+        }
+        s.unknowns.insert(unknown.effect.clone(), unknown);
     }
 
     /// The host finished applying a policy to `effect` (settled or, on `held`, kept).
@@ -286,7 +309,21 @@ impl RunState {
                         if self.unknowns.contains_key(&e.id) || self.resolving.contains(&e.id) {
                             continue;
                         }
-                        let policy = policy_of(policies, &p.deployment_ref.to_string(), &kind);
+                        let (mut policy, max_calls) = policy_of(policies, &p.deployment_ref.to_string(), &kind);
+                        let mut held_because = "its Unknown policy is hold: settle it with `Run::resolve`".to_owned();
+                        if kind == UnknownKind::Model && policy == UnknownPolicy::Retry {
+                            // A re-issue is one more model call: it counts against the limit.
+                            let made = ParentState::from_execution_state(&prepared.candidate_state).map(|s| s.model_call_count).unwrap_or(u32::MAX);
+                            let reissued = self.model_reissues.get(&p.id).copied().unwrap_or(0);
+                            if made.saturating_add(reissued) >= max_calls {
+                                policy = UnknownPolicy::Hold;
+                                held_because = format!(
+                                    "re-issuing this model call would exceed max_model_calls ({max_calls}): settle it with `Run::resolve`"
+                                );
+                            } else {
+                                self.model_reissues.insert(p.id.clone(), reissued + 1);
+                            }
+                        }
                         let unknown = UnknownEffect {
                             process: p.id.clone(),
                             effect: e.id.clone(),
@@ -304,6 +341,9 @@ impl RunState {
                             self.push(RunEvent::Unknown(unknown.clone()));
                         }
                         if policy == UnknownPolicy::Hold {
+                            if self.first(format!("held:{}", e.id)) {
+                                self.push(RunEvent::ResolutionNeeded { effect: unknown.clone(), reason: held_because });
+                            }
                             self.unknowns.insert(e.id.clone(), unknown);
                         } else {
                             self.resolving.insert(e.id.clone());
@@ -346,10 +386,12 @@ impl RunState {
     }
 }
 
-fn policy_of(policies: &BTreeMap<String, RefPolicy>, reference: &str, kind: &UnknownKind) -> UnknownPolicy {
+/// The policy for an Unknown of `kind` in a Process of `reference`, with that Process's
+/// model-call limit (`u32::MAX` where it has none).
+fn policy_of(policies: &BTreeMap<String, RefPolicy>, reference: &str, kind: &UnknownKind) -> (UnknownPolicy, u32) {
     match (policies.get(reference), kind) {
-        (Some(RefPolicy::Model(p)), UnknownKind::Model) => *p,
-        (Some(RefPolicy::Tools(tools)), UnknownKind::Tool(name)) => tools.get(name).copied().unwrap_or_default(),
-        _ => UnknownPolicy::Hold,
+        (Some(RefPolicy::Model { unknown, max_model_calls }), UnknownKind::Model) => (*unknown, *max_model_calls),
+        (Some(RefPolicy::Tools(tools)), UnknownKind::Tool(name)) => (tools.get(name).copied().unwrap_or_default(), u32::MAX),
+        _ => (UnknownPolicy::Hold, u32::MAX),
     }
 }

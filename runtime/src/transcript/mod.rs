@@ -165,7 +165,7 @@ impl FromJson for ModelCallRecord {
         r.finish()?;
         let outcome = match (response, error) {
             (Some(resp), None) => ModelOutcome::Response(resp),
-            (None, Some((class, message))) if ["provider", "host", "unknown"].contains(&class.as_str()) => {
+            (None, Some((class, message))) if ["provider", "transient", "host", "unknown"].contains(&class.as_str()) => {
                 ModelOutcome::Error { class, message }
             }
             (None, Some((class, _))) => {

@@ -125,6 +125,7 @@ impl<M: ModelClient> RecordingModel<M> {
         let outcome = match &answer {
             Ok(r) => ModelOutcome::Response(r.clone()),
             Err(ModelError::Provider(m)) => ModelOutcome::Error { class: "provider".into(), message: m.clone() },
+            Err(ModelError::Transient(m)) => ModelOutcome::Error { class: "transient".into(), message: m.clone() },
             Err(ModelError::Host(m)) => ModelOutcome::Error { class: "host".into(), message: m.clone() },
             Err(ModelError::Unknown(m)) => ModelOutcome::Error { class: "unknown".into(), message: m.clone() },
         };

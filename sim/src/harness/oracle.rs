@@ -6,8 +6,9 @@
 //!   world uses (every acknowledged cut, the history, Unknowns kept until a resolved boundary);
 //! * `results_in_call_order` — every request the model received answers each tool call of an
 //!   assistant message exactly once, right after it, in call order;
-//! * `model_call_limit` — no model call sequence twice, none beyond the agent's
-//!   `max_model_calls`;
+//! * `model_call_limit` — no model call sequence beyond the agent's `max_model_calls`, and
+//!   none twice unless the agent's model Unknown policy is `Retry` (then a call cut off by a
+//!   crash is issued again on purpose: one more call, not a double one);
 //! * `steers_once_in_order` — each steer reaches the model at most as often as it was sent,
 //!   in the order it was sent;
 //! * `no_double_dispatch` — the code of a tool whose Unknown policy is not `Retry` never runs
@@ -79,19 +80,45 @@ pub(crate) fn judge(
 
 fn model_requests(c: &mut Checker<'_>, world: &World, agent: &Agent) {
     let requests = world.model_requests();
-    let mut seen = BTreeSet::new();
-    let limit = agent.max_model_calls();
     for m in &requests {
         let wrong = results_in_call_order(&m.request);
         c.expect(wrong.is_empty(), "results_in_call_order", || {
             format!("model call {}: {}", m.sequence, wrong.join("; "))
         });
-        c.expect(seen.insert(m.sequence), "model_call_limit", || {
-            format!("model call {} was made twice", m.sequence)
-        });
-        c.expect(m.sequence <= limit, "model_call_limit", || {
-            format!("model call {} exceeds max_model_calls {limit}", m.sequence)
-        });
+    }
+    let sequences: Vec<u32> = requests.iter().map(|m| m.sequence).collect();
+    let reissue = agent.model_unknown_policy() == UnknownPolicy::Retry;
+    for (ok, detail) in model_call_limit(&sequences, agent.max_model_calls(), reissue) {
+        c.expect(ok, "model_call_limit", || detail);
+    }
+}
+
+/// One check per model call the model received (`sequences`, in arrival order): within the
+/// limit, and new unless `reissue` (the agent issues a call again after an Unknown).
+pub(crate) fn model_call_limit(sequences: &[u32], limit: u32, reissue: bool) -> Vec<(bool, String)> {
+    let mut seen = BTreeSet::new();
+    let mut checks = Vec::new();
+    for &sequence in sequences {
+        let new = seen.insert(sequence);
+        checks.push((new || reissue, format!("model call {sequence} was made twice")));
+        checks.push((sequence <= limit, format!("model call {sequence} exceeds max_model_calls {limit}")));
+    }
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::model_call_limit;
+
+    fn failures(sequences: &[u32], limit: u32, reissue: bool) -> Vec<String> {
+        model_call_limit(sequences, limit, reissue).into_iter().filter(|(ok, _)| !ok).map(|(_, d)| d).collect()
+    }
+
+    #[test]
+    fn a_reissue_after_an_unknown_is_not_a_double_call_but_stays_within_the_limit() {
+        assert_eq!(failures(&[1, 2, 2, 3], 3, true), Vec::<String>::new(), "a re-issued call");
+        assert_eq!(failures(&[1, 2, 2], 3, false), ["model call 2 was made twice"], "no re-issue declared");
+        assert_eq!(failures(&[1, 2, 3, 3, 4], 3, true), ["model call 4 exceeds max_model_calls 3"]);
     }
 }
 

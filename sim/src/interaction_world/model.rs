@@ -76,6 +76,8 @@ impl SimModel {
         let truth = match scripted_answer(&self.spec, sequence) {
             Ok(r) => Some(ModelResult::response(r)),
             Err(ModelError::Provider(m)) => Some(ModelResult::provider_error(&m)),
+            // Settled as the dispatcher settles it once no retry is left.
+            Err(e @ ModelError::Transient(_)) => Some(ModelResult::provider_error(&e.to_string())),
             Err(ModelError::Host(m)) => Some(ModelResult::host_error(&m)),
             // An unknown outcome has no settlement to record as the truth.
             Err(ModelError::Unknown(_)) => None,
@@ -93,8 +95,8 @@ impl SimModel {
         match &answer {
             Err(ModelError::Provider(_)) => self.cx.fired("model.provider_error"),
             Err(ModelError::Host(_)) => self.cx.fired("model.host_failure"),
-            // Scripts have no unknown-outcome turn (scripted_answer never returns one).
-            Err(ModelError::Unknown(_)) => {}
+            // Scripts have no unknown-outcome or transient turn (scripted_answer never returns one).
+            Err(ModelError::Unknown(_) | ModelError::Transient(_)) => {}
             Ok(r) => {
                 if let Some(f) = r.finish_reason {
                     if !r.tool_calls().is_empty() && !matches!(f, FinishReason::ToolCalls) {

@@ -166,7 +166,11 @@ async fn drive(provider: Provider, crash_at: Option<u64>, trace: &mut Trace) -> 
         let outcome = match run {
             Ok(run) => {
                 id = Some(run.id());
-                run.result().await.map_err(|e| e.to_string())
+                // A run that ended without completing is an outcome, not a stopped writer.
+                run.result().await.or_else(|e| match e {
+                    keel::agent::RunError::NotCompleted(failure) => Ok(failure.result().clone()),
+                    e => Err(e.to_string()),
+                })
             }
             Err(e) => Err(e.to_string()),
         };

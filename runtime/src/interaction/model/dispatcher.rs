@@ -66,14 +66,25 @@ impl ModelDispatcher {
     }
 
     async fn run(&self, request: EffectRequest, cx: DispatchContext) -> Result<Settlement, DispatchError> {
+        self.attempt(request, cx).await.map(|(settlement, _)| settlement)
+    }
+
+    /// One attempt of the call: its settlement, and the error text when the settlement is a
+    /// failure the model may not repeat ([`ModelError::Transient`]), so a caller with a retry
+    /// policy can try again.
+    pub(crate) async fn attempt(
+        &self,
+        request: EffectRequest,
+        cx: DispatchContext,
+    ) -> Result<(Settlement, Option<String>), DispatchError> {
         let effect = ModelCallEffect::from_payload(&request.payload).map_err(unknown)?;
         let context = effect.request(&request.segments).map_err(unknown)?;
         // Only a reducer reads the context as it was before reduction: copy it for one alone.
         let original = self.reducer.as_ref().map(|_| context.messages.clone()).unwrap_or_default();
         let prepared = prepare_request(&self.visible, &self.deferred, &effect, context).map_err(|e| unknown_text(&e))?;
         let call = ModelCallContext { invocation: ModelInvocation::from_effect(&request, &effect), cancel: cx.cancel };
-        let result = self.call(&call, prepared, &original, cx.deltas.as_ref()).await?;
-        self.settle(&call.invocation, result)
+        let (result, transient) = self.call(&call, prepared, &original, cx.deltas.as_ref()).await?;
+        Ok((self.settle(&call.invocation, result)?, transient))
     }
 
     /// Reduction (if configured), then the model call, as a model result; an outcome the
@@ -84,26 +95,30 @@ impl ModelDispatcher {
         prepared: Request,
         original: &[Message],
         deltas: Option<&DeltaSink>,
-    ) -> Result<ModelResult, DispatchError> {
+    ) -> Result<(ModelResult, Option<String>), DispatchError> {
         let (request, replacement_messages) = match &self.reducer {
             None => (prepared, None),
             Some(reducer) => match reduce(reducer.as_ref(), call, prepared, original).await {
                 Ok(reduced) => reduced,
-                Err(text) => return Ok(ModelResult::host_error(&text)),
+                Err(text) => return Ok((ModelResult::host_error(&text), None)),
             },
         };
         let response = match until_cancelled(&call.cancel, self.call_model(call, request, deltas)).await {
             // A call ended by cancellation is an ordinary provider failure, not unknown.
-            None => return Ok(ModelResult::provider_error("model call canceled")),
-            Some(Err(ModelError::Host(text))) => return Ok(ModelResult::host_error(&text)),
-            Some(Err(ModelError::Provider(text))) => return Ok(ModelResult::provider_error(&text)),
+            None => return Ok((ModelResult::provider_error("model call canceled"), None)),
+            Some(Err(ModelError::Host(text))) => return Ok((ModelResult::host_error(&text), None)),
+            Some(Err(ModelError::Provider(text))) => return Ok((ModelResult::provider_error(&text), None)),
+            Some(Err(e @ ModelError::Transient(_))) => {
+                let text = e.to_string();
+                return Ok((ModelResult::provider_error(&text), Some(text)));
+            }
             Some(Err(ModelError::Unknown(text))) => return Err(unknown_text(&format!("model outcome unknown: {text}"))),
             Some(Ok(response)) => response,
         };
         if let Err(e) = response.validate() {
-            return Ok(ModelResult::provider_error(&format!("model returned an invalid response: {e}")));
+            return Ok((ModelResult::provider_error(&format!("model returned an invalid response: {e}")), None));
         }
-        Ok(ModelResult::Response { response, replacement_messages })
+        Ok((ModelResult::Response { response, replacement_messages }, None))
     }
 
     async fn call_model(

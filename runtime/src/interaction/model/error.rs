@@ -10,6 +10,13 @@ pub enum ModelError {
     /// the provider): settled as `error` → `interaction.model.failed`.
     #[error("model failed: {0}")]
     Provider(String),
+    /// A definite failure that may not happen again if the call is repeated: the provider was
+    /// overloaded, rate limited or had a server error, before or during a stream. Nothing was
+    /// answered. The agent facade repeats the call per its model error policy
+    /// (`AgentBuilder::on_model_error`); otherwise, and once the attempts are used up, it
+    /// settles like [`ModelError::Provider`].
+    #[error("model failed (may succeed if repeated): {0}")]
+    Transient(String),
     /// Host infrastructure failed (not the model's answer): settled as `host_error` →
     /// `interaction.host.failed`.
     #[error("host failure: {0}")]

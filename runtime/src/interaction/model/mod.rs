@@ -16,7 +16,7 @@
 //! | reducer error or invalid reduced context | failed settlement, `host_error`; model not called |
 //! | [`ModelError::Unknown`] (timeout or connection lost after the request was sent) | `Err(DispatchError)` (Effect unknown) |
 //! | [`ModelError::Host`] | failed settlement, `host_error` |
-//! | [`ModelError::Provider`], invalid response, stream error, empty stream, cancellation | failed settlement, `error` |
+//! | [`ModelError::Provider`], [`ModelError::Transient`] (once any retry policy gave up), invalid response, stream error, empty stream, cancellation | failed settlement, `error` |
 //! | valid response | observer, then succeeded settlement (`replacement_messages` only if reduced and changed) |
 //!
 //! [`ModelResult`]: crate::interaction::protocol::ModelResult

@@ -270,6 +270,7 @@ impl Drop for ExitGuard {
                     head_digest: state.head.as_ref().map(|h| h.digest()),
                     unresolved_effect_ids: Vec::new(),
                     cause: "the owner task ended before the tree settled (executor shut down)".into(),
+                    commit: None,
                 };
                 state.stop(error);
             }

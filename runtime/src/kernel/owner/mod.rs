@@ -166,6 +166,9 @@ pub struct RuntimeError {
     pub head_digest: Option<Digest>,
     pub unresolved_effect_ids: Vec<EffectId>,
     pub cause: String,
+    /// The store's refusal, when a failed commit stopped the writer (a host tells a fenced
+    /// writer, another writer's run, from an I/O failure by it).
+    pub commit: Option<super::commit::CommitError>,
 }
 
 /// What to do once the outstanding commit is acknowledged.
@@ -538,7 +541,7 @@ impl Owner {
                 AfterCommit::Reply { id, .. } | AfterCommit::ReplyCaptured { id } => Some(id),
                 _ => None,
             };
-            self.stop(format!("commit failed: {e}"), in_flight.effect);
+            self.stop_with(format!("commit failed: {e}"), in_flight.effect, Some(e));
             // The command whose commit failed is still owed its reply.
             if let Some(id) = owed {
                 let err = CommandError::Stopped(self.stopped.clone().map(Box::new));
@@ -582,6 +585,11 @@ impl Owner {
     /// Stops the writer: staged publications are dropped, jobs abandoned (their tokens
     /// cancelled), and every member gets the RuntimeError.
     fn stop(&mut self, cause: String, failed_effect: Option<EffectId>) {
+        self.stop_with(cause, failed_effect, None);
+    }
+
+    /// [`stop`](Self::stop), keeping the store's refusal that caused it.
+    fn stop_with(&mut self, cause: String, failed_effect: Option<EffectId>, commit: Option<super::commit::CommitError>) {
         if self.stopped.is_some() {
             return;
         }
@@ -604,6 +612,7 @@ impl Owner {
             head_digest: self.head.as_ref().map(|(h, _)| h.digest()),
             unresolved_effect_ids: unresolved,
             cause,
+            commit,
         };
         self.staged.clear();
         self.child_start_due = false;
