@@ -10,7 +10,7 @@
 //! | assistant message | its parts in order: text → `{"role": "assistant", "content": text}`; tool call → `{"type": "function_call", "call_id", "name", "arguments"}`; reasoning → `{"type": "reasoning", "id", "summary": [{"type": "summary_text", "text"}], "encrypted_content"}` |
 //! | tool message with N results | N `{"type": "function_call_output", "call_id", "output"}` items, in order |
 //! | tools / tool_choice | `tools[]` of `{"type": "function", "name", "description", "parameters", "strict": false}`; `none`, `required`, or `{"type": "function", "name"}` (`auto` is omitted; no tool_choice without tools) |
-//! | options | `model` (else the configured one), `temperature`, `top_p`, `max_output_tokens`; `extra` members are added at the top level (e.g. `reasoning: {"effort": "high", "summary": "auto"}`); `stop` is refused (the API has no stop sequences) |
+//! | options | `model` (else the configured one), `temperature`, `top_p`, `max_output_tokens`; `extra` members are added at the top level; `reasoning` from `extra`, else from [`ResponsesConfig::reasoning_effort`] / [`ResponsesConfig::reasoning_summary`]; `stop` is refused (the API has no stop sequences) |
 //! | output items | `message` (`output_text` parts → text; `refusal` → text, finish reason `refusal`), `function_call` → tool call, `reasoning` → reasoning part (summary text and encrypted content, never answer text); items of hosted tools (which keel never asks for) are skipped |
 //! | status → finish reason | `completed`: `tool_calls` when a function call was made, else `stop`; `incomplete`: `length` for `max_output_tokens`, `content_filter`, else `other`; `failed` fails the call with the response's error |
 //! | usage | `input_tokens` → input, of which `input_tokens_details.cached_tokens` → cache read (and `cache_write_tokens`, when reported, → cache write); `output_tokens` → output, of which `output_tokens_details.reasoning_tokens` → reasoning |
@@ -48,6 +48,13 @@ pub struct ResponsesConfig {
     pub api_key: Option<String>,
     /// The model of requests that name none in their options.
     pub model: String,
+    /// `reasoning.effort` sent with every request (`minimal`, `low`, `medium`, `high`, ...),
+    /// unless the request's `options.extra` sets `reasoning` itself. `None` leaves the
+    /// model's default.
+    pub reasoning_effort: Option<String>,
+    /// `reasoning.summary` (`auto`, `concise`, `detailed`): ask for reasoning summaries, kept
+    /// as reasoning parts (never answer text). Same precedence as `reasoning_effort`.
+    pub reasoning_summary: Option<String>,
     /// Retries, timeouts, and the clock and rng they run on.
     pub pacing: Pacing,
 }
@@ -60,7 +67,14 @@ impl ResponsesConfig {
 
     /// A Responses API server at `base_url` (the root that `/responses` follows).
     pub fn at(base_url: impl Into<String>, model: impl Into<String>, pacing: Pacing) -> ResponsesConfig {
-        ResponsesConfig { base_url: base_url.into(), api_key: None, model: model.into(), pacing }
+        ResponsesConfig {
+            base_url: base_url.into(),
+            api_key: None,
+            model: model.into(),
+            reasoning_effort: None,
+            reasoning_summary: None,
+            pacing,
+        }
     }
 
     /// The API root from [`OPENAI_BASE_URL_VAR`] (default: the official API), the model from
@@ -77,6 +91,26 @@ impl ResponsesConfig {
         self.api_key = Some(key.into());
         self
     }
+
+    /// The same configuration asking for reasoning `effort` and reasoning summaries of kind
+    /// `summary` (e.g. `("high", "auto")`).
+    pub fn with_reasoning(mut self, effort: impl Into<String>, summary: impl Into<String>) -> ResponsesConfig {
+        self.reasoning_effort = Some(effort.into());
+        self.reasoning_summary = Some(summary.into());
+        self
+    }
+
+    /// The `reasoning` member this configuration adds, if any.
+    fn reasoning(&self) -> Option<serde_json::Value> {
+        let mut reasoning = serde_json::Map::new();
+        if let Some(effort) = &self.reasoning_effort {
+            reasoning.insert("effort".into(), effort.clone().into());
+        }
+        if let Some(summary) = &self.reasoning_summary {
+            reasoning.insert("summary".into(), summary.clone().into());
+        }
+        (!reasoning.is_empty()).then_some(serde_json::Value::Object(reasoning))
+    }
 }
 
 impl std::fmt::Debug for ResponsesConfig {
@@ -85,6 +119,8 @@ impl std::fmt::Debug for ResponsesConfig {
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .field("model", &self.model)
+            .field("reasoning_effort", &self.reasoning_effort)
+            .field("reasoning_summary", &self.reasoning_summary)
             .field("pacing", &self.pacing)
             .finish()
     }
@@ -135,7 +171,7 @@ impl ResponsesClient {
 
     /// One complete call, with the crate's retry rules.
     pub async fn complete(&self, request: &Request) -> Result<Response, ProviderError> {
-        let body = request::body(request, &self.config.model, false)?;
+        let body = request::body(request, &self.config.model, self.config.reasoning(), false)?;
         let (response, sent_at) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
         let bytes = self.transport.read_body(response, sent_at).await?;
         response::parse(&bytes)
@@ -144,7 +180,7 @@ impl ResponsesClient {
     /// Opens one streamed call, with the crate's retry rules (retries end once the stream's
     /// status and headers arrived).
     pub async fn open_stream(&self, request: &Request) -> Result<ModelDeltaStream<'static>, ProviderError> {
-        let body = request::body(request, &self.config.model, true)?;
+        let body = request::body(request, &self.config.model, self.config.reasoning(), true)?;
         let (response, _) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
         Ok(crate::stream::deltas(self.transport.chunks(response), stream::ResponsesEvents::default()))
     }

@@ -5,7 +5,7 @@
 use super::PROVIDER;
 use crate::error::{bounded, ProviderError};
 use crate::wire::{checked, object, opt_array, opt_str, opt_u64, parse_body, req_str};
-use keel::chat::{FinishReason, Message, Part, Response, Role, ToolCall, Usage};
+use keel::chat::{FinishReason, Message, Part, Reasoning, Response, Role, ToolCall, Usage};
 use serde_json::{Map, Value};
 
 /// Parses and maps a complete (non-streamed) response body.
@@ -25,7 +25,12 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Response, ProviderError> {
                 }
             }
             Item::Call(call) => parts.push(Part::ToolCall(call)),
-            Item::Reasoning | Item::Other => {}
+            Item::Reasoning(reasoning) => {
+                if reasoning != Reasoning::default() {
+                    parts.push(Part::Reasoning(reasoning));
+                }
+            }
+            Item::Other => {}
         }
     }
     let called = parts.iter().any(|p| matches!(p, Part::ToolCall(_)));
@@ -41,8 +46,8 @@ pub(crate) enum Item {
     Message { text: String, refused: bool },
     /// A `function_call`.
     Call(ToolCall),
-    /// A `reasoning` item.
-    Reasoning,
+    /// A `reasoning` item: its id, summary texts, reasoning text and encrypted content.
+    Reasoning(Reasoning),
     /// An item of a hosted tool (web search, file search, ...), which keel never requests.
     Other,
 }
@@ -73,7 +78,28 @@ pub(crate) fn output_item(item: &Map<String, Value>, what: &str) -> Result<Item,
             let arguments = opt_str(PROVIDER, item, "arguments", what)?.unwrap_or("");
             Ok(Item::Call(ToolCall::new(id, name, arguments)))
         }
-        "reasoning" => Ok(Item::Reasoning),
+        "reasoning" => {
+            let id = opt_str(PROVIDER, item, "id", what)?.filter(|s| !s.is_empty()).map(str::to_owned);
+            let encrypted = opt_str(PROVIDER, item, "encrypted_content", what)?.filter(|s| !s.is_empty()).map(str::to_owned);
+            let mut summary = Vec::new();
+            for (j, part) in opt_array(PROVIDER, item, "summary", what)?.iter().enumerate() {
+                let what = format!("{what}.summary[{j}]");
+                let part = object(PROVIDER, part, &what)?;
+                let text = req_str(PROVIDER, part, "text", &what)?;
+                if !text.is_empty() {
+                    summary.push(text.to_owned());
+                }
+            }
+            let mut text = String::new();
+            for (j, part) in opt_array(PROVIDER, item, "content", what)?.iter().enumerate() {
+                let what = format!("{what}.content[{j}]");
+                let part = object(PROVIDER, part, &what)?;
+                if req_str(PROVIDER, part, "type", &what)? == "reasoning_text" {
+                    text.push_str(req_str(PROVIDER, part, "text", &what)?);
+                }
+            }
+            Ok(Item::Reasoning(Reasoning { text, summary, encrypted, id, ..Reasoning::default() }))
+        }
         _ => Ok(Item::Other),
     }
 }
@@ -202,6 +228,20 @@ mod tests {
         assert!(e.may_succeed_if_repeated());
         let e = finish(&map(r#"{"status":"queued"}"#), false, false).unwrap_err();
         assert!(matches!(e, ProviderError::Malformed { .. }), "{e}");
+    }
+
+    #[test]
+    fn reasoning_items_become_reasoning_parts_never_text() {
+        let body = br#"{"status":"completed","output":[
+            {"id":"rs_1","type":"reasoning","encrypted_content":"gAAA","summary":[{"type":"summary_text","text":"Think."}]},
+            {"type":"message","role":"assistant","content":[{"type":"output_text","text":"Done."}]}],
+            "usage":{"input_tokens":9,"output_tokens":7,"output_tokens_details":{"reasoning_tokens":5}}}"#;
+        let response = parse(body).unwrap();
+        let message = response.message.unwrap();
+        assert_eq!(message.text(), "Done.");
+        let expected = Reasoning { summary: vec!["Think.".into()], encrypted: Some("gAAA".into()), id: Some("rs_1".into()), ..Reasoning::default() };
+        assert_eq!(message.parts[0], Part::Reasoning(expected));
+        assert_eq!(response.usage, Usage { reasoning_tokens: 5, ..Usage::new(9, 7) });
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::error::{bounded, ProviderError};
 use crate::sse::SseEvent;
 use crate::stream::EventParser;
 use crate::wire::{object, opt_str, opt_u64, parse_body, req_str};
-use keel::chat::{ResponseDelta, ToolCallDelta};
+use keel::chat::{ReasoningDelta, ResponseDelta, SummaryDelta, ToolCallDelta};
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
@@ -28,8 +28,22 @@ struct Call {
     has_arguments: bool,
 }
 
+/// A reasoning item of this response.
+#[derive(Debug)]
+struct Thought {
+    output_index: u64,
+    /// Its position among the response's reasoning parts, given when its first fragment is
+    /// emitted (an item that carries nothing never takes a position, so positions stay dense).
+    position: Option<u32>,
+    summary_streamed: bool,
+    text_streamed: bool,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct ResponsesEvents {
+    thoughts: Vec<Thought>,
+    /// Reasoning positions given so far.
+    reasoning_parts: u32,
     created: bool,
     /// Output indices announced by `response.output_item.added`.
     added: BTreeSet<u64>,
@@ -69,11 +83,22 @@ impl EventParser for ResponsesEvents {
                     return Err(ProviderError::malformed(PROVIDER, format!("output item {index} was added twice")));
                 }
                 let item = object(PROVIDER, member(data, "item", what)?, &format!("{what}.item"))?;
-                if let Item::Call(call) = output_item(item, &format!("{what}.item"))? {
-                    let position = self.new_call(index, item)?;
-                    let arguments = (!call.arguments.is_empty()).then_some(call.arguments);
-                    self.calls[position as usize].has_arguments = arguments.is_some();
-                    out.push(call_delta(position, Some(call.id), Some(call.name), arguments));
+                match output_item(item, &format!("{what}.item"))? {
+                    Item::Call(call) => {
+                        let position = self.new_call(index, item)?;
+                        let arguments = (!call.arguments.is_empty()).then_some(call.arguments);
+                        self.calls[position as usize].has_arguments = arguments.is_some();
+                        out.push(call_delta(position, Some(call.id), Some(call.name), arguments));
+                    }
+                    Item::Reasoning(reasoning) => {
+                        self.thoughts.push(Thought { output_index: index, position: None, summary_streamed: false, text_streamed: false });
+                        // Its encrypted content is taken from `output_item.done` only: the
+                        // value announced here is not the final one.
+                        if let Some(id) = reasoning.id {
+                            self.reason(index, ReasoningDelta { id: Some(id), ..ReasoningDelta::default() }, out)?;
+                        }
+                    }
+                    Item::Message { .. } | Item::Other => {}
                 }
             }
             "response.output_text.delta" | "response.refusal.delta" => {
@@ -85,6 +110,25 @@ impl EventParser for ResponsesEvents {
                 }
                 if !text.is_empty() {
                     out.push(ResponseDelta { text: Some(text.to_owned()), ..ResponseDelta::default() });
+                }
+            }
+            "response.reasoning_summary_text.delta" => {
+                let index = req_u64(data, "output_index", what)?;
+                let summary = u32::try_from(req_u64(data, "summary_index", what)?)
+                    .map_err(|_| ProviderError::malformed(PROVIDER, format!("{what}.summary_index is too large")))?;
+                let text = req_str(PROVIDER, data, "delta", what)?;
+                self.thought(index, what)?.summary_streamed = true;
+                if !text.is_empty() {
+                    let fragment = SummaryDelta { index: summary, text: text.to_owned() };
+                    self.reason(index, ReasoningDelta { summary: Some(fragment), ..ReasoningDelta::default() }, out)?;
+                }
+            }
+            "response.reasoning_text.delta" => {
+                let index = req_u64(data, "output_index", what)?;
+                let text = req_str(PROVIDER, data, "delta", what)?;
+                self.thought(index, what)?.text_streamed = true;
+                if !text.is_empty() {
+                    self.reason(index, ReasoningDelta { text: Some(text.to_owned()), ..ReasoningDelta::default() }, out)?;
                 }
             }
             "response.function_call_arguments.delta" | "response.function_call_arguments.done" => {
@@ -129,7 +173,31 @@ impl EventParser for ResponsesEvents {
                             }
                         }
                     }
-                    Item::Reasoning | Item::Other => {}
+                    Item::Reasoning(reasoning) => {
+                        if !self.thoughts.iter().any(|t| t.output_index == index) {
+                            // Announced only now: the whole item at once.
+                            self.added.insert(index);
+                            self.thoughts.push(Thought { output_index: index, position: None, summary_streamed: false, text_streamed: false });
+                            if let Some(id) = reasoning.id {
+                                self.reason(index, ReasoningDelta { id: Some(id), ..ReasoningDelta::default() }, out)?;
+                            }
+                        }
+                        let thought = self.thought(index, what)?;
+                        let (summary_streamed, text_streamed) = (thought.summary_streamed, thought.text_streamed);
+                        if !summary_streamed {
+                            for (i, text) in reasoning.summary.into_iter().enumerate() {
+                                let fragment = SummaryDelta { index: u32::try_from(i).unwrap_or(u32::MAX), text };
+                                self.reason(index, ReasoningDelta { summary: Some(fragment), ..ReasoningDelta::default() }, out)?;
+                            }
+                        }
+                        if !text_streamed && !reasoning.text.is_empty() {
+                            self.reason(index, ReasoningDelta { text: Some(reasoning.text), ..ReasoningDelta::default() }, out)?;
+                        }
+                        if let Some(encrypted) = reasoning.encrypted {
+                            self.reason(index, ReasoningDelta { encrypted: Some(encrypted), ..ReasoningDelta::default() }, out)?;
+                        }
+                    }
+                    Item::Other => {}
                 }
             }
             "response.completed" | "response.incomplete" => {
@@ -164,6 +232,31 @@ impl EventParser for ResponsesEvents {
 }
 
 impl ResponsesEvents {
+    /// The reasoning item at output index `index`, announced before.
+    fn thought(&mut self, index: u64, what: &str) -> Result<&mut Thought, ProviderError> {
+        self.thoughts.iter_mut().find(|t| t.output_index == index).ok_or_else(|| {
+            ProviderError::malformed(PROVIDER, format!("{what} names an output item that is not a reasoning item announced before"))
+        })
+    }
+
+    /// Emits `fragment` for the reasoning item at output index `index`, giving the item its
+    /// position among the reasoning parts at its first fragment.
+    fn reason(&mut self, index: u64, mut fragment: ReasoningDelta, out: &mut Vec<ResponseDelta>) -> Result<(), ProviderError> {
+        let next = self.reasoning_parts;
+        let thought = self.thought(index, "a reasoning event")?;
+        let position = match thought.position {
+            Some(p) => p,
+            None => {
+                thought.position = Some(next);
+                self.reasoning_parts += 1;
+                next
+            }
+        };
+        fragment.index = position;
+        out.push(ResponseDelta { reasoning: vec![fragment], ..ResponseDelta::default() });
+        Ok(())
+    }
+
     /// Registers a function call at output index `index`; its position among the calls.
     fn new_call(&mut self, index: u64, item: &Map<String, Value>) -> Result<u32, ProviderError> {
         let position = u32::try_from(self.calls.len())
@@ -239,6 +332,35 @@ mod tests {
         assert_eq!((call.id.as_str(), call.name.as_str(), call.arguments.as_str()), ("c1", "weather", r#"{"city":"Paris"}"#));
         assert_eq!(response.finish_reason, Some(FinishReason::ToolCalls));
         assert_eq!(response.usage, Usage::new(3, 2));
+    }
+
+    #[test]
+    fn a_reasoning_item_streams_its_summary_and_ends_with_its_final_encrypted_content() {
+        let (out, _) = run(&[
+            CREATED,
+            r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"rs_1","type":"reasoning","encrypted_content":"early","summary":[]}}"#,
+            r#"{"type":"response.reasoning_summary_text.delta","output_index":0,"summary_index":0,"delta":"**Plan**"}"#,
+            r#"{"type":"response.reasoning_summary_text.delta","output_index":0,"summary_index":0,"delta":" add first."}"#,
+            r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"rs_1","type":"reasoning","encrypted_content":"final","summary":[{"type":"summary_text","text":"**Plan** add first."}]}}"#,
+            // An item carrying nothing takes no position.
+            r#"{"type":"response.output_item.done","output_index":1,"item":{"type":"reasoning","summary":[]}}"#,
+            r#"{"type":"response.output_item.done","output_index":2,"item":{"id":"rs_2","type":"reasoning","summary":[{"type":"summary_text","text":"Then answer."}],"content":[{"type":"reasoning_text","text":"2+2"}]}}"#,
+            r#"{"type":"response.output_text.delta","output_index":3,"delta":"4"}"#,
+            DONE,
+        ])
+        .unwrap();
+        let response = Accumulator::accumulate(&out).unwrap();
+        let message = response.message.unwrap();
+        assert_eq!(message.text(), "4", "reasoning is never answer text");
+        let reasoning: Vec<_> = message.parts.iter().filter_map(|p| match p { keel::chat::Part::Reasoning(r) => Some(r.clone()), _ => None }).collect();
+        assert_eq!(reasoning.len(), 2);
+        assert_eq!(reasoning[0].id.as_deref(), Some("rs_1"));
+        assert_eq!(reasoning[0].summary, ["**Plan** add first."], "streamed once, not repeated by the done item");
+        assert_eq!(reasoning[0].encrypted.as_deref(), Some("final"));
+        assert_eq!((reasoning[1].id.as_deref(), reasoning[1].text.as_str()), (Some("rs_2"), "2+2"));
+        assert_eq!(reasoning[1].summary, ["Then answer."]);
+        let e = run(&[CREATED, r#"{"type":"response.reasoning_summary_text.delta","output_index":5,"summary_index":0,"delta":"x"}"#]).unwrap_err();
+        assert!(matches!(e, ProviderError::Malformed { .. }), "{e}");
     }
 
     #[test]
