@@ -52,7 +52,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(value.to_string())
         },
     );
-    let agent = Agent::builder("example.calculator").version("1").model(model).tool(calculator).max_model_calls(6).build()?;
+    let agent = Agent::builder("example.calculator").version("1").streaming_model(model).tool(calculator).max_model_calls(6).build()?;
     let result = Runtime::in_memory(agent)?.start(PROMPT).await?.result().await?;
     println!("{}", result.text());
     if let Some(server) = server {
