@@ -1,5 +1,6 @@
 //! Model provider clients for keel: OpenAI Chat Completions (and any OpenAI-compatible server:
-//! vLLM, llama.cpp's server, Ollama, LiteLLM), and Anthropic Messages.
+//! vLLM, llama.cpp's server, Ollama, LiteLLM), the OpenAI Responses API (reasoning models, their
+//! encrypted reasoning carried between calls: [`responses`]), and Anthropic Messages.
 //!
 //! Each client is both a [`keel::interaction::model::ModelClient`] (complete mode) and a
 //! [`keel::interaction::model::ModelStreamer`] (server-sent events), so it plugs into a model
@@ -38,9 +39,9 @@
 //! | HTTP 5xx (including Anthropic's 529 overloaded) | yes | `Status` | provider failure, transient |
 //! | any other non-2xx (400, 401, 403, 404, 413, 422, 3xx) | no | `Status` | provider failure |
 //! | 2xx whose body is not the documented format | no | `Malformed` | provider failure |
-//! | 2xx carrying a second choice (a server answering with several; merged they would garble the answer) | no | `Malformed` | provider failure |
-//! | an error event inside a started stream | no | `Stream` | provider failure; transient when its type names an overloaded, rate-limit or server error |
-//! | keel request the provider format cannot carry (including `n` other than 1 in `options.extra`: a response holds one answer) | not sent | `Request` | provider failure |
+//! | 2xx carrying a second choice (a server answering with several; merged they would garble the answer), or a Responses stream carrying a second response or announcing one output item twice | no | `Malformed` | provider failure |
+//! | an error event inside a started stream (Responses API: `error` or `response.failed`; also a complete response whose status is `failed`) | no | `Stream` | provider failure; transient when its type or code names an overloaded, rate-limit or server error |
+//! | keel request the provider format cannot carry (including `n` other than 1 in `options.extra`: a response holds one answer; stop sequences for the Responses API) | not sent | `Request` | provider failure |
 //! | no answer within [`Timeouts::response`], or a stream silent for [`Timeouts::stream_idle`] | no | `Timeout` | **unknown** → `ModelError::Unknown` (dispatch error: the Effect stays unknown until the host resolves it) |
 //! | connection lost after the request was sent (mid-response, mid-stream, a stream ending inside an event or before its answer was complete) | no | `ConnectionLost` | **unknown** |
 //! | misconfiguration (no key for the official endpoint, bad base URL) | not sent | `Config` | host failure → `ModelError::Host` (settled `host_error`) |
@@ -56,7 +57,9 @@
 //! (`data: [DONE]`, `message_stop`) may be missing once the finish reason arrived, and the
 //! last event may lack its blank line or line end (LF or CRLF) or be followed by a keep-alive
 //! comment. A body ending inside an event (its JSON cut) or before the finish reason is a lost
-//! connection.
+//! connection. In the Responses API the finish reason and usage come only with the terminal
+//! event (`response.completed` / `response.incomplete`), so a body ending before it is a lost
+//! connection, however it is framed.
 //!
 //! # Testing
 //!
@@ -78,6 +81,8 @@ mod wire;
 pub mod anthropic;
 #[cfg(feature = "openai")]
 pub mod openai;
+#[cfg(feature = "responses")]
+pub mod responses;
 #[cfg(feature = "testing")]
 pub mod testing;
 

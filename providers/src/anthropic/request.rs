@@ -63,6 +63,9 @@ fn message_value(message: &Message) -> Result<Value, ProviderError> {
         blocks.push(match part {
             Part::Text(text) => json!({"type": "text", "text": text}),
             Part::ToolCall(call) => json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input(call)?}),
+            // Thinking blocks are sent back by the Anthropic thinking support; reasoning of
+            // another provider cannot be verified here.
+            Part::Reasoning(_) => continue,
             Part::ToolResult(result) => {
                 let mut block = Map::new();
                 block.insert("type".into(), json!("tool_result"));

@@ -1,7 +1,8 @@
 //! Folding a stream of deltas into one response.
 
 use super::{
-    ChatError, FinishReason, Message, Part, Response, ResponseDelta, Role, ToolCall, Usage,
+    ChatError, FinishReason, Message, Part, Reasoning, ReasoningDelta, Response, ResponseDelta,
+    Role, ToolCall, Usage,
 };
 use crate::limits::{MAX_MESSAGE_PARTS, MAX_PAYLOAD_BYTES};
 use std::collections::BTreeMap;
@@ -24,8 +25,13 @@ use std::collections::BTreeMap;
 /// ```
 ///
 /// Rules:
-/// * text concatenates into one leading text part (also text that arrives after tool call
-///   fragments: the result is always shaped `[text?, tool_call*]`);
+/// * reasoning fragments with the same `index` make one reasoning part: text, summary texts
+///   and signature concatenate, `redacted`, `encrypted` and `id` may be repeated only with the
+///   same value; reasoning parts lead the message in index order (indices `0..n` at finish,
+///   and each part's summary indices too); a part that received nothing (only empty text)
+///   is dropped;
+/// * text concatenates into one text part after the reasoning (also text that arrives after
+///   tool call fragments: the result is always shaped `[reasoning*, text?, tool_call*]`);
 /// * fragments with the same `index` merge: `id` and `name` may be repeated only with the same
 ///   value (a different one is an error), argument fragments concatenate;
 /// * tool calls follow the text in index order; at [`Accumulator::finish`] the indices must be
@@ -33,8 +39,8 @@ use std::collections::BTreeMap;
 /// * the finish reason may be given at most once (a second one is an error, even if equal:
 ///   a provider that repeats it is not sending what we think it is);
 /// * usage: the last one given wins (providers report cumulative usage); absent → zeros;
-/// * the accumulated text plus arguments stays within [`MAX_PAYLOAD_BYTES`] and the calls
-///   within [`MAX_MESSAGE_PARTS`], checked as deltas arrive;
+/// * the accumulated text, arguments and reasoning stay within [`MAX_PAYLOAD_BYTES`] and the
+///   calls plus reasoning parts within [`MAX_MESSAGE_PARTS`], checked as deltas arrive;
 /// * a rejected delta leaves the accumulator unchanged (it is checked fully before applying);
 /// * finishing with no delta pushed is an error; the response must validate. A stream that
 ///   produced neither text nor calls gives a response without a message.
@@ -42,11 +48,12 @@ use std::collections::BTreeMap;
 pub struct Accumulator {
     text: String,
     calls: BTreeMap<u32, PartialCall>,
+    reasoning: BTreeMap<u32, PartialReasoning>,
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
     /// Deltas accepted so far.
     pushed: u64,
-    /// Text plus argument bytes accumulated so far.
+    /// Text, argument and reasoning bytes accumulated so far.
     bytes: usize,
 }
 
@@ -55,6 +62,16 @@ struct PartialCall {
     id: Option<String>,
     name: Option<String>,
     arguments: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct PartialReasoning {
+    text: String,
+    summary: BTreeMap<u32, String>,
+    signature: Option<String>,
+    redacted: Option<String>,
+    encrypted: Option<String>,
+    id: Option<String>,
 }
 
 impl Accumulator {
@@ -112,6 +129,22 @@ impl Accumulator {
             merge_member(index, "name", &mut entry.1, fragment.name.as_deref())?;
             bytes = bytes.saturating_add(fragment.arguments.as_ref().map_or(0, String::len));
         }
+        type Once<'s> = (Option<&'s str>, Option<&'s str>, Option<&'s str>);
+        let mut staged_reasoning: BTreeMap<u32, Once<'_>> = BTreeMap::new();
+        for fragment in &delta.reasoning {
+            let index = fragment.index;
+            let entry =
+                staged_reasoning
+                    .entry(index)
+                    .or_insert_with(|| match self.reasoning.get(&index) {
+                        Some(r) => (r.redacted.as_deref(), r.encrypted.as_deref(), r.id.as_deref()),
+                        None => (None, None, None),
+                    });
+            merge_reasoning(index, "redacted", &mut entry.0, fragment.redacted.as_deref())?;
+            merge_reasoning(index, "encrypted", &mut entry.1, fragment.encrypted.as_deref())?;
+            merge_reasoning(index, "id", &mut entry.2, fragment.id.as_deref())?;
+            bytes = bytes.saturating_add(reasoning_bytes_added(self.reasoning.get(&index), fragment));
+        }
         if bytes > MAX_PAYLOAD_BYTES {
             return Err(ChatError::TooLarge {
                 what: "accumulated message text",
@@ -123,10 +156,19 @@ impl Accumulator {
             .keys()
             .filter(|i| !self.calls.contains_key(i))
             .count();
-        let calls = self.calls.len().saturating_add(new_calls);
-        if calls > MAX_MESSAGE_PARTS {
+        let new_reasoning = staged_reasoning
+            .keys()
+            .filter(|i| !self.reasoning.contains_key(i))
+            .count();
+        let parts = self
+            .calls
+            .len()
+            .saturating_add(new_calls)
+            .saturating_add(self.reasoning.len())
+            .saturating_add(new_reasoning);
+        if parts > MAX_MESSAGE_PARTS {
             return Err(ChatError::TooManyParts {
-                count: calls,
+                count: parts,
                 limit: MAX_MESSAGE_PARTS,
             });
         }
@@ -152,6 +194,32 @@ impl Accumulator {
                 self.bytes = self.bytes.saturating_add(arguments.len());
             }
         }
+        for fragment in &delta.reasoning {
+            let added = reasoning_bytes_added(self.reasoning.get(&fragment.index), fragment);
+            self.bytes = self.bytes.saturating_add(added);
+            let part = self.reasoning.entry(fragment.index).or_default();
+            if let Some(text) = &fragment.text {
+                part.text.push_str(text);
+            }
+            if let Some(summary) = &fragment.summary {
+                part.summary
+                    .entry(summary.index)
+                    .or_default()
+                    .push_str(&summary.text);
+            }
+            if let Some(signature) = &fragment.signature {
+                part.signature.get_or_insert_with(String::new).push_str(signature);
+            }
+            for (slot, value) in [
+                (&mut part.redacted, &fragment.redacted),
+                (&mut part.encrypted, &fragment.encrypted),
+                (&mut part.id, &fragment.id),
+            ] {
+                if slot.is_none() {
+                    slot.clone_from(value);
+                }
+            }
+        }
         if delta.finish_reason.is_some() {
             self.finish_reason = delta.finish_reason;
         }
@@ -165,7 +233,39 @@ impl Accumulator {
         if self.pushed == 0 {
             return Err(ChatError::NoDeltas);
         }
-        let mut parts = Vec::with_capacity(self.calls.len() + 1);
+        let mut parts = Vec::with_capacity(self.reasoning.len() + self.calls.len() + 1);
+        for (position, (index, part)) in self.reasoning.into_iter().enumerate() {
+            // `position` < MAX_MESSAGE_PARTS, so it fits u32.
+            if u64::from(index) != position as u64 {
+                return Err(ChatError::ReasoningIndexGap {
+                    missing: position as u32,
+                });
+            }
+            let mut summary = Vec::with_capacity(part.summary.len());
+            for (position, (summary_index, text)) in part.summary.into_iter().enumerate() {
+                if u64::from(summary_index) != position as u64 {
+                    return Err(ChatError::in_reasoning_delta(
+                        index,
+                        ChatError::ReasoningIndexGap {
+                            missing: position as u32,
+                        },
+                    ));
+                }
+                summary.push(text);
+            }
+            let reasoning = Reasoning {
+                text: part.text,
+                summary,
+                signature: part.signature,
+                redacted: part.redacted,
+                encrypted: part.encrypted,
+                id: part.id,
+            };
+            // A part that was opened but never received anything carries nothing to keep.
+            if reasoning != Reasoning::default() {
+                parts.push(Part::Reasoning(reasoning));
+            }
+        }
         if !self.text.is_empty() {
             parts.push(Part::Text(self.text));
         }
@@ -202,6 +302,42 @@ impl Accumulator {
         };
         response.validate()?;
         Ok(response)
+    }
+}
+
+/// The bytes a reasoning fragment adds to the message: appended text, and a once-only member
+/// only the first time it is given.
+fn reasoning_bytes_added(current: Option<&PartialReasoning>, fragment: &ReasoningDelta) -> usize {
+    let len = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    let once = |have: Option<&Option<String>>, given: &Option<String>| match have {
+        Some(Some(_)) => 0,
+        _ => len(given),
+    };
+    len(&fragment.text)
+        .saturating_add(fragment.summary.as_ref().map_or(0, |s| s.text.len()))
+        .saturating_add(len(&fragment.signature))
+        .saturating_add(once(current.map(|r| &r.redacted), &fragment.redacted))
+        .saturating_add(once(current.map(|r| &r.encrypted), &fragment.encrypted))
+        .saturating_add(once(current.map(|r| &r.id), &fragment.id))
+}
+
+/// Merges a once-only reasoning member: an equal repeat is fine, a different one a conflict
+/// (opaque content is not quoted).
+fn merge_reasoning<'a>(
+    index: u32,
+    member: &'static str,
+    slot: &mut Option<&'a str>,
+    given: Option<&'a str>,
+) -> Result<(), ChatError> {
+    match (*slot, given) {
+        (Some(first), Some(second)) if first != second => {
+            Err(ChatError::ConflictingReasoning { index, member })
+        }
+        (None, Some(second)) => {
+            *slot = Some(second);
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 
@@ -486,6 +622,120 @@ mod tests {
         assert_eq!(acc.text().len(), MAX_PAYLOAD_BYTES);
         // Empty fragments still fit.
         acc.push(&call(0, Some("c"), Some("t"), Some(""))).unwrap();
+    }
+
+    fn reasoning(fragment: ReasoningDelta) -> ResponseDelta {
+        ResponseDelta {
+            reasoning: vec![fragment],
+            ..ResponseDelta::default()
+        }
+    }
+
+    #[test]
+    fn reasoning_fragments_make_leading_parts_never_text() {
+        use crate::chat::SummaryDelta;
+        let deltas = [
+            reasoning(ReasoningDelta {
+                index: 0,
+                text: Some("Paris is ".into()),
+                ..ReasoningDelta::default()
+            }),
+            ResponseDelta::text("Let me check."),
+            reasoning(ReasoningDelta {
+                index: 0,
+                text: Some("in France.".into()),
+                ..ReasoningDelta::default()
+            }),
+            reasoning(ReasoningDelta {
+                index: 0,
+                signature: Some("sig".into()),
+                ..ReasoningDelta::default()
+            }),
+            reasoning(ReasoningDelta {
+                index: 1,
+                id: Some("rs_1".into()),
+                encrypted: Some("gAAA".into()),
+                summary: Some(SummaryDelta {
+                    index: 0,
+                    text: "**Plan**".into(),
+                }),
+                ..ReasoningDelta::default()
+            }),
+            reasoning(ReasoningDelta {
+                index: 1,
+                id: Some("rs_1".into()),
+                summary: Some(SummaryDelta {
+                    index: 1,
+                    text: "Call it.".into(),
+                }),
+                ..ReasoningDelta::default()
+            }),
+            call(0, Some("c"), Some("t"), Some("{}")),
+            finish(FinishReason::ToolCalls),
+        ];
+        let response = Accumulator::accumulate(&deltas).unwrap();
+        let message = response.message.clone().unwrap();
+        assert_eq!(message.text(), "Let me check.");
+        assert_eq!(
+            message.parts,
+            vec![
+                Part::Reasoning(Reasoning::signed("Paris is in France.", "sig")),
+                Part::Reasoning(Reasoning {
+                    id: Some("rs_1".into()),
+                    encrypted: Some("gAAA".into()),
+                    summary: vec!["**Plan**".into(), "Call it.".into()],
+                    ..Reasoning::default()
+                }),
+                Part::text("Let me check."),
+                Part::ToolCall(ToolCall::new("c", "t", "{}")),
+            ]
+        );
+        // Splitting and accumulating again gives the same response, at any chunk size.
+        for max in [1, 3, 100] {
+            let again = Accumulator::accumulate(&ResponseDelta::split(&response, max)).unwrap();
+            assert_eq!(again, response, "max {max}");
+        }
+    }
+
+    #[test]
+    fn reasoning_once_only_members_conflict_and_indices_are_dense() {
+        let mut acc = Accumulator::new();
+        acc.push(&reasoning(ReasoningDelta {
+            index: 0,
+            id: Some("rs_1".into()),
+            ..ReasoningDelta::default()
+        }))
+        .unwrap();
+        let before = acc.clone();
+        assert_eq!(
+            acc.push(&reasoning(ReasoningDelta {
+                index: 0,
+                id: Some("rs_2".into()),
+                ..ReasoningDelta::default()
+            })),
+            Err(ChatError::ConflictingReasoning {
+                index: 0,
+                member: "id"
+            })
+        );
+        assert_eq!(acc, before);
+        let gap = Accumulator::accumulate(&[reasoning(ReasoningDelta {
+            index: 1,
+            text: Some("t".into()),
+            ..ReasoningDelta::default()
+        })]);
+        assert_eq!(gap, Err(ChatError::ReasoningIndexGap { missing: 0 }));
+        // A part opened with empty text only is dropped, not an invalid part.
+        let empty = Accumulator::accumulate(&[
+            reasoning(ReasoningDelta {
+                index: 0,
+                text: Some(String::new()),
+                ..ReasoningDelta::default()
+            }),
+            ResponseDelta::text("a"),
+        ])
+        .unwrap();
+        assert_eq!(empty.message.unwrap().parts, vec![Part::text("a")]);
     }
 
     #[test]

@@ -7,17 +7,21 @@ use crate::limits::{MAX_MESSAGE_PARTS, MAX_PAYLOAD_BYTES};
 
 /// One streaming increment of a [`Response`]; [`super::Accumulator`] folds a stream of them.
 ///
-/// Wire form: `{"text"?:S,"tool_calls"?:[ToolCallDelta],"finish_reason"?:..,"usage"?:Usage}`.
-/// `tool_calls` is omitted when empty (an explicit `[]` decodes to the same value).
+/// Wire form: `{"text"?:S,"tool_calls"?:[ToolCallDelta],"reasoning"?:[ReasoningDelta],
+/// "finish_reason"?:..,"usage"?:Usage}`. `tool_calls` and `reasoning` are omitted when empty
+/// (an explicit `[]` decodes to the same value).
 ///
 /// Valid when it carries at least one member, its text fits [`MAX_PAYLOAD_BYTES`], and it
-/// holds at most [`MAX_MESSAGE_PARTS`] valid tool call fragments.
+/// holds at most [`MAX_MESSAGE_PARTS`] valid tool call fragments and as many valid reasoning
+/// fragments.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ResponseDelta {
     /// Text appended to the response text.
     pub text: Option<String>,
     /// Fragments of tool calls, identified by their position in the response.
     pub tool_calls: Vec<ToolCallDelta>,
+    /// Fragments of reasoning parts, identified by their position among them.
+    pub reasoning: Vec<ReasoningDelta>,
     /// Given at most once per stream.
     pub finish_reason: Option<FinishReason>,
     /// Cumulative usage so far (the last one given wins).
@@ -38,6 +42,90 @@ pub struct ToolCallDelta {
     pub name: Option<String>,
     /// Appended to the call's argument text.
     pub arguments: Option<String>,
+}
+
+/// A fragment of the reasoning part at position `index` among the response's reasoning parts
+/// (see [`super::Reasoning`]).
+///
+/// Wire form: `{"index":u32,"text"?:S,"summary"?:SummaryDelta,"signature"?:S,"redacted"?:S,
+/// "encrypted"?:S,"id"?:S}`.
+///
+/// `text`, `summary` and `signature` are appended (Anthropic streams the signature whole in
+/// one `signature_delta`, but appending keeps a split one intact); `redacted`, `encrypted`
+/// and `id` are complete values given once (an equal repeat is fine).
+///
+/// Valid when it carries at least one member, its once-only members are non-empty, `id` has
+/// no control characters, and its strings together fit [`MAX_PAYLOAD_BYTES`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReasoningDelta {
+    pub index: u32,
+    /// Appended to the part's reasoning text.
+    pub text: Option<String>,
+    /// Appended to one of the part's summary texts.
+    pub summary: Option<SummaryDelta>,
+    /// Appended to the part's signature.
+    pub signature: Option<String>,
+    pub redacted: Option<String>,
+    pub encrypted: Option<String>,
+    pub id: Option<String>,
+}
+
+/// Text appended to the summary text at position `index` of a reasoning part (created empty
+/// when first named; indices must end up dense).
+///
+/// Wire form: `{"index":u32,"text":S}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SummaryDelta {
+    pub index: u32,
+    pub text: String,
+}
+
+impl ReasoningDelta {
+    /// The bytes of text and opaque content this fragment adds.
+    pub(crate) fn bytes(&self) -> usize {
+        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        opt(&self.text)
+            .saturating_add(self.summary.as_ref().map_or(0, |s| s.text.len()))
+            .saturating_add(opt(&self.signature))
+            .saturating_add(opt(&self.redacted))
+            .saturating_add(opt(&self.encrypted))
+            .saturating_add(opt(&self.id))
+    }
+
+    pub fn validate(&self) -> Result<(), ChatError> {
+        if self.text.is_none()
+            && self.summary.is_none()
+            && self.signature.is_none()
+            && self.redacted.is_none()
+            && self.encrypted.is_none()
+            && self.id.is_none()
+        {
+            return Err(ChatError::EmptyReasoningDelta);
+        }
+        for (member, value) in [
+            ("redacted", &self.redacted),
+            ("encrypted", &self.encrypted),
+            ("id", &self.id),
+        ] {
+            if value.as_deref() == Some("") {
+                return Err(ChatError::EmptyReasoningMember { member });
+            }
+        }
+        if let Some(id) = &self.id {
+            if id.chars().any(char::is_control) {
+                return Err(ChatError::InvalidReasoningId { id: id.clone() });
+            }
+        }
+        let bytes = self.bytes();
+        if bytes > MAX_PAYLOAD_BYTES {
+            return Err(ChatError::TooLarge {
+                what: "reasoning",
+                len: bytes,
+                limit: MAX_PAYLOAD_BYTES,
+            });
+        }
+        Ok(())
+    }
 }
 
 impl ToolCallDelta {
@@ -76,6 +164,7 @@ impl ResponseDelta {
     pub fn validate(&self) -> Result<(), ChatError> {
         if self.text.is_none()
             && self.tool_calls.is_empty()
+            && self.reasoning.is_empty()
             && self.finish_reason.is_none()
             && self.usage.is_none()
         {
@@ -100,11 +189,24 @@ impl ResponseDelta {
             call.validate()
                 .map_err(|e| ChatError::in_tool_call_delta(call.index, e))?;
         }
+        if self.reasoning.len() > MAX_MESSAGE_PARTS {
+            return Err(ChatError::TooManyParts {
+                count: self.reasoning.len(),
+                limit: MAX_MESSAGE_PARTS,
+            });
+        }
+        for fragment in &self.reasoning {
+            fragment
+                .validate()
+                .map_err(|e| ChatError::in_reasoning_delta(fragment.index, e))?;
+        }
         Ok(())
     }
 
     /// Cuts a complete response into deltas, deterministically, so any response can be
-    /// streamed: the message text (all text parts concatenated) in chunks, then each tool
+    /// streamed: each reasoning part in order (its id, redacted and encrypted content first,
+    /// then text chunks, summary chunks, and the signature last, as Anthropic streams it),
+    /// then the message text (all text parts concatenated) in chunks, then each tool
     /// call in order (the first fragment carries id, name and the first argument chunk, the
     /// rest carry argument chunks), then one final delta with the finish reason and usage.
     ///
@@ -112,12 +214,17 @@ impl ResponseDelta {
     /// character; a single character longer than the maximum is its own chunk.
     ///
     /// Accumulating the result gives `response` back whenever its message is shaped
-    /// `[text?, tool_call*]` (what [`super::Accumulator`] produces); other shapes come back
+    /// `[reasoning*, text?, tool_call*]` (what [`super::Accumulator`] produces); other shapes come back
     /// in that normal form.
     pub fn split(response: &Response, max_chunk_bytes: usize) -> Vec<ResponseDelta> {
         let max = max_chunk_bytes.max(1);
         let mut deltas = Vec::new();
         if let Some(message) = &response.message {
+            for (position, part) in message.reasoning().enumerate() {
+                // Valid messages hold at most MAX_MESSAGE_PARTS parts: never saturates.
+                let index = u32::try_from(position).unwrap_or(u32::MAX);
+                split_reasoning(index, part, max, &mut deltas);
+            }
             let text = message.text();
             deltas.extend(chunks(&text, max).map(ResponseDelta::text));
             for (position, call) in message.tool_calls().enumerate() {
@@ -153,6 +260,56 @@ impl ResponseDelta {
             ..ResponseDelta::default()
         });
         deltas
+    }
+}
+
+/// The deltas of one reasoning part, appended to `deltas`.
+fn split_reasoning(index: u32, part: &super::Reasoning, max: usize, deltas: &mut Vec<ResponseDelta>) {
+    let one = |fragment: ReasoningDelta| ResponseDelta {
+        reasoning: vec![fragment],
+        ..ResponseDelta::default()
+    };
+    let whole = ReasoningDelta {
+        index,
+        redacted: part.redacted.clone(),
+        encrypted: part.encrypted.clone(),
+        id: part.id.clone(),
+        ..ReasoningDelta::default()
+    };
+    if whole.redacted.is_some() || whole.encrypted.is_some() || whole.id.is_some() {
+        deltas.push(one(whole));
+    }
+    for chunk in chunks(&part.text, max) {
+        deltas.push(one(ReasoningDelta {
+            index,
+            text: Some(chunk.to_owned()),
+            ..ReasoningDelta::default()
+        }));
+    }
+    for (position, summary) in part.summary.iter().enumerate() {
+        let summary_index = u32::try_from(position).unwrap_or(u32::MAX);
+        let mut pieces: Vec<&str> = chunks(summary, max).collect();
+        if pieces.is_empty() {
+            // An empty summary text still exists: name it once.
+            pieces.push("");
+        }
+        for piece in pieces {
+            deltas.push(one(ReasoningDelta {
+                index,
+                summary: Some(SummaryDelta {
+                    index: summary_index,
+                    text: piece.to_owned(),
+                }),
+                ..ReasoningDelta::default()
+            }));
+        }
+    }
+    if let Some(signature) = &part.signature {
+        deltas.push(one(ReasoningDelta {
+            index,
+            signature: Some(signature.clone()),
+            ..ReasoningDelta::default()
+        }));
     }
 }
 
@@ -203,11 +360,65 @@ impl FromJson for ToolCallDelta {
     }
 }
 
+impl ToJson for SummaryDelta {
+    fn to_json(&self) -> Json {
+        ObjectBuilder::new()
+            .field("index", &self.index)
+            .field("text", &self.text)
+            .build()
+    }
+}
+
+impl FromJson for SummaryDelta {
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        let mut r = ObjectReader::new(value)?;
+        let delta = SummaryDelta {
+            index: r.required("index")?,
+            text: r.required("text")?,
+        };
+        r.finish()?;
+        Ok(delta)
+    }
+}
+
+impl ToJson for ReasoningDelta {
+    fn to_json(&self) -> Json {
+        ObjectBuilder::new()
+            .field("index", &self.index)
+            .opt_field("text", self.text.as_ref())
+            .opt_field("summary", self.summary.as_ref())
+            .opt_field("signature", self.signature.as_ref())
+            .opt_field("redacted", self.redacted.as_ref())
+            .opt_field("encrypted", self.encrypted.as_ref())
+            .opt_field("id", self.id.as_ref())
+            .build()
+    }
+}
+
+impl FromJson for ReasoningDelta {
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        let mut r = ObjectReader::new(value)?;
+        let delta = ReasoningDelta {
+            index: r.required("index")?,
+            text: r.optional("text")?,
+            summary: r.optional("summary")?,
+            signature: r.optional("signature")?,
+            redacted: r.optional("redacted")?,
+            encrypted: r.optional("encrypted")?,
+            id: r.optional("id")?,
+        };
+        r.finish()?;
+        delta.validate()?;
+        Ok(delta)
+    }
+}
+
 impl ToJson for ResponseDelta {
     fn to_json(&self) -> Json {
         ObjectBuilder::new()
             .opt_field("text", self.text.as_ref())
             .nonempty_field("tool_calls", &self.tool_calls)
+            .nonempty_field("reasoning", &self.reasoning)
             .opt_field("finish_reason", self.finish_reason.as_ref())
             .opt_field("usage", self.usage.as_ref())
             .build()
@@ -220,6 +431,7 @@ impl FromJson for ResponseDelta {
         let delta = ResponseDelta {
             text: r.optional("text")?,
             tool_calls: r.optional_vec("tool_calls")?,
+            reasoning: r.optional_vec("reasoning")?,
             finish_reason: r.optional("finish_reason")?,
             usage: r.optional("usage")?,
         };

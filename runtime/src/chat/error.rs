@@ -40,6 +40,12 @@ pub enum ChatError {
         role: Role,
         part: PartKind,
     },
+    #[error("reasoning carries no text, summary, signature, redacted or encrypted content, nor an id")]
+    EmptyReasoning,
+    #[error("reasoning `{member}` must not be empty (omit it instead)")]
+    EmptyReasoningMember { member: &'static str },
+    #[error("invalid reasoning id `{}`: control characters are not allowed", quote(.id))]
+    InvalidReasoningId { id: String },
     #[error("part {index}: {source}")]
     Part {
         index: usize,
@@ -92,6 +98,14 @@ pub enum ChatError {
     EmptyToolCallDelta,
     #[error("tool call {index}: {source}")]
     ToolCallDelta { index: u32, source: Box<ChatError> },
+    #[error("reasoning delta carries no member")]
+    EmptyReasoningDelta,
+    #[error("reasoning {index}: {source}")]
+    ReasoningDelta { index: u32, source: Box<ChatError> },
+    #[error("reasoning {index}: {member} was changed")]
+    ConflictingReasoning { index: u32, member: &'static str },
+    #[error("reasoning indices are not dense: index {missing} is missing")]
+    ReasoningIndexGap { missing: u32 },
     #[error("no deltas were accumulated")]
     NoDeltas,
     #[error("tool call {index}: {member} `{first}` was changed to `{second}`")]
@@ -116,7 +130,8 @@ impl ChatError {
             ChatError::Part { source, .. }
             | ChatError::Message { source, .. }
             | ChatError::Tool { source, .. }
-            | ChatError::ToolCallDelta { source, .. } => source.root(),
+            | ChatError::ToolCallDelta { source, .. }
+            | ChatError::ReasoningDelta { source, .. } => source.root(),
             other => other,
         }
     }
@@ -135,6 +150,12 @@ impl ChatError {
     }
     pub(crate) fn in_tool(index: usize, source: ChatError) -> ChatError {
         ChatError::Tool {
+            index,
+            source: Box::new(source),
+        }
+    }
+    pub(crate) fn in_reasoning_delta(index: u32, source: ChatError) -> ChatError {
+        ChatError::ReasoningDelta {
             index,
             source: Box::new(source),
         }

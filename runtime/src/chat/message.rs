@@ -1,6 +1,6 @@
 //! A message: a role and its ordered parts.
 
-use super::{ChatError, Part, PartKind, Role, ToolCall, ToolResult};
+use super::{ChatError, Part, PartKind, Reasoning, Role, ToolCall, ToolResult};
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
 use crate::limits::{MAX_MESSAGE_PARTS, MAX_PAYLOAD_BYTES};
 
@@ -9,8 +9,8 @@ use crate::limits::{MAX_MESSAGE_PARTS, MAX_PAYLOAD_BYTES};
 /// Wire form: `{"role":Role,"parts":[Part, ..]}`.
 ///
 /// Valid when: it has 1 to [`MAX_MESSAGE_PARTS`] parts, each part is valid, the parts suit
-/// the role (system/user: text; assistant: text and tool calls; tool: tool results), and the
-/// free text of all parts together (text, arguments, tool output content) fits
+/// the role (system/user: text; assistant: reasoning, text and tool calls; tool: tool
+/// results), and the free text of all parts together (text, arguments, tool output content) fits
 /// [`MAX_PAYLOAD_BYTES`]: a larger message could never travel inside one payload.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Message {
@@ -71,7 +71,15 @@ impl Message {
         })
     }
 
-    /// All text parts concatenated.
+    /// The reasoning parts, in part order.
+    pub fn reasoning(&self) -> impl Iterator<Item = &Reasoning> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Reasoning(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    /// All text parts concatenated (reasoning is never answer text).
     pub fn text(&self) -> String {
         self.parts
             .iter()
@@ -86,7 +94,10 @@ impl Message {
     pub fn allows(role: Role, kind: PartKind) -> bool {
         match role {
             Role::System | Role::User => kind == PartKind::Text,
-            Role::Assistant => matches!(kind, PartKind::Text | PartKind::ToolCall),
+            Role::Assistant => matches!(
+                kind,
+                PartKind::Text | PartKind::ToolCall | PartKind::Reasoning
+            ),
             Role::Tool => kind == PartKind::ToolResult,
         }
     }
@@ -216,6 +227,22 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_is_never_answer_text() {
+        let m = Message::new(
+            Role::Assistant,
+            vec![
+                Part::Reasoning(Reasoning::signed("secret plan", "sig")),
+                Part::text("answer"),
+                Part::ToolCall(call("c1")),
+            ],
+        );
+        assert_eq!(m.validate(), Ok(()));
+        assert_eq!(m.text(), "answer");
+        assert_eq!(m.reasoning().count(), 1);
+        assert_eq!(Message::from_json(&m.to_json()), Ok(m));
+    }
+
+    #[test]
     fn needs_a_part() {
         let empty = Message::new(Role::User, vec![]);
         assert_eq!(empty.validate(), Err(ChatError::EmptyMessage));
@@ -251,8 +278,9 @@ mod tests {
         let text = Part::text("t");
         let tool_call = Part::ToolCall(call("c"));
         let tool_result = Part::ToolResult(ToolResult::error("c", "search", "x"));
+        let reasoning = Part::Reasoning(Reasoning::signed("r", "s"));
         for role in Role::ALL {
-            for part in [&text, &tool_call, &tool_result] {
+            for part in [&text, &tool_call, &tool_result, &reasoning] {
                 let m = Message::new(role, vec![part.clone()]);
                 if Message::allows(role, part.kind()) {
                     assert_eq!(m.validate(), Ok(()), "{role} rejected {}", part.kind());
@@ -272,6 +300,8 @@ mod tests {
         }
         // The table itself.
         assert!(Message::allows(Role::Assistant, PartKind::ToolCall));
+        assert!(Message::allows(Role::Assistant, PartKind::Reasoning));
+        assert!(!Message::allows(Role::User, PartKind::Reasoning));
         assert!(!Message::allows(Role::Assistant, PartKind::ToolResult));
         assert!(!Message::allows(Role::User, PartKind::ToolCall));
         assert!(!Message::allows(Role::System, PartKind::ToolResult));

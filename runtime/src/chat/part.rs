@@ -1,7 +1,7 @@
 //! One part of a message.
 
 use super::error::quote;
-use super::{ChatError, ToolCall, ToolResult};
+use super::{ChatError, Reasoning, ToolCall, ToolResult};
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
 use crate::limits::MAX_PAYLOAD_BYTES;
 
@@ -10,12 +10,15 @@ use crate::limits::MAX_PAYLOAD_BYTES;
 /// Wire form (tagged by `type`, tool members flattened):
 /// `{"type":"text","text":S}` |
 /// `{"type":"tool_call","id":S,"name":S,"arguments":S}` |
-/// `{"type":"tool_result","id":S,"name":S,"output":{..},"is_error":B}`.
+/// `{"type":"tool_result","id":S,"name":S,"output":{..},"is_error":B}` |
+/// `{"type":"reasoning",..}` ([`Reasoning`]'s members).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Part {
     Text(String),
     ToolCall(ToolCall),
     ToolResult(ToolResult),
+    /// The model's reasoning: never answer text, sent back as its provider requires.
+    Reasoning(Reasoning),
 }
 
 /// The kind of a [`Part`], named as on the wire.
@@ -24,6 +27,7 @@ pub enum PartKind {
     Text,
     ToolCall,
     ToolResult,
+    Reasoning,
 }
 
 impl PartKind {
@@ -32,6 +36,7 @@ impl PartKind {
             PartKind::Text => "text",
             PartKind::ToolCall => "tool_call",
             PartKind::ToolResult => "tool_result",
+            PartKind::Reasoning => "reasoning",
         }
     }
 }
@@ -52,6 +57,7 @@ impl Part {
             Part::Text(_) => PartKind::Text,
             Part::ToolCall(_) => PartKind::ToolCall,
             Part::ToolResult(_) => PartKind::ToolResult,
+            Part::Reasoning(_) => PartKind::Reasoning,
         }
     }
 
@@ -62,6 +68,7 @@ impl Part {
             Part::Text(t) => t.len(),
             Part::ToolCall(c) => c.arguments.len(),
             Part::ToolResult(r) => r.output.content.len(),
+            Part::Reasoning(r) => r.bytes(),
         }
     }
 
@@ -77,6 +84,7 @@ impl Part {
             Part::Text(_) => Ok(()),
             Part::ToolCall(c) => c.validate(),
             Part::ToolResult(r) => r.validate(),
+            Part::Reasoning(r) => r.validate(),
         }
     }
 }
@@ -88,6 +96,7 @@ impl ToJson for Part {
             Part::Text(t) => b.field("text", t),
             Part::ToolCall(c) => c.write_members(b),
             Part::ToolResult(r) => r.write_members(b),
+            Part::Reasoning(r) => r.write_members(b),
         }
         .build()
     }
@@ -101,6 +110,7 @@ impl FromJson for Part {
             "text" => Part::Text(r.required("text")?),
             "tool_call" => Part::ToolCall(ToolCall::read_members(&mut r)?),
             "tool_result" => Part::ToolResult(ToolResult::read_members(&mut r)?),
+            "reasoning" => Part::Reasoning(Reasoning::read_members(&mut r)?),
             other => {
                 return Err(
                     DecodeError::invalid(format!("unknown part type `{}`", quote(other)))
@@ -140,6 +150,8 @@ mod tests {
                 },
             )),
             Part::ToolResult(ToolResult::error("c2", "search", "boom")),
+            Part::Reasoning(Reasoning::signed("think", "sig")),
+            Part::Reasoning(Reasoning::redacted("opaque")),
         ]
     }
 
