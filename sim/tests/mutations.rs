@@ -257,3 +257,29 @@ fn a_kernel_swarm_failure_minimizes_to_fewer_faults_that_still_fail() {
 fn an_interaction_swarm_failure_minimizes_to_fewer_faults_that_still_fail() {
     minimizes("interaction-swarm", Mutation::RedispatchUnknown);
 }
+
+/// The user-facing harness under model `Retry` (re-issued model calls are allowed there, so a
+/// correct agent passes) still catches a real bug: a steer applied twice.
+#[test]
+fn a_model_retry_campaign_still_catches_a_steer_applied_twice() {
+    use keel::prelude::*;
+    use keel_sim::harness::Campaign;
+    let agent = || {
+        let lookup = tool_fn("lookup", "Looks a key up.", r#"{"type":"object"}"#, |_| async { Ok("value".to_string()) });
+        Agent::builder("retry-agent")
+            .version("1")
+            .tool_with(lookup, ToolOptions::new().idempotent())
+            .on_model_unknown(UnknownPolicy::Retry)
+            .max_model_calls(4)
+    };
+    let script = || ScriptedModel::new().call_tool("lookup", "{}").then_text("done");
+    let campaign = || Campaign::new(agent, script()).name("retry-mutated").steer_at(1, "hurry").no_regressions();
+    // `run_one` runs on this thread, where the scoped mutation is in effect.
+    let failed = keel::mutation::scoped(Some(Mutation::SteerAppliedTwice), || {
+        (0..200).map(|seed| campaign().run_one(seed)).find(|r| !r.passed())
+    });
+    let report = failed.expect("a steer applied twice survived 200 seeds of the Retry campaign");
+    assert!(report.violations.iter().any(|v| v.invariant == "steers_once_in_order"), "{report}");
+    // Without the mutation the same seed passes.
+    assert!(campaign().run_one(report.seed).passed());
+}

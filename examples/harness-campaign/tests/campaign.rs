@@ -24,8 +24,41 @@ fn weather_campaign() {
         .run();
     println!("{report}");
     report.assert_ok();
-    // Every fault kind, Unknown policy and crash boundary the agent can meet was exercised.
+    // Every fault kind, Unknown policy and crash boundary the agent can meet was exercised
+    // (a miss names what would make it fire).
     report.assert_every_fault_fired();
+}
+
+/// In the application the weather tool calls an HTTP service, which cannot run under the
+/// simulator (madsim replaces Tokio's reactor; the harness would report a configuration
+/// error naming the tool). A double answers for it; the agent's definition is unchanged, and
+/// the double is faulted like the real tool. The report counts the agent states the seeds
+/// reached (an Unknown while the question waits, a steer during the batch, a crash at each
+/// boundary kind, a restore settling an Unknown under each policy) and writes them, with
+/// what would reach the rest, to an HTML index.
+#[test]
+fn weather_campaign_with_a_double_and_its_coverage() {
+    let report = Campaign::new(|| weather_agent(Bookings::default()), script())
+        .name("weather-double")
+        .user_message("Book me a table where the weather is nice.")
+        .double("get_weather", |args| {
+            let city = args.get("city").and_then(|c| c.as_str()).unwrap_or("?").to_owned();
+            Ok(format!("sunny, 24 °C in {city}"))
+        })
+        .answers(["Paris"])
+        .steer_during("book_table", "A table by the window, please.")
+        .seeds(0..1000)
+        .regressions("tests/regressions.txt")
+        .run();
+    println!("{report}");
+    report.assert_ok();
+    report.assert_every_fault_fired();
+    for state in ["crash.parked", "restore.unknown.report_to_model", "steer.during_batch"] {
+        assert!(report.states_reached().contains_key(state), "{state} not reached:\n{report}");
+    }
+    let index = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("weather-campaign.html");
+    report.write_html(&index).unwrap();
+    println!("coverage index: {}", index.display());
 }
 
 /// Broken on purpose: the booking tool is declared idempotent, but every call books again.

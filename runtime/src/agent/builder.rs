@@ -49,6 +49,8 @@ pub(crate) struct AgentInner {
     pub(crate) model_unknown: UnknownPolicy,
     pub(crate) model_error: ModelErrorPolicy,
     pub(crate) tool_options: BTreeMap<String, ToolOptions>,
+    pub(crate) max_concurrent_tool_calls: u32,
+    pub(crate) delegates: usize,
 }
 
 /// A validated agent: an Interaction deployment together with every deployment its runs can
@@ -117,6 +119,16 @@ impl Agent {
     /// The declared options of each of the agent's own tools, by tool name.
     pub fn tool_options(&self) -> &BTreeMap<String, ToolOptions> {
         &self.inner.tool_options
+    }
+
+    /// How many tool calls of one model turn may run at once (0 without tools).
+    pub fn max_concurrent_tool_calls(&self) -> u32 {
+        self.inner.max_concurrent_tool_calls
+    }
+
+    /// How many agents this one delegates to.
+    pub fn delegate_count(&self) -> usize {
+        self.inner.delegates
     }
 }
 
@@ -409,6 +421,7 @@ impl AgentBuilder {
         }
 
         let has_tools = tools.is_some();
+        let delegate_count = delegates.len();
         let config_json = tagged(
             "agent",
             ObjectBuilder::new()
@@ -467,6 +480,8 @@ impl AgentBuilder {
             model_unknown: self.model_unknown,
             model_error: self.model_error,
             tool_options,
+            max_concurrent_tool_calls: if has_tools { limit } else { 0 },
+            delegates: delegate_count,
         }) })
     }
 }

@@ -73,3 +73,24 @@ pub trait Tool: Send + Sync + 'static {
         false
     }
 }
+
+/// A shared tool is a tool: what `AgentBuilder::wrap_tools` hands a wrapper (an
+/// `Arc<dyn Tool>`) can be wrapped again by any generic tool wrapper, such as
+/// `transcript::RecordingTool`.
+impl<T: Tool + ?Sized> Tool for std::sync::Arc<T> {
+    fn spec(&self) -> ToolDefinitionInput {
+        (**self).spec()
+    }
+
+    fn call<'a>(&'a self, invocation: &'a Invocation, cx: ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        (**self).call(invocation, cx)
+    }
+
+    fn concurrency(&self, invocation: &Invocation) -> Option<Concurrency> {
+        (**self).concurrency(invocation)
+    }
+
+    fn returns_direct_result(&self) -> bool {
+        (**self).returns_direct_result()
+    }
+}

@@ -35,6 +35,9 @@
 //! * `tool_calls` are in the order the calls started. `arguments` is the model's raw argument
 //!   text. A call has exactly one of `result` (the text the model saw) or `error` (`class`:
 //!   `failed`, `host_failure`, `canceled`, `deadline`, `input_required`, `denied`).
+//! * A call that asked for input is recorded twice under its id: first with the `error` class
+//!   `input_required`, then, resumed with the answer, with its outcome and `answer` (the
+//!   answer's canonical JSON text), which a replay gives again.
 //! * `started_ms` / `ended_ms` are milliseconds on the recorder's clock (keel's abstract
 //!   clock) since the recorder was made. They are observation only: a replay never waits
 //!   for them, so recorded timing cannot change simulated behavior.
@@ -43,7 +46,7 @@
 
 mod record;
 
-pub use record::{RecordingModel, RecordingTool, TranscriptRecorder};
+pub use record::{RecordingModel, RecordingStreamer, RecordingTool, TranscriptRecorder};
 
 use crate::chat::{Request, Response};
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
@@ -93,6 +96,9 @@ pub struct ToolCallRecord {
     pub started_ms: u64,
     pub ended_ms: u64,
     pub outcome: ToolOutcome,
+    /// The answer (canonical JSON) this call was resumed with, when it continues an input
+    /// request it made before (a human's answer to `AskHuman`): a replay gives it again.
+    pub answer: Option<String>,
 }
 
 /// A recorded run.
@@ -187,7 +193,8 @@ impl ToJson for ToolCallRecord {
             .field("name", &self.name)
             .field("arguments", &self.arguments)
             .field("started_ms", &self.started_ms)
-            .field("ended_ms", &self.ended_ms);
+            .field("ended_ms", &self.ended_ms)
+            .opt_field("answer", self.answer.as_ref());
         match &self.outcome {
             ToolOutcome::Result(text) => b.field("result", text),
             ToolOutcome::Error { class, message } => b.value("error", error_json(class, message)),
@@ -204,6 +211,7 @@ impl FromJson for ToolCallRecord {
         let arguments = r.required("arguments")?;
         let started_ms = r.required("started_ms")?;
         let ended_ms = r.required("ended_ms")?;
+        let answer: Option<String> = r.optional("answer")?;
         let result: Option<String> = r.optional("result")?;
         let error = r.optional_value("error")?.map(error_of).transpose()?;
         r.finish()?;
@@ -215,7 +223,7 @@ impl FromJson for ToolCallRecord {
             }
             _ => return Err(invalid("a tool call has exactly one of `result` and `error`".into())),
         };
-        Ok(ToolCallRecord { id, name, arguments, started_ms, ended_ms, outcome })
+        Ok(ToolCallRecord { id, name, arguments, started_ms, ended_ms, outcome, answer })
     }
 }
 

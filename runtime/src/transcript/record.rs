@@ -9,7 +9,9 @@ use super::{
 };
 use crate::chat::{Request, Response};
 use crate::env::{BoxFuture, Clock};
-use crate::interaction::model::{ModelCallContext, ModelClient, ModelError};
+use crate::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelStreamer};
+use crate::chat::{Accumulator, ResponseDelta};
+use futures::StreamExt;
 use crate::tool::{Concurrency, Invocation, Tool, ToolContext, ToolDefinitionInput, ToolError};
 use crate::chat::ToolOutput;
 
@@ -73,6 +75,28 @@ impl TranscriptRecorder {
         }
     }
 
+    /// A wrapper for [`AgentBuilder::wrap_tools`](crate::agent::AgentBuilder::wrap_tools) that
+    /// records every tool of the agent (its declared options unchanged):
+    /// `Agent::builder(..).wrap_tools(recorder.tool_wrapper())`.
+    pub fn tool_wrapper(
+        self: &Arc<Self>,
+    ) -> impl Fn(Arc<dyn Tool>, &crate::agent::ToolOptions) -> Arc<dyn Tool> + Send + Sync + 'static {
+        let recorder = self.clone();
+        move |inner, _options| Arc::new(RecordingTool::new(inner, recorder.clone())) as Arc<dyn Tool>
+    }
+
+    fn push_model_outcome(&self, order: u64, started_ms: u64, request: Request, answer: &Result<Response, ModelError>) {
+        let outcome = match answer {
+            Ok(r) => ModelOutcome::Response(r.clone()),
+            Err(ModelError::Provider(m)) => ModelOutcome::Error { class: "provider".into(), message: m.clone() },
+            Err(ModelError::Transient(m)) => ModelOutcome::Error { class: "transient".into(), message: m.clone() },
+            Err(ModelError::Host(m)) => ModelOutcome::Error { class: "host".into(), message: m.clone() },
+            Err(ModelError::Unknown(m)) => ModelOutcome::Error { class: "unknown".into(), message: m.clone() },
+        };
+        let ended_ms = self.now_ms();
+        self.push_model(order, ModelCallRecord { sequence: 0, started_ms, ended_ms, request, outcome });
+    }
+
     /// The transcript so far, calls in the order they started (model calls numbered 1, 2, ...).
     pub fn transcript(&self) -> Transcript {
         let calls = lock(&self.calls);
@@ -122,15 +146,7 @@ impl<M: ModelClient> RecordingModel<M> {
         let order = self.recorder.start();
         let started_ms = self.recorder.now_ms();
         let answer = self.inner.call(cx, request.clone()).await;
-        let outcome = match &answer {
-            Ok(r) => ModelOutcome::Response(r.clone()),
-            Err(ModelError::Provider(m)) => ModelOutcome::Error { class: "provider".into(), message: m.clone() },
-            Err(ModelError::Transient(m)) => ModelOutcome::Error { class: "transient".into(), message: m.clone() },
-            Err(ModelError::Host(m)) => ModelOutcome::Error { class: "host".into(), message: m.clone() },
-            Err(ModelError::Unknown(m)) => ModelOutcome::Error { class: "unknown".into(), message: m.clone() },
-        };
-        let ended_ms = self.recorder.now_ms();
-        self.recorder.push_model(order, ModelCallRecord { sequence: 0, started_ms, ended_ms, request, outcome });
+        self.recorder.push_model_outcome(order, started_ms, request, &answer);
         answer
     }
 }
@@ -138,6 +154,96 @@ impl<M: ModelClient> RecordingModel<M> {
 impl<M: ModelClient> ModelClient for RecordingModel<M> {
     fn call<'a>(&'a self, cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<Response, ModelError>> {
         Box::pin(self.record(cx, request))
+    }
+}
+
+/// A streaming model client that records every request of `inner` and the complete response
+/// its deltas add up to (a transcript keeps whole responses: a replay serves them whole or
+/// streamed, as the replaying agent asks). The deltas pass through unchanged as they arrive.
+pub struct RecordingStreamer<M> {
+    inner: M,
+    recorder: Arc<TranscriptRecorder>,
+}
+
+impl<M: ModelStreamer> RecordingStreamer<M> {
+    pub fn new(inner: M, recorder: Arc<TranscriptRecorder>) -> RecordingStreamer<M> {
+        RecordingStreamer { inner, recorder }
+    }
+}
+
+/// Where a recorded stream is while it is read.
+struct Tap<'a> {
+    deltas: ModelDeltaStream<'a>,
+    accumulator: Option<Accumulator>,
+    recorder: Arc<TranscriptRecorder>,
+    order: u64,
+    started_ms: u64,
+    request: Option<Request>,
+}
+
+impl Tap<'_> {
+    /// Records the call once, when the stream ends (or fails).
+    fn finish(&mut self, failed: Option<ModelError>) {
+        let (Some(request), Some(acc)) = (self.request.take(), self.accumulator.take()) else { return };
+        let answer = match failed {
+            Some(e) => Err(e),
+            None => acc.finish().map_err(|e| ModelError::Provider(format!("the streamed response does not add up: {e}"))),
+        };
+        self.recorder.push_model_outcome(self.order, self.started_ms, request, &answer);
+    }
+}
+
+impl Drop for Tap<'_> {
+    fn drop(&mut self) {
+        // A stream dropped before its end was cut off: its outcome is unknown.
+        if self.request.is_some() {
+            self.finish(Some(ModelError::Unknown("the stream was dropped before it ended".into())));
+        }
+    }
+}
+
+impl<M: ModelStreamer> ModelStreamer for RecordingStreamer<M> {
+    fn stream<'a>(&'a self, cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<ModelDeltaStream<'a>, ModelError>> {
+        Box::pin(async move {
+            let order = self.recorder.start();
+            let started_ms = self.recorder.now_ms();
+            match self.inner.stream(cx, request.clone()).await {
+                Err(e) => {
+                    self.recorder.push_model_outcome(order, started_ms, request, &Err(e.clone()));
+                    Err(e)
+                }
+                Ok(deltas) => {
+                    let tap = Tap {
+                        deltas,
+                        accumulator: Some(Accumulator::new()),
+                        recorder: self.recorder.clone(),
+                        order,
+                        started_ms,
+                        request: Some(request),
+                    };
+                    let stream = futures::stream::unfold(tap, |mut tap| async move {
+                        match tap.deltas.next().await {
+                            Some(Ok(delta)) => {
+                                let pushed = tap.accumulator.as_mut().map(|a| a.push(&delta));
+                                if let Some(Err(e)) = pushed {
+                                    tap.finish(Some(ModelError::Provider(format!("the streamed response does not add up: {e}"))));
+                                }
+                                Some((Ok::<ResponseDelta, ModelError>(delta), tap))
+                            }
+                            Some(Err(e)) => {
+                                tap.finish(Some(e.clone()));
+                                Some((Err(e), tap))
+                            }
+                            None => {
+                                tap.finish(None);
+                                None
+                            }
+                        }
+                    });
+                    Ok(Box::pin(stream) as ModelDeltaStream<'a>)
+                }
+            }
+        })
     }
 }
 
@@ -155,6 +261,7 @@ impl<T: Tool> RecordingTool<T> {
     async fn record(&self, invocation: &Invocation, cx: ToolContext) -> Result<ToolOutput, ToolError> {
         let order = self.recorder.start();
         let started_ms = self.recorder.now_ms();
+        let answer = cx.continuation().map(|c| c.response().canonical().to_owned());
         let outcome = self.inner.call(invocation, cx).await;
         let error = |class: &str, message: String| ToolOutcome::Error { class: class.into(), message };
         let recorded = match &outcome {
@@ -176,6 +283,7 @@ impl<T: Tool> RecordingTool<T> {
                 started_ms,
                 ended_ms: self.recorder.now_ms(),
                 outcome: recorded,
+                answer,
             },
         );
         outcome

@@ -83,7 +83,7 @@ pub fn facade_scenario() -> FacadeScenario {
         setup: Arc::new(Setup {
             name: "facade-agent".into(),
             agent: Box::new(agent),
-            script: script(),
+            script: super::model::Script::Scripted(script()),
             message: "Book me a table where the weather is nice.".into(),
             answers: vec![keel::json::Json::str("Paris")],
             actions: vec![
@@ -91,6 +91,8 @@ pub fn facade_scenario() -> FacadeScenario {
                 (3, HostAction::Cancel),
             ],
             faults: Faults::all(),
+            doubles: Default::default(),
+            tool_actions: Vec::new(),
         }),
     }
 }

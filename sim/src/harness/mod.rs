@@ -32,19 +32,34 @@
 //! Determinism needs `--cfg madsim` (in `.cargo/config.toml`: `[build] rustflags = ["--cfg",
 //! "madsim"]`); keel-sim's build script refuses a build without it and says so.
 //!
+//! Tools that do real I/O get a double (`Campaign::double`, or `Campaign::recorded_tools` from
+//! a recorded run): madsim replaces Tokio's reactor, and a tool needing it is reported as a
+//! harness configuration error naming the tool, not as a failing seed. `Campaign::replay`
+//! runs a recorded run (`keel::transcript`) of the user's agent under faults. Every report
+//! counts the agent states its runs reached (`states`), says what would fire each reachable
+//! fault or reach each state that was missed (`reach`), and can be written as an HTML index;
+//! `Campaign::search` picks seeds that favor states not reached yet.
+//!
 //! Code map: `campaign` — the builder, the report, the replay command; `faults` — fault kinds
-//! and a seed's plan; `world` — what one run shares (ledger, hooks, trace); `tool` — the
-//! fault-injecting dispatch boundary; `model` — the recorded script; `run` — the driver and
-//! host; `oracle` — the invariants; `regressions` — the user's regressions file; `builtin` —
-//! the facade agent of keel-sim's own default campaign.
+//! and a seed's plan; `world` — what one run shares (ledger, hooks, trace, states); `tool` — the
+//! fault-injecting dispatch boundary; `double` — tool doubles; `model` — the script or the
+//! recorded responses; `run` — the driver and host; `oracle` — the invariants; `reach` — what
+//! an agent's shape can reach; `states` — state coverage; `search` — seed search; `html` — the
+//! campaign index page; `regressions` — the user's regressions file; `builtin` — the facade
+//! agent of keel-sim's own default campaign.
 
 mod builtin;
 mod campaign;
+mod double;
 mod faults;
+mod html;
 mod model;
 mod oracle;
+mod reach;
 mod regressions;
 mod run;
+mod search;
+mod states;
 mod tool;
 mod world;
 

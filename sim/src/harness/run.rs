@@ -7,6 +7,7 @@ use super::campaign::{HostAction, Setup};
 use super::faults::SeedPlan;
 use super::model::HarnessModel;
 use super::oracle;
+use super::states;
 use super::tool::FaultyTool;
 use super::world::World;
 use crate::interaction_world::spec::FaultSpec;
@@ -63,7 +64,18 @@ fn millis(d: std::time::Duration) -> u64 {
 
 /// Runs one seed under madsim and checks it.
 pub(crate) fn run_seed(setup: &Arc<Setup>, seed: u64, options: &RunOptions) -> RunReport {
-    crate::world::run_guarded(&setup.name, seed, || {
+    run_seed_states(setup, seed, options).0
+}
+
+/// [`run_seed`], with the agent states the run reached (see `states`).
+pub(crate) fn run_seed_states(
+    setup: &Arc<Setup>,
+    seed: u64,
+    options: &RunOptions,
+) -> (RunReport, BTreeMap<String, u64>) {
+    let mut states = BTreeMap::new();
+    let out = &mut states;
+    let report = crate::world::run_guarded(&setup.name, seed, || {
         let rt = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
         let moved = setup.clone();
         let keep_trace = options.keep_trace;
@@ -73,28 +85,48 @@ pub(crate) fn run_seed(setup: &Arc<Setup>, seed: u64, options: &RunOptions) -> R
                 Err(_) => None,
             }
         });
-        report.unwrap_or_else(|| {
-            let mut r = RunReport::new(setup.name.clone(), seed);
-            r.violations
-                .push(Violation::new("environment", "no madsim environment"));
-            r
-        })
-    })
+        match report {
+            Some((report, reached)) => {
+                *out = reached;
+                report
+            }
+            None => {
+                let mut r = RunReport::new(setup.name.clone(), seed);
+                r.violations
+                    .push(Violation::new("environment", "no madsim environment"));
+                r
+            }
+        }
+    });
+    (report, states)
 }
 
-async fn drive(setup: Arc<Setup>, env: Env, seed: u64, keep_trace: bool) -> RunReport {
-    let plan = SeedPlan::draw(seed, &setup.faults, setup.actions.len());
+async fn drive(
+    setup: Arc<Setup>,
+    env: Env,
+    seed: u64,
+    keep_trace: bool,
+) -> (RunReport, BTreeMap<String, u64>) {
+    let plan = SeedPlan::draw(seed, &setup.faults, setup.actions.len() + setup.tool_actions.len());
     let triggers = setup
         .actions
         .iter()
         .enumerate()
         .map(|(i, (at, _))| (*at, i))
         .collect();
+    // Actions during a tool's run are numbered after the model-call ones.
+    let tool_triggers = setup
+        .tool_actions
+        .iter()
+        .enumerate()
+        .map(|(i, (tool, _))| (tool.clone(), setup.actions.len() + i))
+        .collect();
     let world = Arc::new(World::new(
         env.clone(),
         seed,
         plan.clone(),
         triggers,
+        tool_triggers,
         keep_trace,
     ));
     let faults = FaultSpec {
@@ -115,7 +147,7 @@ async fn drive(setup: Arc<Setup>, env: Env, seed: u64, keep_trace: bool) -> RunR
             script: setup.script.clone(),
             world: world.clone(),
         })
-        .wrap_tools(FaultyTool::wrap(world.clone()))
+        .wrap_tools(FaultyTool::wrap(world.clone(), setup.doubles.clone()))
         .build();
     let agent = match built {
         Ok(a) => a,
@@ -124,7 +156,7 @@ async fn drive(setup: Arc<Setup>, env: Env, seed: u64, keep_trace: bool) -> RunR
                 .violations
                 .push(Violation::new("agent_builds", e.to_string()));
             report.outcome = "the agent does not build".into();
-            return report;
+            return (report, BTreeMap::new());
         }
     };
     let mut host = HostLog::default();
@@ -144,7 +176,7 @@ async fn drive(setup: Arc<Setup>, env: Env, seed: u64, keep_trace: bool) -> RunR
         let tick = match opened {
             Ok(run) => {
                 run_id = Some(run.id());
-                host_loop(&world, &setup, &store, &mut host, &run, deadline).await
+                host_loop(&world, &setup, &store, &mut host, &run, deadline, stops).await
             }
             Err(e) => {
                 world.trace(format!("writer {stops} could not open the run: {e}"));
@@ -214,7 +246,21 @@ async fn drive(setup: Arc<Setup>, env: Env, seed: u64, keep_trace: bool) -> RunR
     );
     world.trace(format!("end {status} after {} commits", log.commits));
     world.take_trace().finish_into(&mut report);
-    report
+    for (_, boundary, _) in &log.events {
+        world.reached(&states::crash_at(boundary));
+    }
+    let mut sequences = BTreeSet::new();
+    if world.model_requests().iter().any(|m| !sequences.insert(m.sequence)) {
+        world.reached(states::MODEL_REISSUED);
+    }
+    if stops > 0 {
+        for (kind, _) in world.fired_kinds() {
+            if let Some(policy) = kind.strip_prefix("unknown.") {
+                world.reached(&states::restore_unknown(policy));
+            }
+        }
+    }
+    (report, world.states())
 }
 
 /// Waits (bounded, simulated time) until no tool code of the stopped writer is running.
@@ -247,6 +293,7 @@ async fn host_loop(
     host: &mut HostLog,
     run: &Run,
     deadline: u64,
+    writer: u64,
 ) -> Tick {
     let clock = world.env.clock.clone();
     let mut quiet = 0u64;
@@ -256,7 +303,7 @@ async fn host_loop(
             return Tick::TimedOut;
         }
         for hook in world.take_hooks() {
-            act(world, setup, host, run, hook.action).await;
+            act(world, setup, host, run, hook.action, writer).await;
             let _ = hook.release.send(());
         }
         let idle = futures::future::select(Box::pin(run.idle()), clock.sleep(HOST_TICK)).await;
@@ -292,6 +339,9 @@ async fn host_loop(
                         Ok(accepted) => {
                             if accepted {
                                 world.fired("host.input.answer");
+                                if writer > 0 {
+                                    world.reached(states::ANSWER_AFTER_RESTORE);
+                                }
                                 busy = true;
                             }
                             world.trace(format!("host answered {} accepted {accepted}", request.prompt_text()));
@@ -344,20 +394,34 @@ async fn host_loop(
     }
 }
 
-async fn act(world: &World, setup: &Setup, host: &mut HostLog, run: &Run, action: usize) {
-    let Some((_, what)) = setup.actions.get(action) else {
-        return;
+async fn act(world: &World, setup: &Setup, host: &mut HostLog, run: &Run, action: usize, writer: u64) {
+    let what = match setup.actions.get(action) {
+        Some((_, what)) => what,
+        None => match setup.tool_actions.get(action - setup.actions.len().min(action)) {
+            Some((_, what)) => what,
+            None => return,
+        },
     };
     match what {
         HostAction::Steer(text) => {
             world.fired("host.steer");
+            let during_tools = world.in_flight() > 0;
             let delivered = run.steer(text.clone()).await.is_ok();
+            if delivered && during_tools {
+                world.reached(states::STEER_DURING_BATCH);
+            }
+            if delivered && writer > 0 {
+                world.reached(states::STEER_AFTER_RESTORE);
+            }
             world.trace(format!("host steer {text:?} delivered {delivered}"));
             host.steers.push((text.clone(), delivered));
         }
         HostAction::Cancel => {
             world.fired("host.cancel");
             let delivered = run.cancel("cancelled by the harness").await.is_ok();
+            if delivered {
+                world.reached(states::CANCELLED);
+            }
             world.trace(format!("host cancel delivered {delivered}"));
         }
     }

@@ -1,8 +1,12 @@
 //! The dispatch boundary around a user's real tool: seeded faults before and after the tool's
 //! own code, and a ledger entry for every run of that code.
 
+use super::double::{needs_tokio_runtime, Double};
 use super::faults::FaultKind;
 use super::world::{ToolRun, World};
+use futures::FutureExt;
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use crate::swarm_rng::SwarmRng;
 use keel::agent::{ToolOptions, UnknownPolicy};
 use keel::chat::ToolOutput;
@@ -19,18 +23,60 @@ pub(crate) struct FaultyTool {
     pub inner: Arc<dyn Tool>,
     pub policy: UnknownPolicy,
     pub world: Arc<World>,
+    /// What runs instead of the tool's own code under the simulator, if the campaign doubles it.
+    pub double: Option<Double>,
 }
+
+/// The invariant a tool that needs Tokio's reactor breaks: a harness configuration error.
+pub(crate) const TOOL_NEEDS_DOUBLE: &str = "tool_needs_double";
 
 impl FaultyTool {
     pub fn wrap(
         world: Arc<World>,
+        doubles: Arc<BTreeMap<String, Double>>,
     ) -> impl Fn(Arc<dyn Tool>, &ToolOptions) -> Arc<dyn Tool> + Send + Sync + 'static {
         move |inner, options| {
+            let double = doubles.get(&inner.spec().name).cloned();
             Arc::new(FaultyTool {
                 inner,
                 policy: options.unknown_policy(),
                 world: world.clone(),
+                double,
             }) as Arc<dyn Tool>
+        }
+    }
+
+    /// The user's code, or its double. A panic saying the code needs Tokio's reactor (real
+    /// network or timer I/O under madsim) becomes a named harness configuration error and a
+    /// failure of the call, not a crash of the run.
+    async fn user_code(&self, invocation: &Invocation, cx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let tool = invocation.name();
+        if let Some(double) = &self.double {
+            return match double.answer(tool, invocation.arguments_json()) {
+                Ok(Ok(text)) => Ok(ToolOutput::text(text)),
+                Ok(Err(text)) => Err(ToolError::failed(text)),
+                Err(missing) => {
+                    self.world.violation(crate::world::Violation::new(TOOL_NEEDS_DOUBLE, missing.clone()));
+                    Err(ToolError::failed(missing))
+                }
+            };
+        }
+        match AssertUnwindSafe(self.inner.call(invocation, cx)).catch_unwind().await {
+            Ok(outcome) => outcome,
+            Err(payload) => {
+                let message = crate::world::panic_message(payload.as_ref());
+                if !needs_tokio_runtime(&message) {
+                    std::panic::resume_unwind(payload);
+                }
+                crate::panics::forget_last(&message);
+                let detail = format!(
+                    "tool `{tool}` does real I/O through Tokio (it panicked: \"{message}\"), which cannot run under the simulator: a harness configuration error, not a bug of the agent. Give the campaign a double for it, `Campaign::double(\"{tool}\", |args| Ok(...))`, or serve its results from a recorded run, `Campaign::recorded_tools(&transcript)`; the agent's definition stays as it is"
+                );
+                self.world.violation(crate::world::Violation::new(TOOL_NEEDS_DOUBLE, detail.clone()));
+                // A definite failure the model sees: the run goes on and ends, and the report
+                // names the configuration error once.
+                Err(ToolError::failed(detail))
+            }
         }
     }
 }
@@ -80,7 +126,11 @@ impl FaultyTool {
             }
         }
         let mut guard = Dropped(&self.world, false);
-        let outcome = self.inner.call(invocation, cx).await;
+        if !probe {
+            // Host actions the campaign performs while this tool runs (steer_during).
+            self.world.hook_tool(invocation.name()).await;
+        }
+        let outcome = self.user_code(invocation, cx).await;
         guard.1 = true;
         self.world.end_run(effect, index, describe(&outcome));
         outcome
@@ -93,8 +143,9 @@ impl FaultyTool {
     ) -> Result<ToolOutput, ToolError> {
         let Some(effect) = ToolInvocation::from_context(&cx).map(|i| i.effect_id().clone()) else {
             // Not dispatched by the tool child (a direct call): nothing to attribute.
-            return self.inner.call(invocation, cx).await;
+            return self.user_code(invocation, cx).await;
         };
+        let _inside = self.world.enter_dispatch();
         let earlier = self.world.runs_of(&effect);
         let entry = earlier.iter().filter(|r| !r.probe).count();
         let mut rng = call_rng(self.world.seed, effect.as_str(), entry);
@@ -109,6 +160,9 @@ impl FaultyTool {
         if let Some(kind) = fault {
             self.world.fired(kind.as_str());
         }
+        if cx.continuation().is_some() {
+            self.world.input_waits(invocation.id(), false);
+        }
         if fault == Some(FaultKind::Delay) {
             let ms = 1 + rng.below(MAX_DELAY_MS);
             self.world.env.clock.sleep(Duration::from_millis(ms)).await;
@@ -120,6 +174,9 @@ impl FaultyTool {
             Some(FaultKind::Deadline) => Some(FaultKind::Deadline),
             _ => None,
         };
+        if failure.is_some() && self.world.other_input_waits(invocation.id()) {
+            self.world.reached(super::states::UNKNOWN_WHILE_INPUT_WAITS);
+        }
         if let (Some(kind), false) = (failure, after) {
             return fail(kind, &tool);
         }
@@ -127,6 +184,9 @@ impl FaultyTool {
             .run_user_code(invocation, cx.clone(), &effect, false)
             .await;
         let input = matches!(outcome, Err(ToolError::InputRequired(_)));
+        if input {
+            self.world.input_waits(invocation.id(), true);
+        }
         if fault == Some(FaultKind::Repeat) && self.policy == UnknownPolicy::Retry && !input {
             // An idempotent tool may be run twice for one call; both runs must agree.
             let again = self.run_user_code(invocation, cx, &effect, true).await;

@@ -10,7 +10,7 @@ use keel::agent::UnknownPolicy;
 use keel::chat::Request;
 use keel::env::Env;
 use keel::kernel::ids::EffectId;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// One run of the user's tool code at the dispatch boundary.
@@ -32,6 +32,16 @@ pub(crate) struct ModelRequest {
     pub request: Request,
 }
 
+/// A tool call inside the dispatch boundary (see [`World::enter_dispatch`]).
+pub(crate) struct DispatchGuard<'a>(&'a World);
+
+impl Drop for DispatchGuard<'_> {
+    fn drop(&mut self) {
+        let mut s = lock(&self.0.state);
+        s.dispatching = s.dispatching.saturating_sub(1);
+    }
+}
+
 /// A model call waiting for the host to act on a trigger.
 pub(crate) struct Hook {
     /// Index of the scripted host action.
@@ -51,6 +61,12 @@ struct State {
     hooks: Vec<Hook>,
     /// Host actions already triggered (each fires once per run).
     triggered: Vec<usize>,
+    /// Agent states the run reached (see `states`) → times.
+    states: BTreeMap<String, u64>,
+    /// Tool calls (by call id) whose input request has not been answered yet.
+    waiting: BTreeSet<String>,
+    /// Tool calls inside the dispatch boundary now (faults included, not only the user's code).
+    dispatching: u64,
 }
 
 pub(crate) struct World {
@@ -59,6 +75,8 @@ pub(crate) struct World {
     pub plan: SeedPlan,
     /// `(model call sequence, action index)` of each scripted host action.
     pub triggers: Vec<(u32, usize)>,
+    /// `(tool name, action index)` of each host action performed while that tool runs.
+    pub tool_triggers: Vec<(String, usize)>,
     state: Mutex<State>,
     trace: Mutex<Trace>,
 }
@@ -73,6 +91,7 @@ impl World {
         seed: u64,
         plan: SeedPlan,
         triggers: Vec<(u32, usize)>,
+        tool_triggers: Vec<(String, usize)>,
         keep_trace: bool,
     ) -> World {
         World {
@@ -80,6 +99,7 @@ impl World {
             seed,
             plan,
             triggers,
+            tool_triggers,
             state: Mutex::new(State::default()),
             trace: Mutex::new(Trace::new(keep_trace)),
         }
@@ -99,6 +119,41 @@ impl World {
 
     pub fn fired_kinds(&self) -> BTreeMap<String, u64> {
         lock(&self.state).fired.clone()
+    }
+
+    /// The run reached agent state `state` (a coverage count, see `states`).
+    pub fn reached(&self, state: &str) {
+        *lock(&self.state).states.entry(state.to_owned()).or_insert(0) += 1;
+    }
+
+    pub fn states(&self) -> BTreeMap<String, u64> {
+        lock(&self.state).states.clone()
+    }
+
+    /// A tool call entered the dispatch boundary; it leaves when the guard drops. Two calls
+    /// inside at once reach `tools.overlap`.
+    pub fn enter_dispatch(&self) -> DispatchGuard<'_> {
+        let mut s = lock(&self.state);
+        if s.dispatching > 0 {
+            *s.states.entry(super::states::TOOLS_OVERLAP.to_owned()).or_insert(0) += 1;
+        }
+        s.dispatching += 1;
+        DispatchGuard(self)
+    }
+
+    /// Tool call `call` asked for input (`true`) or was answered (`false`).
+    pub fn input_waits(&self, call: &str, waits: bool) {
+        let mut s = lock(&self.state);
+        if waits {
+            s.waiting.insert(call.to_owned());
+        } else {
+            s.waiting.remove(call);
+        }
+    }
+
+    /// Whether a tool call other than `call` waits for input.
+    pub fn other_input_waits(&self, call: &str) -> bool {
+        lock(&self.state).waiting.iter().any(|c| c != call)
     }
 
     pub fn violation(&self, v: Violation) {
@@ -165,17 +220,26 @@ impl World {
     /// Called by the model at call `sequence`: if this seed performs a host action there,
     /// hands the host a hook and waits (bounded, simulated time) until it acted.
     pub async fn hook(&self, sequence: u32) {
+        let due: Vec<usize> = self.triggers.iter().filter(|(at, _)| *at == sequence).map(|(_, i)| *i).collect();
+        self.wait_for_host(due).await;
+    }
+
+    /// Called at the dispatch boundary while the code of tool `tool` runs: the host actions
+    /// this seed performs during it.
+    pub async fn hook_tool(&self, tool: &str) {
+        let due: Vec<usize> = self.tool_triggers.iter().filter(|(name, _)| name == tool).map(|(_, i)| *i).collect();
+        self.wait_for_host(due).await;
+    }
+
+    async fn wait_for_host(&self, due: Vec<usize>) {
+        if due.is_empty() {
+            return;
+        }
         let actions: Vec<usize> = {
             let mut s = lock(&self.state);
-            let due: Vec<usize> = self
-                .triggers
-                .iter()
-                .filter(|(at, i)| {
-                    *at == sequence
-                        && self.plan.actions.get(*i).copied().unwrap_or(false)
-                        && !s.triggered.contains(i)
-                })
-                .map(|(_, i)| *i)
+            let due: Vec<usize> = due
+                .into_iter()
+                .filter(|i| self.plan.actions.get(*i).copied().unwrap_or(false) && !s.triggered.contains(i))
                 .collect();
             s.triggered.extend(due.iter().copied());
             due

@@ -35,8 +35,10 @@ pub enum TranscriptSpecError {
     Empty,
     #[error("model call {0} ended with an unknown outcome: a replay has no answer to serve for it (record a run whose calls all answered)")]
     UnknownModelCall(u64),
-    #[error("tool call `{0}` asked for input: replaying tool input requests from a transcript is not supported yet (record the run with answered tools)")]
+    #[error("tool call `{0}` asked for input and was never answered in the recorded run: record a run whose input requests were all answered")]
     InputRequired(String),
+    #[error("calls of tool `{0}` asked for input a different number of times: a replayed tool pauses the same number of times on every call")]
+    UnevenPauses(String),
     #[error("tool call `{0}` appears twice in the transcript (call ids must be unique)")]
     DuplicateCall(String),
 }
@@ -84,19 +86,28 @@ pub fn spec_of_transcript(name: &str, transcript: &Transcript) -> Result<Spec, T
     }
     let calls = u32::try_from(spec.model.turns.len()).unwrap_or(u32::MAX);
     spec.max_model_calls = calls;
+    // A call that asked for input is recorded once per request it made, then once more with
+    // its outcome once answered: replayed as a tool pausing that many times (the simulated
+    // host answers), then serving the recorded outcome.
+    let mut asked: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
+    for call in &transcript.tool_calls {
+        if matches!(&call.outcome, ToolOutcome::Error { class, .. } if class == "input_required") {
+            *asked.entry(call.id.as_str()).or_insert(0) += 1;
+        }
+    }
     for call in &transcript.tool_calls {
         let result = match &call.outcome {
             ToolOutcome::Result(text) => Ok(text.clone()),
-            ToolOutcome::Error { class, .. } if class == "input_required" => {
-                return Err(TranscriptSpecError::InputRequired(call.id.clone()))
-            }
+            ToolOutcome::Error { class, .. } if class == "input_required" => continue,
             ToolOutcome::Error { message, .. } => Err(message.clone()),
         };
         if spec.all_tools().any(|t| t.recorded(&call.id).is_some()) {
             return Err(TranscriptSpecError::DuplicateCall(call.id.clone()));
         }
+        let pauses = asked.remove(call.id.as_str()).unwrap_or(0);
         let recorded = RecordedCall { id: call.id.clone(), result, fault: None };
         match spec.tools.iter_mut().find(|t| t.name == call.name) {
+            Some(tool) if tool.pauses != pauses => return Err(TranscriptSpecError::UnevenPauses(call.name.clone())),
             Some(tool) => tool.recorded.push(recorded),
             None => spec.tools.push(ToolSpec {
                 name: call.name.clone(),
@@ -104,12 +115,15 @@ pub fn spec_of_transcript(name: &str, transcript: &Transcript) -> Result<Spec, T
                 latency_ms: (1, 5),
                 outcome: Outcome::Text,
                 direct: false,
-                pauses: 0,
+                pauses,
                 advertises: Vec::new(),
                 strict_arguments: false,
                 recorded: vec![recorded],
             }),
         }
+    }
+    if let Some(id) = asked.keys().next() {
+        return Err(TranscriptSpecError::InputRequired((*id).to_owned()));
     }
     // The recorded run's answer is what every replay, crashed or not, must end with.
     if let Some(Turn::Text { text, finish: Finish::Stop }) = spec.model.turns.last() {
@@ -197,5 +211,68 @@ impl Scenario for TranscriptScenario {
         let mut report = guarded_outcome(&self.spec.name, &spec, seed, options).report;
         report.swarm.insert("transcript.tool_fault".into(), fault.unwrap_or_else(|| "none".into()));
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel::chat::{Message, Request, Response, ToolCall, Usage};
+    use keel::transcript::{ModelCallRecord, ToolCallRecord};
+
+    fn model_call(sequence: u64, response: Response) -> ModelCallRecord {
+        ModelCallRecord {
+            sequence,
+            started_ms: 0,
+            ended_ms: 1,
+            request: Request::new(vec![Message::user("Which city?")]),
+            outcome: ModelOutcome::Response(response),
+        }
+    }
+
+    fn tool_call(outcome: ToolOutcome, answer: Option<&str>) -> ToolCallRecord {
+        ToolCallRecord {
+            id: "call_ask".into(),
+            name: "ask_user".into(),
+            arguments: r#"{"question":"Which city?"}"#.into(),
+            started_ms: 0,
+            ended_ms: 1,
+            outcome,
+            answer: answer.map(str::to_owned),
+        }
+    }
+
+    fn transcript(answered: bool) -> Transcript {
+        let asks = Response::new(
+            Message::assistant_with_calls("", vec![ToolCall::new("call_ask", "ask_user", r#"{"question":"Which city?"}"#)]),
+            FinishReason::ToolCalls,
+            Usage::new(1, 1),
+        );
+        let done = Response::new(Message::assistant("Paris it is."), FinishReason::Stop, Usage::new(1, 1));
+        let mut tool_calls = vec![tool_call(ToolOutcome::Error { class: "input_required".into(), message: "input required".into() }, None)];
+        if answered {
+            tool_calls.push(tool_call(ToolOutcome::Result("Paris".into()), Some("\"Paris\"")));
+        }
+        Transcript { model_calls: vec![model_call(1, asks), model_call(2, done)], tool_calls, dropped: 0 }
+    }
+
+    #[test]
+    fn a_recorded_run_with_an_answered_question_replays_as_a_pausing_tool() {
+        let spec = spec_of_transcript("asked", &transcript(true)).unwrap();
+        assert_eq!(spec.tools.len(), 1);
+        assert_eq!(spec.tools[0].pauses, 1, "the question paused once");
+        assert_eq!(spec.tools[0].recorded[0].result.as_deref(), Ok("Paris"));
+        let scenario = TranscriptScenario::new(spec, "asked".into());
+        for seed in 0..40 {
+            let report = scenario.run(seed, &RunOptions::default());
+            assert!(report.passed(), "{report}");
+        }
+    }
+
+    #[test]
+    fn a_question_never_answered_is_a_typed_error_naming_the_call() {
+        let e = spec_of_transcript("asked", &transcript(false)).unwrap_err();
+        assert!(matches!(&e, TranscriptSpecError::InputRequired(id) if id == "call_ask"), "{e}");
+        assert!(e.to_string().contains("never answered"), "{e}");
     }
 }

@@ -23,7 +23,7 @@ const ROW: usize = 40;
 const PAD_RIGHT: usize = 60;
 
 /// Escapes text for HTML content and attribute values.
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
