@@ -22,9 +22,10 @@ use keel::kernel::owner::Owner;
 use keel::kernel::snapshot::TreeSnapshot;
 use keel::kernel::status::Status;
 use keel_tests::durable_world::{self, World};
+use keel_tests::store_fixtures::{retry_while_a_spawning_child_holds, TempDir};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,49 +33,14 @@ use std::time::Instant;
 
 const CHILD: &str = env!("CARGO_BIN_EXE_keel-crash-child");
 
-/// Kill points run on parallel threads, and a child being spawned on one thread holds copies
-/// of this process's open files until its exec has closed them (they are close-on-exec; Linux
-/// resumes the spawning thread before that close). A store dropped and reopened on another
-/// thread in that instant finds its lock still held, by a copy of its own file: the error then
-/// names this process (or no process, when the copy was closed before the holder was looked
-/// up). Only that case is retried, briefly; a lock held for real by a child still fails.
+/// Kill points run on parallel threads while children are spawned: see
+/// [`retry_while_a_spawning_child_holds`].
 fn open_store(dir: &Path) -> Result<FileCommitter, keel::kernel::commit::OpenError> {
-    use keel::kernel::commit::OpenError;
-    const TRIES: u32 = 400;
-    for _ in 1..TRIES {
-        match FileCommitter::open(dir) {
-            Err(OpenError::Locked { pid, .. }) if pid.is_none_or(|pid| pid == std::process::id()) => {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            other => return other,
-        }
-    }
-    FileCommitter::open(dir)
+    retry_while_a_spawning_child_holds(|| FileCommitter::open(dir))
 }
 
 fn spawn_child(command: &mut Command) -> std::process::Child {
     command.spawn().expect("spawn keel-crash-child")
-}
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path =
-            std::env::temp_dir().join(format!("keel-durable-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Which durable store the child and the recovery use.
@@ -254,7 +220,7 @@ fn recover(kind: Kind, dir: &Path, run: &ChildRun, mode: Mode, context: &str) {
 }
 
 fn uncrashed_ack_count(kind: Kind) -> usize {
-    let dir = TempDir::new("count");
+    let dir = TempDir::new("durable-count");
     let run = run_child(kind, &dir.0, Mode::Step, None);
     assert_eq!(run.done.as_deref(), Some("completed"));
     run.acks.len()
@@ -271,7 +237,7 @@ fn sqlite_uncrashed_child_reaches_every_commit_kind_once_per_effect() {
 }
 
 fn uncrashed_child_reaches_every_commit_kind(kind: Kind) {
-    let dir = TempDir::new("full");
+    let dir = TempDir::new("durable-full");
     let run = run_child(kind, &dir.0, Mode::Free, None);
     assert_eq!(run.done.as_deref(), Some("completed"));
     let sequences: Vec<u64> = run.acks.iter().map(|(s, _)| *s).collect();
@@ -330,7 +296,7 @@ fn sigkill_after_each_acknowledgement(kind: Kind) {
     let n = uncrashed_ack_count(kind);
     assert!(n >= 10, "the script commits {n} times");
     for_each_kill_point(n, |k| {
-        let dir = TempDir::new("step");
+        let dir = TempDir::new("durable-step");
         let run = run_child(kind, &dir.0, Mode::Step, Some(k));
         assert_eq!(run.acks.len(), k);
         assert!(run.done.is_none());
@@ -362,7 +328,7 @@ fn sigkill_of_a_running_child(kind: Kind) {
     let n = uncrashed_ack_count(kind);
     let crashed = AtomicU64::new(0);
     for_each_kill_point(n, |k| {
-        let dir = TempDir::new("free");
+        let dir = TempDir::new("durable-free");
         let run = run_child(kind, &dir.0, Mode::Free, Some(k));
         if run.done.is_some() {
             return; // the child finished before the kill: nothing crashed
@@ -379,7 +345,7 @@ fn sigkill_of_a_running_child(kind: Kind) {
 /// in-memory store; asserts only that the numbers exist.
 #[test]
 fn commit_cost_per_fsync() {
-    let dir = TempDir::new("cost");
+    let dir = TempDir::new("durable-cost");
     let file = open_store(&dir.0).unwrap();
     let memory = MemoryCommitter::new();
     for (label, size) in [("4 KiB", 4 << 10), ("1 MiB", 1 << 20)] {
@@ -437,7 +403,7 @@ fn commit_cost_per_fsync() {
 /// directory opens and holds everything the child acknowledged.
 #[test]
 fn a_second_process_on_the_same_directory_gets_locked() {
-    let dir = TempDir::new("locked");
+    let dir = TempDir::new("durable-locked");
     let mut child = spawn_child(
         Command::new(CHILD)
             .arg(&dir.0)

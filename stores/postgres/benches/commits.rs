@@ -11,6 +11,9 @@
 //!   as within one tree), commits over wall time;
 //! * `commits_per_second_postgres_parallel_8`: eight runs at once (eight trees commit
 //!   concurrently, as a worker drives many runs);
+//! * `commits_per_second_postgres_50` and `group_gain_postgres_50`: fifty runs at once, and
+//!   that rate over the single run's (concurrent commits of different trees share one
+//!   transaction: group commit);
 //! * `bytes_per_round_postgres`: cut bytes committed per tool round;
 //! * `commits_per_second_memory`: the same single-run loop on the MemoryCommitter (the
 //!   Engine's own cost, for scale).
@@ -30,6 +33,8 @@ use std::time::Instant;
 
 const ROUNDS: usize = 50;
 const PARALLEL: usize = 8;
+/// Runs at once for the group commit line.
+const AGENTS: usize = 50;
 
 /// Asks for one `echo` call per round until `ROUNDS` tool results are in the context.
 struct Looping;
@@ -165,9 +170,14 @@ fn main() {
             .unwrap();
         let (memory, _) = measure(MemoryCommitter::new(), 1).await;
         let (single, bytes) = measure(store.clone(), 1).await;
-        let (parallel, _) = measure(store, PARALLEL).await;
+        let (parallel, _) = measure(store.clone(), PARALLEL).await;
+        let (many, _) = measure(store.clone(), AGENTS).await;
+        let (batches, requests) = store.group_stats();
         println!("commits_per_second_postgres = {single:.0}");
         println!("commits_per_second_postgres_parallel_{PARALLEL} = {parallel:.0}");
+        println!("commits_per_second_postgres_{AGENTS} = {many:.0}");
+        println!("group_gain_postgres_{AGENTS} = {:.2}", many / single);
+        println!("# {requests} commits in {batches} transactions ({:.1} per transaction)", requests as f64 / batches as f64);
         println!("bytes_per_round_postgres = {bytes:.0}");
         println!("commits_per_second_memory = {memory:.0}");
         let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)

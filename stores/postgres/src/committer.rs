@@ -1,12 +1,14 @@
-//! The PostgreSQL committer: the commit rules of every keel store, enforced inside one
-//! server transaction per commit.
+//! The PostgreSQL committer: the commit rules of every keel store, enforced inside server
+//! transactions.
 //!
-//! A commit (1) locks the tree's head row (`SELECT ... FOR UPDATE`), (2) reads the recorded
+//! Concurrent commits of different trees share one transaction (group commit, see `group`):
+//! each runs in a savepoint of its own, the batch in root order, and an installed commit is
+//! acknowledged only after the `COMMIT` that covers it. Within its savepoint, a commit (1) locks the tree's head row (`SELECT ... FOR UPDATE`), (2) reads the recorded
 //! fact of the request's own identity, (3) decides with the shared rules
 //! (`keel::kernel::commit::CommitIndex`, seeded with exactly that head and fact), and (4)
 //! installs: the commit row is inserted and the head advanced by an `UPDATE` conditioned on the
 //! locked incarnation, sequence and digest, whose row count must be 1. A start inserts the head
-//! row (`ON CONFLICT DO NOTHING`); losing that race re-runs the transaction, which then sees
+//! row (`ON CONFLICT DO NOTHING`); losing that race re-runs the savepoint, which then sees
 //! the winner's head and answers as the rules do (a retry, or a fence).
 //!
 //! The database, not a worker's memory, fences a stale writer: its request names its own
@@ -19,6 +21,7 @@
 //! ([`stored_cut_bytes`], [`cut_from_row`]).
 
 use crate::error::{describe, PostgresError};
+use crate::group::{Group, Queued};
 use crate::pool::Pool;
 use crate::schema;
 use keel::env::BoxFuture;
@@ -68,6 +71,8 @@ impl Default for PostgresOptions {
 #[derive(Clone)]
 pub struct PostgresCommitter {
     pub(crate) pool: Arc<Pool>,
+    /// Batches concurrent commits into one transaction (see `group`).
+    group: Arc<Group<Request>>,
 }
 
 impl std::fmt::Debug for PostgresCommitter {
@@ -108,6 +113,7 @@ impl PostgresCommitter {
         drop(conn);
         Ok(PostgresCommitter {
             pool: Arc::new(pool),
+            group: Arc::new(Group::new()),
         })
     }
 
@@ -144,108 +150,69 @@ impl PostgresCommitter {
             .collect()
     }
 
-    /// Decides and installs one commit in one transaction (see the module docs).
-    async fn commit(
-        &self,
-        cut: &TreeCut,
-        identity: String,
-        decide: impl Fn(&CommitIndex) -> Result<Decision, CommitError>,
-    ) -> Result<(), CommitError> {
+    /// Commits submitted to [`Group`] and run together in one transaction (see `group`):
+    /// (batches, requests) since this store was opened.
+    pub fn group_stats(&self) -> (u64, u64) {
+        self.group.stats()
+    }
+
+    /// Queues a commit for the next batch and returns its outcome (see the module docs).
+    async fn commit(&self, request: Request) -> Result<(), CommitError> {
+        let cut = request.cut();
         if cut.carried_bytes() > to_u64(MAX_CUT_BYTES) {
             return Err(CommitError::RecordTooLarge {
                 bytes: cut.carried_bytes(),
                 max: to_u64(MAX_CUT_BYTES),
             });
         }
-        let root = &cut.root_id;
-        for _ in 0..START_RACE_TRIES {
-            let mut conn = self.pool.get().await.map_err(storage)?;
-            let tx = conn.client().transaction().await.map_err(pg)?;
-            let head = tx
-                .query_opt(
-                    "SELECT incarnation, sequence, digest, cut FROM heads WHERE root_id = $1 FOR UPDATE",
-                    &[&root.as_str()],
-                )
-                .await
-                .map_err(pg)?
-                .map(|row| head_from_row(root, &row))
-                .transpose()
-                .map_err(storage)?;
-            let fact = tx
-                .query_opt(
-                    "SELECT content_digest FROM commits WHERE root_id = $1 AND identity = $2",
-                    &[&root.as_str(), &identity],
-                )
-                .await
-                .map_err(pg)?
-                .map(|row| digest_from(row.get(0), "content digest"))
-                .transpose()
-                .map_err(storage)?;
-            let index = CommitIndex::for_tree(
-                root.clone(),
-                head.clone(),
-                fact.map(|d| (identity.clone(), d)),
-            );
-            let installation = match decide(&index)? {
-                Decision::Current => return tx.rollback().await.map_err(pg),
-                Decision::Install(installation) => installation,
-            };
-            // This store keeps whole cuts: the rules resolved a delta against the head.
-            let whole = stored_cut_bytes(&installation.cut)?;
-            if whole.len() > MAX_CUT_BYTES {
-                return Err(CommitError::RecordTooLarge { bytes: to_u64(whole.len()), max: to_u64(MAX_CUT_BYTES) });
+        let root = cut.root_id.clone();
+        self.group.submit(root, request, |batch| self.commit_batch(batch)).await
+    }
+
+    /// Runs one batch in one transaction: each request in a savepoint of its own (a refused
+    /// request rolls back to it and leaves the others), in root order (so that batches of
+    /// different processes lock head rows in one order and cannot deadlock). An installed
+    /// request is answered only after the `COMMIT`; a failed `COMMIT` fails every one of them.
+    async fn commit_batch(&self, mut batch: Vec<Queued<Request>>) {
+        batch.sort_by(|a, b| a.root.cmp(&b.root));
+        let fail_all = |batch: Vec<Queued<Request>>, error: CommitError| {
+            for queued in batch {
+                let _ = queued.reply.send(Err(error.clone()));
             }
-            let whole: &[u8] = &whole;
-            let advanced = match &head {
-                None => tx
-                    .execute(
-                        "INSERT INTO heads (root_id, incarnation, sequence, digest, cut) \
-                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (root_id) DO NOTHING",
-                        &[
-                            &root.as_str(),
-                            &installation.cut.incarnation.as_str(),
-                            &stored_sequence(installation.sequence)?,
-                            &&installation.cut.digest.0[..],
-                            &whole,
-                        ],
-                    )
-                    .await
-                    .map_err(pg)?,
-                Some(old) => tx
-                    .execute(
-                        "UPDATE heads SET incarnation = $2, sequence = $3, digest = $4, cut = $5, \
-                         updated_at = now() \
-                         WHERE root_id = $1 AND incarnation = $6 AND sequence = $7 AND digest = $8",
-                        &[
-                            &root.as_str(),
-                            &installation.cut.incarnation.as_str(),
-                            &stored_sequence(installation.sequence)?,
-                            &&installation.cut.digest.0[..],
-                            &whole,
-                            &old.cut.incarnation.as_str(),
-                            &stored_sequence(old.sequence)?,
-                            &&old.cut.digest.0[..],
-                        ],
-                    )
-                    .await
-                    .map_err(pg)?,
-            };
-            if advanced != 1 {
-                tx.rollback().await.map_err(pg)?;
-                if head.is_none() {
-                    continue; // another start inserted the row first: decide again against it
-                }
-                // The row was locked: only a change by hand can get here.
-                return Err(CommitError::TreeIncarnationConflict {
-                    reason: "the head changed under the row lock".into(),
-                });
+        };
+        let mut conn = match self.pool.get().await {
+            Ok(conn) => conn,
+            Err(e) => return fail_all(batch, storage(e)),
+        };
+        let mut tx = match conn.client().transaction().await {
+            Ok(tx) => tx,
+            Err(e) => return fail_all(batch, pg(e)),
+        };
+        let mut installed = Vec::new();
+        let mut answered = Vec::new();
+        for queued in batch {
+            match apply_one(&mut tx, &queued.request).await {
+                Ok(true) => installed.push(queued),
+                outcome => answered.push((queued, outcome.map(|_| ()))),
             }
-            insert_commit(&tx, &installation).await?;
-            return tx.commit().await.map_err(pg);
         }
-        Err(CommitError::Storage {
-            message: format!("the head row of {root} kept appearing and disappearing"),
-        })
+        // Refusals and retries of the current head wrote nothing: they are answered as soon as
+        // decided (a refusal stands whatever the COMMIT does).
+        for (queued, outcome) in answered {
+            let _ = queued.reply.send(outcome);
+        }
+        if installed.is_empty() {
+            let _ = tx.rollback().await;
+            return;
+        }
+        match tx.commit().await {
+            Ok(()) => {
+                for queued in installed {
+                    let _ = queued.reply.send(Ok(()));
+                }
+            }
+            Err(e) => fail_all(installed, pg(e)),
+        }
     }
 
     async fn load(&self, root: &ProcessId) -> Result<Option<Head>, CommitError> {
@@ -260,42 +227,174 @@ impl PostgresCommitter {
             .map_err(pg)?;
         row.map(|row| head_from_row(root, &row))
             .transpose()
-            .map_err(storage)
+            .map_err(|e| row_error(root, e))
     }
 }
 
 impl Committer for PostgresCommitter {
     fn commit_checkpoint(&self, checkpoint: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
-        let checkpoint = checkpoint.clone();
-        Box::pin(async move {
-            self.commit(&checkpoint.cut, checkpoint.identity(), |index| {
-                index.decide_checkpoint(&checkpoint)
-            })
-            .await
-        })
+        Box::pin(self.commit(Request::Checkpoint(checkpoint.clone())))
     }
     fn commit_effect(&self, boundary: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
-        let boundary = boundary.clone();
-        Box::pin(async move {
-            self.commit(&boundary.cut, boundary.identity(), |index| {
-                index.decide_effect(&boundary)
-            })
-            .await
-        })
+        Box::pin(self.commit(Request::Effect(boundary.clone())))
     }
     fn activate_tree(&self, activation: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
-        let activation = activation.clone();
-        Box::pin(async move {
-            self.commit(&activation.cut, activation.identity(), |index| {
-                index.decide_activation(&activation)
-            })
-            .await
-        })
+        Box::pin(self.commit(Request::Activation(activation.clone())))
     }
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
         let root = root.clone();
         Box::pin(async move { self.load(&root).await })
     }
+}
+
+/// One commit request.
+pub(crate) enum Request {
+    Checkpoint(Checkpoint),
+    Effect(EffectBoundary),
+    Activation(Activation),
+}
+
+impl Request {
+    fn cut(&self) -> &TreeCut {
+        match self {
+            Request::Checkpoint(c) => &c.cut,
+            Request::Effect(b) => &b.cut,
+            Request::Activation(a) => &a.cut,
+        }
+    }
+    fn identity(&self) -> String {
+        match self {
+            Request::Checkpoint(c) => c.identity(),
+            Request::Effect(b) => b.identity(),
+            Request::Activation(a) => a.identity(),
+        }
+    }
+    fn decide(&self, index: &CommitIndex) -> Result<Decision, CommitError> {
+        match self {
+            Request::Checkpoint(c) => index.decide_checkpoint(c),
+            Request::Effect(b) => index.decide_effect(b),
+            Request::Activation(a) => index.decide_activation(a),
+        }
+    }
+}
+
+/// What one try of a request inside its savepoint came to.
+enum Attempt {
+    Installed,
+    /// The request is the tree's current head (an identical retry): nothing to write.
+    Current,
+    /// Another start inserted the head row first: decide again against it.
+    LostStartRace,
+}
+
+/// Decides and installs one request inside `tx`, in a savepoint of its own; returns whether it
+/// wrote (and so needs the transaction's COMMIT before it is acknowledged).
+async fn apply_one(tx: &mut tokio_postgres::Transaction<'_>, request: &Request) -> Result<bool, CommitError> {
+    for _ in 0..START_RACE_TRIES {
+        let savepoint = tx.savepoint("keel_commit").await.map_err(pg)?;
+        let attempt = try_one(&savepoint, request).await;
+        match attempt {
+            Ok(Attempt::Installed) => {
+                savepoint.commit().await.map_err(pg)?;
+                return Ok(true);
+            }
+            Ok(Attempt::Current) => {
+                savepoint.rollback().await.map_err(pg)?;
+                return Ok(false);
+            }
+            Ok(Attempt::LostStartRace) => savepoint.rollback().await.map_err(pg)?,
+            Err(e) => {
+                // Undo this request only; if even that fails, the COMMIT fails and every
+                // installed request of the batch with it.
+                let _ = savepoint.rollback().await;
+                return Err(e);
+            }
+        }
+    }
+    let root = &request.cut().root_id;
+    Err(CommitError::Storage {
+        message: format!("the head row of {root} kept appearing and disappearing"),
+    })
+}
+
+/// One try (see the module docs): lock the head row, read the fact, decide, install.
+async fn try_one(tx: &tokio_postgres::Transaction<'_>, request: &Request) -> Result<Attempt, CommitError> {
+    let root = &request.cut().root_id;
+    let identity = request.identity();
+    let head = tx
+        .query_opt(
+            "SELECT incarnation, sequence, digest, cut FROM heads WHERE root_id = $1 FOR UPDATE",
+            &[&root.as_str()],
+        )
+        .await
+        .map_err(pg)?
+        .map(|row| head_from_row(root, &row))
+        .transpose()
+        .map_err(|e| row_error(root, e))?;
+    let fact = tx
+        .query_opt(
+            "SELECT content_digest FROM commits WHERE root_id = $1 AND identity = $2",
+            &[&root.as_str(), &identity],
+        )
+        .await
+        .map_err(pg)?
+        .map(|row| digest_from(row.get(0), "content digest"))
+        .transpose()
+        .map_err(storage)?;
+    let index = CommitIndex::for_tree(root.clone(), head.clone(), fact.map(|d| (identity.clone(), d)));
+    let installation = match request.decide(&index)? {
+        Decision::Current => return Ok(Attempt::Current),
+        Decision::Install(installation) => installation,
+    };
+    // This store keeps whole cuts: the rules resolved a delta against the head.
+    let whole = stored_cut_bytes(&installation.cut)?;
+    if whole.len() > MAX_CUT_BYTES {
+        return Err(CommitError::RecordTooLarge { bytes: to_u64(whole.len()), max: to_u64(MAX_CUT_BYTES) });
+    }
+    let whole: &[u8] = &whole;
+    let advanced = match &head {
+        None => tx
+            .execute(
+                "INSERT INTO heads (root_id, incarnation, sequence, digest, cut) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (root_id) DO NOTHING",
+                &[
+                    &root.as_str(),
+                    &installation.cut.incarnation.as_str(),
+                    &stored_sequence(installation.sequence)?,
+                    &&installation.cut.digest.0[..],
+                    &whole,
+                ],
+            )
+            .await
+            .map_err(pg)?,
+        Some(old) => tx
+            .execute(
+                "UPDATE heads SET incarnation = $2, sequence = $3, digest = $4, cut = $5, \
+                 updated_at = now() \
+                 WHERE root_id = $1 AND incarnation = $6 AND sequence = $7 AND digest = $8",
+                &[
+                    &root.as_str(),
+                    &installation.cut.incarnation.as_str(),
+                    &stored_sequence(installation.sequence)?,
+                    &&installation.cut.digest.0[..],
+                    &whole,
+                    &old.cut.incarnation.as_str(),
+                    &stored_sequence(old.sequence)?,
+                    &&old.cut.digest.0[..],
+                ],
+            )
+            .await
+            .map_err(pg)?,
+    };
+    if advanced != 1 {
+        if head.is_none() {
+            return Ok(Attempt::LostStartRace);
+        }
+        // The row was locked: only a change by hand can get here.
+        return Err(CommitError::TreeIncarnationConflict { reason: "the head changed under the row lock".into() });
+    }
+    insert_commit(tx, &installation).await?;
+    Ok(Attempt::Installed)
 }
 
 async fn insert_commit(
@@ -437,6 +536,15 @@ fn stored_sequence(sequence: u64) -> Result<i64, CommitError> {
 
 fn corrupt(message: String) -> PostgresError {
     PostgresError::Corrupt { message }
+}
+
+/// A head row that does not hold what the store writes damages its tree (the store's other
+/// trees are served); any other failure is the storage's.
+fn row_error(root: &ProcessId, e: PostgresError) -> CommitError {
+    match e {
+        PostgresError::Corrupt { message } => CommitError::Damaged { root: root.clone(), reason: message },
+        e => storage(e),
+    }
 }
 
 fn storage(e: PostgresError) -> CommitError {

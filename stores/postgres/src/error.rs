@@ -25,6 +25,13 @@ pub enum PostgresError {
     /// A migration failed; its transaction rolled back and left the schema as it was.
     #[error("migration {version} failed and was rolled back: {message}")]
     Migration { version: i32, message: String },
+    /// The schema holds tables of another program and no keel store: keel does not write into
+    /// it (nothing was created or changed).
+    #[error(
+        "schema {schema:?} holds tables of another program ({tables}) and no keel store; nothing \
+         was written to it: give the store a schema of its own (PostgresOptions::schema)"
+    )]
+    ForeignSchema { schema: String, tables: String },
     /// A query failed.
     #[error("PostgreSQL query failed: {message}")]
     Query { message: String },

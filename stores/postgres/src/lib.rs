@@ -1,6 +1,6 @@
 //! A PostgreSQL store for keel, for many worker processes sharing one database.
 //!
-//! * [`PostgresCommitter`] — the `Committer`: one server transaction per commit, the head row
+//! * [`PostgresCommitter`] — the `Committer`: commits grouped into server transactions, the head row
 //!   locked, compared and advanced atomically, a stale writer fenced by the database.
 //! * [`leases`](crate::Leases) — which worker drives which run, on the database clock.
 //! * [`Worker`] — claims runs whose lease is free or lapsed, restores and drives them with the
@@ -11,6 +11,7 @@
 
 mod committer;
 mod error;
+mod group;
 mod leases;
 mod pool;
 mod schema;

@@ -42,6 +42,7 @@ pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<Vec<i32
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await
         .map_err(PostgresError::query)?;
+    refuse_foreign(&tx, schema).await?;
     tx.batch_execute(&format!(
         "CREATE SCHEMA IF NOT EXISTS \"{schema}\";
          SET LOCAL search_path TO \"{schema}\";
@@ -80,6 +81,25 @@ pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<Vec<i32
     }
     tx.commit().await.map_err(PostgresError::query)?;
     Ok(applied)
+}
+
+/// Refuses a schema that holds tables but no `schema_version`: another program's, which the
+/// migration would otherwise fill with keel's tables.
+async fn refuse_foreign(tx: &tokio_postgres::Transaction<'_>, schema: &str) -> Result<(), PostgresError> {
+    let rows = tx
+        .query(
+            "SELECT c.relname::text FROM pg_catalog.pg_class c \
+             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1",
+            &[&schema],
+        )
+        .await
+        .map_err(PostgresError::query)?;
+    let tables: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    if tables.is_empty() || tables.iter().any(|t| t == "schema_version") {
+        return Ok(());
+    }
+    Err(PostgresError::ForeignSchema { schema: schema.to_owned(), tables: tables.join(", ") })
 }
 
 #[cfg(test)]

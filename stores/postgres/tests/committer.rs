@@ -1,6 +1,7 @@
-//! The PostgreSQL committer against a real server: the committer conformance suite, fencing
-//! and start races between separately connected stores (as separate worker processes would
-//! be), migrations, and the audit of the stored history.
+//! The PostgreSQL committer against a real server: the committer conformance suite, start
+//! races between many separately connected stores (as separate worker processes would be),
+//! migrations, and the audit of the stored history. A stale writer fenced by a takeover is in
+//! the store fault suite (store_faults.rs).
 
 mod support;
 
@@ -31,15 +32,6 @@ fn start(cut: &TreeCut) -> Checkpoint {
     }
 }
 
-fn progress(sequence: u64, previous: &TreeCut, cut: &TreeCut) -> Checkpoint {
-    Checkpoint {
-        sequence,
-        kind: CheckpointKind::Progress,
-        previous_digest: Some(previous.digest),
-        cut: cut.clone(),
-    }
-}
-
 #[test]
 fn postgres_committer_passes_conformance() {
     support::runtime().block_on(async {
@@ -65,51 +57,6 @@ fn postgres_committer_passes_conformance() {
             support::drop_schema(&url, schema).await;
         }
         result.unwrap();
-    });
-}
-
-#[test]
-fn a_stale_writer_in_another_connection_is_fenced_by_the_database() {
-    support::runtime().block_on(async {
-        let Some(url) = support::server().await else {
-            return;
-        };
-        let schema = support::fresh_schema("fence");
-        // Two stores, two pools: nothing is shared but the database.
-        let old = support::open(&url, &schema).await;
-        let new = support::open(&url, &schema).await;
-        let root = ProcessId::parse("process:fenced").unwrap();
-        let s0 = cut(&root, 1, "start");
-        let p1 = cut(&root, 1, "progress");
-        old.commit_checkpoint(&start(&s0)).await.unwrap();
-        old.commit_checkpoint(&progress(2, &s0, &p1)).await.unwrap();
-
-        let head = new.load_tree(&root).await.unwrap().unwrap();
-        assert!(head.cut.same_cut(&p1) && head.sequence == 2);
-        let a2 = cut(&root, 2, "restored");
-        let activation = Activation {
-            previous_incarnation: inc(1),
-            previous_digest: p1.digest,
-            new_incarnation: inc(2),
-            cut: a2.clone(),
-        };
-        new.activate_tree(&activation).await.unwrap();
-
-        // The old writer still believes it owns the tree: the database says otherwise.
-        let late = old
-            .commit_checkpoint(&progress(3, &p1, &cut(&root, 1, "late")))
-            .await;
-        assert!(
-            matches!(late, Err(CommitError::TreeIncarnationConflict { .. })),
-            "{late:?}"
-        );
-        let head = old.load_tree(&root).await.unwrap().unwrap();
-        assert!(head.cut.same_cut(&a2) && head.sequence == 0);
-
-        let history = old.history(&root).await.unwrap();
-        assert_eq!(history.len(), 3);
-        audit_history(&history).unwrap();
-        support::drop_schema(&url, &schema).await;
     });
 }
 
@@ -249,5 +196,46 @@ fn bad_options_get_typed_errors() {
         // Nothing listens on port 1.
         let r = PostgresCommitter::connect("host=127.0.0.1 port=1 connect_timeout=2").await;
         assert!(matches!(r, Err(PostgresError::Connect { .. })), "{r:?}");
+    });
+}
+
+#[test]
+fn concurrent_commits_of_different_trees_share_a_transaction_and_are_acknowledged_after_it() {
+    support::runtime().block_on(async {
+        let Some(url) = support::server().await else {
+            return;
+        };
+        let schema = support::fresh_schema("group");
+        let store = support::open(&url, &schema).await;
+        // Another store (its own connections): it sees only what was committed.
+        let observer = support::open(&url, &schema).await;
+        let roots: Vec<ProcessId> = (0..20)
+            .map(|i| ProcessId::parse(&format!("process:group-{i}")).unwrap())
+            .collect();
+        let taken = ProcessId::parse("process:group-taken").unwrap();
+        store.commit_checkpoint(&start(&cut(&taken, 1, "first"))).await.unwrap();
+        let (batches_before, _) = store.group_stats();
+        let commits = roots.iter().map(|root| {
+            let (store, observer) = (&store, &observer);
+            async move {
+                store.commit_checkpoint(&start(&cut(root, 1, "start"))).await?;
+                // Acknowledged: committed, so visible to every other connection.
+                let head = observer.load_tree(root).await?;
+                assert!(head.is_some(), "{root} acknowledged before its transaction committed");
+                Ok::<(), CommitError>(())
+            }
+        });
+        // A refused commit in the middle of the batch leaves the others.
+        let rival = store.commit_checkpoint(&start(&cut(&taken, 2, "rival")));
+        let (outcomes, rival) = futures::future::join(futures::future::join_all(commits), rival).await;
+        for outcome in outcomes {
+            outcome.unwrap();
+        }
+        assert!(matches!(rival, Err(CommitError::TreeIncarnationConflict { .. })), "{rival:?}");
+        let (batches, requests) = store.group_stats();
+        let batches = batches - batches_before;
+        assert!(requests >= 22, "{requests}");
+        assert!(batches <= 3, "21 concurrent commits took {batches} transactions");
+        support::drop_schema(&url, &schema).await;
     });
 }

@@ -199,9 +199,13 @@ struct Sample {
     bytes: (u64, bool),
 }
 
-fn one_run(store: Store, rounds: u64, run: u64) -> Sample {
+/// `agents` roots started at once on one engine over one fresh store, each running the tool
+/// loop for `rounds` rounds: all their commits over the wall time until the last one finished,
+/// and the bytes written meanwhile.
+fn run_agents(store: Store, agents: usize, rounds: u64, run: u64) -> Sample {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("tokio runtime");
-    let dir: PathBuf = std::env::temp_dir().join(format!("keel-bench-stores-{}-{}-{run}", std::process::id(), store.name()));
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("keel-bench-stores-{}-{}-{agents}-{run}", std::process::id(), store.name()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("bench directory");
     let sample = rt.block_on(async {
@@ -219,10 +223,16 @@ fn one_run(store: Store, rounds: u64, run: u64) -> Sample {
         let input = InteractionInput::new(vec![Message::user("run the loop")]).to_payload().expect("input");
         let (files_before, written_before) = (dir_bytes(&dir), written_bytes());
         let started = Instant::now();
-        let handle = engine.start(parent, input).await.expect("start");
-        let result = handle.await_result().await.expect("the loop finished");
+        let handles = futures::future::join_all((0..agents).map(|_| engine.start(parent.clone(), input.clone()))).await;
+        let results = futures::future::join_all(
+            handles.iter().map(|h| async move { h.as_ref().expect("start").await_result().await }),
+        )
+        .await;
         let elapsed = started.elapsed();
-        assert!(result.output.is_some(), "the loop completed: {:?}", result.termination);
+        for result in results {
+            let result = result.expect("the loop finished");
+            assert!(result.output.is_some(), "the loop completed: {:?}", result.termination);
+        }
         let bytes = match (written_before, written_bytes()) {
             (Some(before), Some(after)) => (after - before, true),
             _ => (dir_bytes(&dir).saturating_sub(files_before), false),
@@ -234,50 +244,11 @@ fn one_run(store: Store, rounds: u64, run: u64) -> Sample {
     sample
 }
 
-/// `agents` roots started at once on one engine over one store, each running the tool loop
-/// for `rounds` rounds: all their commits over the wall time until the last one finished.
-fn concurrent_run(store: Store, agents: usize, rounds: u64, run: u64) -> (Duration, u64) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("tokio runtime");
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("keel-bench-group-{}-{}-{agents}-{run}", std::process::id(), store.name()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("bench directory");
-    let measured = rt.block_on(async {
-        let tokio_env = Arc::new(TokioEnv::current().expect("tokio env"));
-        let env = Env::new(tokio_env.clone(), tokio_env, Arc::new(SeededRng::new(run)));
-        let (parent, resolver) = deployments(rounds);
-        let counting = Arc::new(Counting { inner: store.open(&dir), commits: AtomicU64::new(0) });
-        let engine = Engine::new(EngineConfig {
-            env,
-            committer: counting.clone(),
-            resolver,
-            root: RootConfig { budget: Budget::unlimited(), capabilities: CapabilitySet::empty(), limits: TreeLimits::default() },
-            listeners: vec![],
-        });
-        let input = InteractionInput::new(vec![Message::user("run the loop")]).to_payload().expect("input");
-        let started = Instant::now();
-        let handles = futures::future::join_all((0..agents).map(|_| engine.start(parent.clone(), input.clone()))).await;
-        let results = futures::future::join_all(
-            handles.iter().map(|h| async move { h.as_ref().expect("start").await_result().await }),
-        )
-        .await;
-        let elapsed = started.elapsed();
-        for result in results {
-            let result = result.expect("the loop finished");
-            assert!(result.output.is_some(), "the loop completed: {:?}", result.termination);
-        }
-        (elapsed, counting.commits.load(Ordering::Relaxed))
-    });
-    drop(rt);
-    let _ = std::fs::remove_dir_all(&dir);
-    measured
-}
-
 /// Median commits per second of `repeats` concurrent runs.
 fn concurrent_rate(store: Store, agents: usize, rounds: u64, repeats: usize) -> f64 {
     let mut rates: Vec<f64> = (0..repeats)
         .map(|run| {
-            let (elapsed, commits) = concurrent_run(store, agents, rounds, run as u64);
+            let Sample { elapsed, commits, .. } = run_agents(store, agents, rounds, run as u64);
             println!("# {} with {agents} agents: {commits} commits in {:.1} ms", store.name(), elapsed.as_secs_f64() * 1e3);
             commits as f64 / elapsed.as_secs_f64()
         })
@@ -291,7 +262,7 @@ fn main() {
     let quick = !std::env::args().any(|a| a == "--bench");
     let (repeats, rounds) = if quick { (1, 5) } else { (REPEATS, ROUNDS) };
     for store in Store::ALL {
-        let mut samples: Vec<Sample> = (0..repeats).map(|run| one_run(store, rounds, run as u64)).collect();
+        let mut samples: Vec<Sample> = (0..repeats).map(|run| run_agents(store, 1, rounds, run as u64)).collect();
         samples.sort_by_key(|s| s.elapsed);
         let s = &samples[samples.len() / 2];
         println!(

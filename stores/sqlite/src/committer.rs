@@ -365,35 +365,7 @@ impl SqliteCommitter {
 
     fn load(&self, root: &ProcessId) -> Result<Option<Head>, CommitError> {
         let conn = self.lock();
-        let mut statement = conn
-            .prepare_cached(
-                "SELECT sequence, incarnation_id, cut_digest, cut FROM keel_heads WHERE root_id = ?1",
-            )
-            .map_err(storage)?;
-        let row = statement
-            .query_row([root.as_str()], |row| {
-                Ok((|| -> Result<Head, Reason> {
-                    let sequence = rows::count(row, "sequence")?;
-                    let incarnation = rows::incarnation(row, "incarnation_id")?;
-                    let digest = rows::digest(row, "cut_digest")?;
-                    let bytes = rows::blob(row, "cut")?;
-                    if bytes.len() > self.max_record_bytes {
-                        return Err(format!(
-                            "cut of {} bytes above the maximum {}",
-                            bytes.len(),
-                            self.max_record_bytes
-                        ));
-                    }
-                    Ok(Head { cut: stored_cut(root.clone(), incarnation, digest, &bytes)?, sequence })
-                })())
-            })
-            .optional()
-            .map_err(storage)?;
-        match row {
-            None => Ok(None),
-            Some(Ok(head)) => Ok(Some(head)),
-            Some(Err(reason)) => Err(damaged(root, format!("keel_heads row: {reason}"))),
-        }
+        Ok(read_head(&conn, root, true, self.max_record_bytes)?.map(|stored| stored.head))
     }
 
     /// Every installed commit of `root`, in installation order.

@@ -515,3 +515,4 @@ fn a_writer_kept_waiting_by_another_connection_is_told_so() {
 }
 
 mod group;
+mod store_faults;

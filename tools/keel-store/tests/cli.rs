@@ -7,45 +7,13 @@ use keel::prelude::*;
 use keel_store_sqlite::SqliteCommitter;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_keel-store");
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("keel-store-cli-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Tests run on parallel threads and spawn `keel-store`; a child being spawned holds a copy of
-/// every file this process has open until its exec closes it (they are close-on-exec), a
-/// store's locked log included. A store dropped and reopened in this process in that instant
-/// finds its lock still held, by a copy of its own file: only that case is retried, briefly.
-fn retry_while_a_spawning_child_holds<T, E: std::fmt::Display>(mut open: impl FnMut() -> Result<T, E>) -> Result<T, E> {
-    for _ in 0..400 {
-        match open() {
-            Err(e) if e.to_string().contains("is in use by") => {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            other => return other,
-        }
-    }
-    open()
-}
+#[path = "../../../tests/src/store_fixtures.rs"]
+mod store_fixtures;
+use store_fixtures::{retry_while_a_spawning_child_holds, TempDir};
 
 fn weather_agent() -> Agent {
     let weather = tool_fn(
@@ -173,7 +141,7 @@ fn stderr(o: &Output) -> String {
 }
 
 fn check_store(kind: Kind) {
-    let dir = TempDir::new();
+    let dir = TempDir::new("store-cli");
     let (finished, waiting, unknown) = populate(kind, &dir.0);
     let (flag, path) = store_flag(kind, &dir.0);
     let path = path.to_str().unwrap();
@@ -279,7 +247,7 @@ fn frames(log: &[u8]) -> Vec<(usize, usize)> {
 #[test]
 fn verify_names_the_damaged_tree_and_the_others_stay_readable() {
     for kind in [Kind::File, Kind::Sqlite] {
-        let dir = TempDir::new();
+        let dir = TempDir::new("store-cli");
         let (finished, waiting, _) = populate(kind, &dir.0);
         let (flag, path) = store_flag(kind, &dir.0);
         match kind {
@@ -332,7 +300,7 @@ fn listing(dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_torn_tail_is_reported_left_in_place_and_cut_only_by_repair() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("store-cli");
     let (finished, _, unknown) = populate(Kind::File, &dir.0);
     let (_, store) = store_flag(Kind::File, &dir.0);
     let log_path = store.join("commits.log");
@@ -377,7 +345,7 @@ fn a_torn_tail_is_reported_left_in_place_and_cut_only_by_repair() {
 
 #[test]
 fn a_flipped_bit_in_the_last_record_is_damage_that_verify_reports_and_repair_refuses() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("store-cli");
     let (_, _, unknown) = populate(Kind::File, &dir.0);
     let (_, store) = store_flag(Kind::File, &dir.0);
     let log_path = store.join("commits.log");
@@ -404,7 +372,7 @@ fn a_flipped_bit_in_the_last_record_is_damage_that_verify_reports_and_repair_ref
 
 #[test]
 fn a_running_writer_refuses_every_other_open_even_without_store_lock() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("store-cli");
     let (finished, _, _) = populate(Kind::File, &dir.0);
     let (_, store) = store_flag(Kind::File, &dir.0);
     let writer = retry_while_a_spawning_child_holds(|| keel::kernel::commit::FileCommitter::open(&store)).unwrap();
@@ -442,7 +410,7 @@ fn a_running_writer_refuses_every_other_open_even_without_store_lock() {
 
 #[test]
 fn paths_of_the_wrong_kind_say_what_is_wrong_and_create_nothing() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("store-cli");
     // A directory of another program, with its own commits.log.
     let foreign = dir.0.join("foreign");
     std::fs::create_dir(&foreign).unwrap();

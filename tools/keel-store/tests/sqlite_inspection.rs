@@ -4,31 +4,15 @@
 
 use keel::prelude::*;
 use keel_store_sqlite::SqliteCommitter;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_keel-store");
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("keel-store-sqlite-inspection-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+#[path = "../../../tests/src/store_fixtures.rs"]
+mod store_fixtures;
+use store_fixtures::TempDir;
 
 fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()
@@ -48,7 +32,7 @@ const COMMANDS: [&[&str]; 5] =
 
 #[test]
 fn an_empty_or_foreign_sqlite_file_is_refused_and_left_byte_identical() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("store-sqlite-inspection");
     let empty = dir.0.join("empty.sqlite");
     std::fs::write(&empty, b"").unwrap();
     let tables = dir.0.join("customers.sqlite");
@@ -87,7 +71,7 @@ fn an_empty_or_foreign_sqlite_file_is_refused_and_left_byte_identical() {
 
 #[test]
 fn inspecting_a_keel_store_leaves_its_database_file_unchanged() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("store-sqlite-inspection");
     let path = dir.0.join("agents.sqlite");
     let root = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
         let agent = Agent::builder("greeter")

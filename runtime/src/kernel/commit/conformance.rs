@@ -7,6 +7,10 @@
 //! state), the digest is the tree digest, so a backend that keeps whole cuts and splits them
 //! again (`TreeCut::from_whole`) reproduces an identical cut. Deltas ("delta rules") are
 //! built with `TreeCut::delta_from` exactly as the kernel builds them.
+//!
+//! [`faults`] is the other half: the faults a durable store meets (reopen, a second writer, a
+//! deleted lock, a takeover race, torn and damaged tails, a full disk, a failed sync, a foreign
+//! file), run against every store through a fixture of its own.
 
 use super::port::{
     Activation, Checkpoint, CheckpointKind, CommitError, Committer, EffectBoundary,
@@ -15,6 +19,8 @@ use super::port::{
 use crate::json::Digest;
 use crate::kernel::ids::{EffectId, IncarnationId, ProcessId};
 use sha2::{Digest as _, Sha256};
+
+pub mod faults;
 
 /// Runs every scenario; the error names the scenario and the failed check.
 pub async fn check_committer<C: Committer>(make: impl Fn() -> C) -> Result<(), String> {

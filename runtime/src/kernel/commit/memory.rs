@@ -203,6 +203,38 @@ mod tests {
         block_on(check_committer(MemoryCommitter::new)).unwrap();
     }
 
+    /// Handles of one in-memory store, as the store fault suite opens them.
+    struct MemoryFixture(std::sync::Arc<MemoryCommitter>);
+
+    impl crate::kernel::commit::conformance::faults::StoreFixture for MemoryFixture {
+        type Store = std::sync::Arc<MemoryCommitter>;
+        fn name(&self) -> &'static str {
+            "memory"
+        }
+        fn supports(&self, fault: Fault) -> Support {
+            match fault {
+                Fault::SecondWriter | Fault::TakeoverRace => Support::Applies,
+                Fault::LockDeleted => Support::NotApplicable("no lock: handles of one store in one process"),
+                Fault::ForeignFile => Support::NotApplicable("no file: the store lives in the process's memory"),
+                _ => Support::NotApplicable("nothing outlives the process: no disk, no reopen"),
+            }
+        }
+        fn exclusion(&self) -> Exclusion {
+            Exclusion::Fenced
+        }
+        async fn open(&self) -> Result<Self::Store, OpenFailure> {
+            Ok(self.0.clone())
+        }
+    }
+
+    use crate::kernel::commit::conformance::faults::{check_faults, Exclusion, Fault, OpenFailure, Support};
+
+    #[test]
+    fn the_memory_store_passes_the_store_fault_suite() {
+        let report = block_on(check_faults(&MemoryFixture(std::sync::Arc::new(MemoryCommitter::new())))).unwrap();
+        assert_eq!(report.ran, [Fault::SecondWriter, Fault::TakeoverRace]);
+    }
+
     #[test]
     fn an_index_seeded_with_one_head_and_fact_decides_like_the_whole_history() {
         use crate::kernel::commit::{CommitIndex, Decision};

@@ -1267,3 +1267,4 @@ fn compaction_is_refused_while_a_tree_is_damaged() {
 }
 
 mod group_space;
+mod store_faults;
