@@ -9,7 +9,8 @@
 //! generated spec): per model turn a sleep of the model's latency, then per tool call of the
 //! turn a spawned task sleeping the tool's latency, joined before the next turn. It prints
 //! `harness_overhead = X`: keel's madsim run time over the bare program's for the same seeds,
-//! the price of the runtime, the world and its oracle over madsim itself.
+//! the price of the runtime, the world and its oracle over madsim itself, and
+//! `madsim_runs_per_s_per_core = X`: keel's runs per second on madsim (one core).
 //!
 //! Method: R rounds; each round runs the same seeds on madsim, then on tokio, alternating the
 //! order between rounds so drift (thermal, the other core's load) hits both sides alike. The
@@ -128,6 +129,7 @@ fn main() {
         println!("{:<8} {:>8} {:>8} {:>10.2} {:>14.1}", s.name, s.runs, s.failed, s.time.as_secs_f64(), rate(s));
     }
     println!("ratio    madsim / tokio = {:.2}x", rate(&madsim) / rate(&tokio));
+    println!("madsim_runs_per_s_per_core = {:.1}", rate(&madsim));
     // Time per run on each side, same seeds (the bare side ran each seed BARE_REPEATS times).
     println!("harness_overhead = {:.1}", rate(&bare_side) / rate(&madsim));
 }

@@ -2,9 +2,15 @@
 
 use std::time::Duration;
 
-/// Seeds per built-in scenario of the campaign `cargo test` runs (`sim/tests/default_campaign.rs`)
-/// and of the mutation checks (`sim/tests/mutations.rs`), which must fail within it.
+/// Seeds per built-in scenario of the long campaign (`sim/tests/default_campaign.rs`, ignored by
+/// plain `cargo test`; `.ci/run` runs it with `-- --ignored`), of the mutation checks
+/// (`sim/tests/mutations.rs`), which must fail within it, and of a harness `Campaign`.
 pub const TEST_CAMPAIGN_SEEDS: u64 = 1000;
+
+/// Seeds per built-in scenario of the short campaign plain `cargo test` runs (pass and
+/// determinism; full fault coverage is the long campaign's check), small enough that the
+/// workspace tests stay within their time budget (figures in ARCHITECTURE.md).
+pub const QUICK_CAMPAIGN_SEEDS: u64 = 150;
 
 /// Default `--jobs` cap: the machines running campaigns are small and shared.
 pub const DEFAULT_MAX_JOBS: usize = 2;
