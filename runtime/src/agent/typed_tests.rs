@@ -189,7 +189,7 @@ fn a_typed_tool_derives_its_schema_decodes_its_arguments_and_returns_json() {
         assert_eq!(run.result().await.unwrap().text(), "Done.");
         assert_eq!(*calls.lock().unwrap(), ["Paris", "Atlantis"], "undecodable arguments never reach the function");
         assert_eq!(settled[0], (false, r#"{"celsius":21,"city":"Paris"}"#.to_owned()));
-        assert_eq!(settled[1], (true, "no weather station in Atlantis".to_owned()));
+        assert!(settled[1].0 && settled[1].1.contains("no weather station in Atlantis"), "{settled:?}");
         assert!(settled[2].0, "{settled:?}");
         assert!(settled[2].1.contains("the arguments of `get_weather` do not fit its schema"), "{}", settled[2].1);
         assert!(settled[2].1.contains("invalid IP address syntax"), "serde's message: {}", settled[2].1);
