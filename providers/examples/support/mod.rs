@@ -21,7 +21,7 @@ pub async fn ask(model: impl ModelClient, messages: Vec<Message>) -> Result<Stri
     if !result.is_completed() {
         return Err(format!("the run ended {:?}: {}", result.status(), result.reason()).into());
     }
-    let output = result.output().ok_or("a completed run without an output")?;
+    let output = result.interaction_output().ok_or("a completed run without an output")?;
     Ok(match output.completion {
         Completion::ModelResponse(response) => format!(
             "{}\n(finish: {:?}, usage: {:?}, model calls: {})",

@@ -11,6 +11,7 @@
 //! | response `content` / `refusal` | text parts; a refusal makes the finish reason `refusal` |
 //! | finish reasons | `stop`, `length`, `tool_calls` (and the old `function_call`), `content_filter`; anything else is `other` |
 //! | usage | `prompt_tokens` → input, of which `prompt_tokens_details.cached_tokens` → cache read; `completion_tokens` → output, of which `completion_tokens_details.reasoning_tokens` → reasoning |
+//! | typed output schema (`ModelCallContext::output_schema`) | `response_format` `{"type": "json_schema", "json_schema": {"name": "output", "schema", "strict": false}}` (see [`OpenAiConfig::structured_output`]) |
 //! | `n` (through `options.extra`) | must be absent or 1: refused before sending otherwise, and a response or stream carrying a second choice fails the call (keel's response holds one answer; a stream's choices arrive interleaved, and merging them would garble the answer) |
 //!
 //! Streaming sends `stream: true` and `stream_options.include_usage` (turn it off with
@@ -26,6 +27,7 @@ use crate::retry::Pacing;
 use crate::wire::{endpoint, Endpoint};
 use keel::chat::{Request, Response};
 use keel::env::BoxFuture;
+use keel::json::Json;
 use keel::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelStreamer};
 
 pub(crate) const PROVIDER: &str = "openai";
@@ -55,6 +57,11 @@ pub struct OpenAiConfig {
     pub legacy_max_tokens: bool,
     /// Ask streams for a final usage chunk (`stream_options.include_usage`).
     pub stream_usage: bool,
+    /// Send the schema of an agent's typed output (`AgentBuilder::output`) as
+    /// `response_format` `json_schema` (not strict: a `schemars` schema need not meet strict
+    /// mode's rules; the answer is checked by the agent anyway). Turn it off for a server that
+    /// rejects `response_format`: the schema still reaches the model in the system message.
+    pub structured_output: bool,
     /// Retries, timeouts, and the clock and rng they run on.
     pub pacing: Pacing,
 }
@@ -73,6 +80,7 @@ impl OpenAiConfig {
             model: model.into(),
             legacy_max_tokens: false,
             stream_usage: true,
+            structured_output: true,
             pacing,
         }
     }
@@ -103,6 +111,7 @@ impl std::fmt::Debug for OpenAiConfig {
             .field("model", &self.model)
             .field("legacy_max_tokens", &self.legacy_max_tokens)
             .field("stream_usage", &self.stream_usage)
+            .field("structured_output", &self.structured_output)
             .field("pacing", &self.pacing)
             .finish()
     }
@@ -150,7 +159,14 @@ impl OpenAiClient {
 
     /// One complete call, with the crate's retry rules.
     pub async fn complete(&self, request: &Request) -> Result<Response, ProviderError> {
-        let body = request::body(request, &self.config.model, self.config.legacy_max_tokens, None)?;
+        self.complete_with(request, None).await
+    }
+
+    /// [`complete`](Self::complete), asking for an answer matching `output_schema` when the
+    /// configuration allows it ([`OpenAiConfig::structured_output`]).
+    pub async fn complete_with(&self, request: &Request, output_schema: Option<&Json>) -> Result<Response, ProviderError> {
+        let mut body = request::body(request, &self.config.model, self.config.legacy_max_tokens, None)?;
+        self.response_format(&mut body, output_schema)?;
         let (response, sent_at) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
         let bytes = self.transport.read_body(response, sent_at).await?;
         response::parse(&bytes)
@@ -159,25 +175,41 @@ impl OpenAiClient {
     /// Opens one streamed call, with the crate's retry rules (retries end once the stream's
     /// status and headers arrived).
     pub async fn open_stream(&self, request: &Request) -> Result<ModelDeltaStream<'static>, ProviderError> {
-        let body = request::body(request, &self.config.model, self.config.legacy_max_tokens, Some(self.config.stream_usage))?;
+        self.open_stream_with(request, None).await
+    }
+
+    /// [`open_stream`](Self::open_stream), asking for an answer matching `output_schema` when
+    /// the configuration allows it ([`OpenAiConfig::structured_output`]).
+    pub async fn open_stream_with(&self, request: &Request, output_schema: Option<&Json>) -> Result<ModelDeltaStream<'static>, ProviderError> {
+        let mut body = request::body(request, &self.config.model, self.config.legacy_max_tokens, Some(self.config.stream_usage))?;
+        self.response_format(&mut body, output_schema)?;
         let (response, _) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
         Ok(crate::stream::deltas(self.transport.chunks(response), stream::OpenAiEvents::default()))
     }
 }
 
+impl OpenAiClient {
+    fn response_format(&self, body: &mut serde_json::Value, output_schema: Option<&Json>) -> Result<(), ProviderError> {
+        match output_schema {
+            Some(schema) if self.config.structured_output => request::insert_response_format(body, schema),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl ModelClient for OpenAiClient {
-    fn call<'a>(&'a self, _cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<Response, ModelError>> {
-        Box::pin(async move { Ok(self.complete(&request).await?) })
+    fn call<'a>(&'a self, cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<Response, ModelError>> {
+        Box::pin(async move { Ok(self.complete_with(&request, cx.output_schema.as_ref()).await?) })
     }
 }
 
 impl ModelStreamer for OpenAiClient {
     fn stream<'a>(
         &'a self,
-        _cx: &'a ModelCallContext,
+        cx: &'a ModelCallContext,
         request: Request,
     ) -> BoxFuture<'a, Result<ModelDeltaStream<'a>, ModelError>> {
-        Box::pin(async move { Ok(self.open_stream(&request).await?) })
+        Box::pin(async move { Ok(self.open_stream_with(&request, cx.output_schema.as_ref()).await?) })
     }
 }
 

@@ -57,6 +57,18 @@ pub(crate) fn body(request: &Request, model: &str, legacy_max_tokens: bool, stre
     Ok(Value::Object(body))
 }
 
+/// Asks for a final answer matching `schema` (`response_format` `json_schema`). A
+/// `response_format` the request set through `options.extra` is kept: the caller chose it.
+pub(crate) fn insert_response_format(body: &mut Value, schema: &keel::json::Json) -> Result<(), ProviderError> {
+    let schema = to_value(PROVIDER, schema, "output schema")?;
+    if let Value::Object(body) = body {
+        body.entry("response_format").or_insert_with(|| {
+            json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": false}})
+        });
+    }
+    Ok(())
+}
+
 /// Refuses `n` other than 1 (it can only come through `options.extra`), before anything is
 /// sent: keel's response holds one answer, so further choices would be billed and thrown
 /// away (complete mode) or interleaved with the first (a stream's choices arrive mixed,

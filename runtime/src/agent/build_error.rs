@@ -88,6 +88,24 @@ pub enum BuildError {
         /// What is wrong.
         detail: String,
     },
+    /// The instructions cannot be sent as a system message.
+    #[error("agent `{agent}`: the instructions cannot be sent to the model: {detail}; shorten or clean up the text given to `.instructions(..)`")]
+    Instructions {
+        /// The agent.
+        agent: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The declared output type has no usable JSON Schema.
+    #[error("agent `{agent}`: the output type `{type_name}` cannot be checked: {detail}; give `.output::<T>()` a type whose `schemars::JsonSchema` derives a valid JSON Schema")]
+    Output {
+        /// The agent.
+        agent: String,
+        /// The type given to `.output::<T>()`.
+        type_name: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// The underlying Interaction refused the configuration.
     #[error("agent `{agent}`: {detail}")]
     Interaction {

@@ -6,6 +6,8 @@ use super::identity::{configuration_digest, implementation_digest, tagged};
 use super::model_retry::{ModelErrorPolicy, ModelRetry, MAX_MODEL_ATTEMPTS};
 use super::policy::UnknownPolicy;
 use super::tool_fn::FnTool;
+use super::typed_output::{output_instructions, output_validator, OutputSpec};
+use crate::schema::Schema;
 use super::tool_options::{ToolConcurrency, ToolOptions};
 use super::tracker::Hub;
 use crate::chat::ToolOutput;
@@ -72,7 +74,32 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
-    /// Starts building an agent named `name` (letters, digits, `_`, `-`, `.`).
+    /// Starts building an agent named `name` (letters, digits, `_`, `-`, `.`). Give it a
+    /// [`version`](AgentBuilder::version) and a [`model`](AgentBuilder::model); everything
+    /// else has a default. [`build`](AgentBuilder::build) checks it all before any call.
+    ///
+    /// ```
+    /// use keel::prelude::*;
+    ///
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Lookup {
+    ///     /// The order number.
+    ///     order: u64,
+    /// }
+    ///
+    /// let status = tool("order_status", "The status of an order.", |args: Lookup| async move {
+    ///     Ok::<_, String>(format!("order {} shipped", args.order))
+    /// });
+    /// let agent = Agent::builder("support")
+    ///     .version("2024-06-01")
+    ///     .instructions("You answer questions about orders.")
+    ///     .model(ScriptedModel::new().then_text("It shipped."))
+    ///     .tool(status)
+    ///     .max_model_calls(6)
+    ///     .build()?;
+    /// assert_eq!(agent.name(), "support");
+    /// # Ok::<(), BuildError>(())
+    /// ```
     pub fn builder(name: impl Into<String>) -> AgentBuilder {
         AgentBuilder::new(name.into())
     }
@@ -158,6 +185,8 @@ pub struct AgentBuilder {
     max_context_bytes: u64,
     validator: Option<(String, CompletionValidator)>,
     wrapper: Option<Arc<ToolWrapper>>,
+    instructions: Option<String>,
+    output: Option<OutputSpec>,
 }
 
 impl AgentBuilder {
@@ -177,6 +206,8 @@ impl AgentBuilder {
             max_context_bytes: crate::limits::DEFAULT_MAX_CONTEXT_BYTES,
             validator: None,
             wrapper: None,
+            instructions: None,
+            output: None,
         }
     }
 
@@ -190,6 +221,68 @@ impl AgentBuilder {
     /// version they started with: change it whenever that code changes behavior.
     pub fn version(mut self, version: impl Into<String>) -> AgentBuilder {
         self.version = Some(version.into());
+        self
+    }
+
+    /// The agent's instructions (its system prompt): sent to the model as the system message
+    /// at the head of every call, whichever provider client is used.
+    ///
+    /// They are part of the agent's configuration digest, like its tools and limits: a run
+    /// started under other instructions is refused on resume (the refusal names the
+    /// settings), never continued silently under new ones.
+    ///
+    /// ```
+    /// use keel::prelude::*;
+    /// let agent = Agent::builder("support")
+    ///     .version("1")
+    ///     .instructions("You answer customer questions about orders. Be brief and polite.")
+    ///     .model(ScriptedModel::new().then_text("Hello!"))
+    ///     .build()?;
+    /// # let _ = agent;
+    /// # Ok::<(), BuildError>(())
+    /// ```
+    pub fn instructions(mut self, text: impl Into<String>) -> AgentBuilder {
+        self.instructions = Some(text.into());
+        self
+    }
+
+    /// Declares a structured final answer of type `T`: its JSON Schema (derived by
+    /// `schemars`) is given to the model, in the system message and, for clients that
+    /// support structured output, with each call
+    /// ([`ModelCallContext::output_schema`](crate::interaction::model::ModelCallContext::output_schema)).
+    ///
+    /// Every final answer is checked before the run may complete: one that is not JSON or does
+    /// not match the schema is sent back to the model with what is wrong, and the model is
+    /// called again (each try counts against [`max_model_calls`](Self::max_model_calls)).
+    /// Read the answer with [`RunResult::output`](super::RunResult::output). The schema is
+    /// part of the configuration digest. A [`completion_validator`](Self::completion_validator)
+    /// still applies, after the schema check.
+    ///
+    /// ```
+    /// use keel::prelude::*;
+    /// use serde::Deserialize;
+    ///
+    /// #[derive(Deserialize, schemars::JsonSchema)]
+    /// struct Forecast {
+    ///     city: String,
+    ///     celsius: i32,
+    /// }
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
+    /// let agent = Agent::builder("forecaster")
+    ///     .version("1")
+    ///     .model(ScriptedModel::new().then_text(r#"{"city":"Paris","celsius":21}"#))
+    ///     .output::<Forecast>()
+    ///     .build()?;
+    /// let run = Runtime::in_memory(agent)?.start("Weather in Paris?").await?;
+    /// let forecast: Forecast = run.result().await?.output()?;
+    /// assert_eq!((forecast.city.as_str(), forecast.celsius), ("Paris", 21));
+    /// # Ok(()) })
+    /// # }
+    /// ```
+    pub fn output<T: schemars::JsonSchema>(mut self) -> AgentBuilder {
+        self.output = Some(OutputSpec::of::<T>());
         self
     }
 
@@ -320,6 +413,8 @@ impl AgentBuilder {
             return Err(BuildError::ContextLimit { agent, bytes: self.max_context_bytes });
         }
         let description = self.description.clone().unwrap_or_else(|| format!("The {agent} agent."));
+        let mut model = model;
+        let (system, output_schema, validator) = self.model_instructions(&agent, &mut model)?;
         let implementation = implementation_digest(&version);
 
         // Tools: each definition checked on its own, names unique across tools and delegates.
@@ -442,6 +537,8 @@ impl AgentBuilder {
                 .value("tools", Json::Array(tool_json))
                 .value("delegates", Json::Array(delegate_json))
                 .opt_field("validator", self.validator.as_ref().map(|(id, _)| id))
+                .opt_field("instructions", system.as_ref())
+                .opt_value("output_schema", output_schema)
                 .build(),
         );
         let definition = Definition::new(DefinitionConfig {
@@ -453,7 +550,7 @@ impl AgentBuilder {
             tool_capabilities: CapabilitySet::empty(),
             max_concurrent_tool_calls: if has_tools { limit } else { 0 },
             delegates,
-            completion_validator: self.validator.map(|(_, v)| v),
+            completion_validator: validator,
             max_context_bytes: self.max_context_bytes,
         })
         .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
@@ -483,6 +580,42 @@ impl AgentBuilder {
             max_concurrent_tool_calls: if has_tools { limit } else { 0 },
             delegates: delegate_count,
         }) })
+    }
+}
+
+impl AgentBuilder {
+    /// The system message (instructions, then the typed output's request), the output
+    /// schema, and the completion validator (the output check before the user's), written
+    /// into the model configuration.
+    #[allow(clippy::type_complexity)]
+    fn model_instructions(
+        &self,
+        agent: &str,
+        model: &mut DispatcherConfig,
+    ) -> Result<(Option<String>, Option<Json>, Option<CompletionValidator>), BuildError> {
+        let user_validator = self.validator.as_ref().map(|(_, v)| v.clone());
+        let mut parts: Vec<String> = self.instructions.iter().cloned().collect();
+        let mut schema_json = None;
+        let mut validator = user_validator.clone();
+        if let Some(spec) = &self.output {
+            let output_error = |detail: String| BuildError::Output { agent: agent.to_owned(), type_name: spec.type_name.to_owned(), detail };
+            let schema = spec.schema.clone().map_err(output_error)?;
+            let compiled = Schema::compile(&schema).map_err(|e| output_error(e.to_string()))?;
+            parts.push(output_instructions(&schema));
+            validator = Some(output_validator(compiled, user_validator));
+            schema_json = Some(schema);
+        }
+        let system = if parts.is_empty() { model.instructions.clone() } else { Some(parts.join("\n\n")) };
+        if let Some(text) = &system {
+            crate::chat::Message::system(text.as_str())
+                .validate()
+                .map_err(|e| BuildError::Instructions { agent: agent.to_owned(), detail: e.to_string() })?;
+        }
+        model.instructions = system.clone();
+        if schema_json.is_some() {
+            model.output_schema = schema_json.clone();
+        }
+        Ok((system, model.output_schema.clone(), validator))
     }
 }
 

@@ -3,7 +3,7 @@
 //! The configuration digest is the SHA-256 of the canonical JSON of every setting that changes
 //! what a run does (tool names, descriptions, argument schemas, concurrency, direct results,
 //! Unknown policies, limits, model mode, delegates' exact deployments, the validator's declared
-//! identity). The implementation digest comes from the keel version and the version the user
+//! identity, the instructions and the typed output's schema). The implementation digest comes from the keel version and the version the user
 //! declares for their own code (model client and tool bodies, which cannot be digested). A run
 //! is restored only under the exact same pair, so a changed setting can never restore silently.
 

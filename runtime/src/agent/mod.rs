@@ -64,10 +64,15 @@ mod scripted;
 mod tool_fn;
 mod tool_options;
 mod tracker;
+mod json_schema;
+mod typed_output;
+mod typed_tool;
 #[cfg(test)]
 mod outcome_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod typed_tests;
 
 pub use build_error::BuildError;
 pub use builder::{Agent, AgentBuilder, ToolWrapper};
@@ -84,3 +89,5 @@ pub use runtime::Runtime;
 pub use scripted::ScriptedModel;
 pub use tool_fn::{tool_fn, FnTool};
 pub use tool_options::{ToolConcurrency, ToolOptions};
+pub use typed_output::OutputError;
+pub use typed_tool::tool;

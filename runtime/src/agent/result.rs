@@ -1,5 +1,6 @@
 //! The final result of a run, and the typed failure of a run that did not complete.
 
+use super::typed_output::{decode_output, OutputError};
 use crate::chat::Message;
 use crate::interaction::output::Output;
 use crate::interaction::wire::Wire;
@@ -26,7 +27,7 @@ impl RunResult {
     /// The final text: the model's final message, or the direct tool results' texts (one per
     /// line). Empty when the run did not complete.
     pub fn text(&self) -> String {
-        let Some(output) = self.output() else { return String::new() };
+        let Some(output) = self.interaction_output() else { return String::new() };
         if let Some(response) = output.response() {
             return response.message.as_ref().map(Message::text).unwrap_or_default();
         }
@@ -56,8 +57,42 @@ impl RunResult {
         &self.result.termination.unresolved_effect_ids
     }
 
-    /// The Interaction output of a completed run.
-    pub fn output(&self) -> Option<Output> {
+    /// The final answer read as `T`: the structured answer of an agent built with
+    /// [`AgentBuilder::output::<T>()`](super::AgentBuilder::output), which was checked against
+    /// `T`'s schema before the run completed. A Markdown code fence around the JSON is
+    /// ignored. Any JSON answer can be read this way; an answer that is not JSON or does not
+    /// decode into `T` is an [`OutputError`] saying which.
+    ///
+    /// ```
+    /// use keel::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Verdict {
+    ///     approved: bool,
+    ///     reason: String,
+    /// }
+    /// let agent = Agent::builder("reviewer")
+    ///     .version("1")
+    ///     .model(ScriptedModel::new().then_text(r#"{"approved":true,"reason":"tests pass"}"#))
+    ///     .output::<Verdict>()
+    ///     .build()?;
+    /// let run = Runtime::in_memory(agent)?.start("Review this change.").await?;
+    /// let verdict: Verdict = run.result().await?.output()?;
+    /// assert!(verdict.approved);
+    /// # Ok(()) })
+    /// # }
+    /// ```
+    pub fn output<T: serde::de::DeserializeOwned>(&self) -> Result<T, OutputError> {
+        if !self.is_completed() {
+            return Err(OutputError::NotCompleted { type_name: std::any::type_name::<T>() });
+        }
+        decode_output(&self.text())
+    }
+
+    /// The Interaction output of a completed run (the model's final response or the direct
+    /// tool results, as the kernel stores them).
+    pub fn interaction_output(&self) -> Option<Output> {
         self.result.output.as_ref().and_then(|p| Output::from_payload(p).ok())
     }
 

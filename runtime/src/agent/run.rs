@@ -69,6 +69,31 @@ pub enum Idle {
 }
 
 /// One durable run of an agent. Dropping the handle does not stop the run.
+///
+/// Watch it with [`events`](Run::events), answer its questions with
+/// [`answer_text`](Run::answer_text), steer, cancel or kill it, and read its outcome with
+/// [`result`](Run::result) (or drive it step by step with [`idle`](Run::idle)).
+///
+/// ```
+/// use keel::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
+/// let agent = Agent::builder("concierge")
+///     .version("1")
+///     .model(ScriptedModel::new().call_tool("ask_user", r#"{"question":"Which city?"}"#).then_text("Booked."))
+///     .tool(AskHuman::new("ask_user", "Asks the user a question."))
+///     .build()?;
+/// let run = Runtime::in_memory(agent)?.start("Book me a hotel.").await?;
+/// let mut events = run.events();
+/// while let Some(event) = events.next().await {
+///     if let RunEvent::InputRequested(request) = event {
+///         run.answer_text(&request, "Lyon").await?; // the tool's answer to the model
+///     }
+/// }
+/// assert_eq!(run.result().await?.text(), "Booked.");
+/// # Ok(()) })
+/// # }
+/// ```
 pub struct Run {
     runtime: Runtime,
     handle: ProcessHandle,

@@ -158,7 +158,7 @@ impl RestoreRefused {
         }
         if stored.configuration_digest() != current.configuration_digest() {
             let (a, b) = (short(stored.configuration_digest()), short(current.configuration_digest()));
-            parts.push(format!("the settings: model mode and policies, tools, limits, delegates or validator ({a} ≠ {b})"));
+            parts.push(format!("the settings: instructions, model, tools, output, limits, delegates or validator ({a} ≠ {b})"));
         }
         if stored.bindings_digest() != current.bindings_digest() {
             let (a, b) = (short(stored.bindings_digest()), short(current.bindings_digest()));

@@ -27,6 +27,38 @@ use std::sync::{Arc, Mutex, PoisonError};
 ///
 /// Every run is durable in the store: [`resume`](Runtime::resume) continues it in a new
 /// process after an exit or a crash, under the same agent configuration and version.
+///
+/// ```
+/// use keel::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
+/// use keel::env::TokioEnv;
+/// use keel::kernel::commit::{Committer, MemoryCommitter};
+/// use std::sync::Arc;
+/// let agent = || {
+///     Agent::builder("concierge")
+///         .version("1")
+///         .model(ScriptedModel::new().call_tool("ask_user", r#"{"question":"Which city?"}"#).then_text("Booked."))
+///         .tool(AskHuman::new("ask_user", "Asks the user a question."))
+///         .build()
+/// };
+/// // One store (here in memory; `Runtime::on_disk(agent, dir)` in a real program).
+/// let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
+/// let env = TokioEnv::current()?.env();
+/// let first = Runtime::with_store(agent()?, store.clone(), env.clone());
+/// let run = first.start("Book me a hotel.").await?;
+/// assert!(matches!(run.idle().await?, Idle::NeedsInput(_)));
+/// let id = run.id(); // all another process needs
+/// drop((run, first)); // the program exits while the run waits for its answer
+///
+/// let second = Runtime::with_store(agent()?, store, env);
+/// let run = second.resume(&id).await?;
+/// let question = run.pending_inputs().remove(0); // the question is durable too
+/// run.answer_text(&question, "Lyon").await?;
+/// assert_eq!(run.result().await?.text(), "Booked.");
+/// # Ok(()) })
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Runtime {
     pub(crate) inner: Arc<RuntimeInner>,

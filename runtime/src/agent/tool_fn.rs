@@ -7,10 +7,12 @@ use crate::tool::{Invocation, Tool, ToolContext, ToolDefinitionInput, ToolError}
 use std::future::Future;
 use std::sync::Arc;
 
-type Handler = dyn Fn(Json) -> BoxFuture<'static, Result<String, String>> + Send + Sync;
+pub(crate) type Handler = dyn Fn(Json) -> BoxFuture<'static, Result<ToolOutput, ToolError>> + Send + Sync;
 
-/// A tool whose call is an async function of its JSON arguments returning text. Build one with
-/// [`tool_fn`]. An `Err(text)` is reported to the model as the tool's error.
+/// A tool made of a name, a description, an argument schema and an async function. Build one
+/// with [`tool`](super::tool) (typed arguments, schema derived by `schemars`) or [`tool_fn`]
+/// (a JSON Schema text and untyped [`Json`] arguments). An error is reported to the model as
+/// the tool's error.
 #[derive(Clone)]
 pub struct FnTool {
     name: String,
@@ -40,11 +42,29 @@ where
         name,
         description: description.into(),
         schema,
-        handler: Arc::new(move |args| Box::pin(f(args))),
+        handler: Arc::new(move |args| {
+            let future = f(args);
+            Box::pin(async move { future.await.map(ToolOutput::text).map_err(ToolError::failed) })
+        }),
     }
 }
 
 impl FnTool {
+    pub(crate) fn from_parts(name: String, description: String, schema: Result<Json, String>, handler: Arc<Handler>) -> FnTool {
+        FnTool { name, description, schema, handler }
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The argument schema as the model sees it (`None` if it could not be read: `build`
+    /// reports why).
+    pub fn input_schema(&self) -> Option<&Json> {
+        self.schema.as_ref().ok()
+    }
+
     pub(crate) fn schema_error(&self) -> Option<&str> {
         self.schema.as_ref().err().map(String::as_str)
     }
@@ -60,12 +80,6 @@ impl Tool for FnTool {
     }
 
     fn call<'a>(&'a self, invocation: &'a Invocation, _cx: ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        let future = (self.handler)(invocation.arguments_json().clone());
-        Box::pin(async move {
-            match future.await {
-                Ok(text) => Ok(ToolOutput::text(text)),
-                Err(text) => Err(ToolError::failed(text)),
-            }
-        })
+        (self.handler)(invocation.arguments_json().clone())
     }
 }

@@ -3,6 +3,7 @@
 use super::client::{ModelClient, ModelMode, ModelStreamer};
 use super::observer::ModelObserver;
 use super::reducer::ModelContextReducer;
+use crate::json::Json;
 use std::sync::Arc;
 
 /// What a [`super::ModelDispatcher`] owns besides the manifest: exactly one model (the
@@ -13,17 +14,24 @@ pub struct DispatcherConfig {
     pub mode: ModelMode,
     pub observer: Option<Arc<dyn ModelObserver>>,
     pub reducer: Option<Arc<dyn ModelContextReducer>>,
+    /// The agent's instructions: sent as a system message at the head of every request
+    /// (after any reduction, so a reducer never drops them). Configuration, not state: they
+    /// belong in the deployment's configuration digest.
+    pub instructions: Option<String>,
+    /// The JSON Schema of a typed final answer, handed to the model client in
+    /// [`ModelCallContext::output_schema`](super::ModelCallContext::output_schema).
+    pub output_schema: Option<Json>,
 }
 
 impl DispatcherConfig {
     /// Complete mode, no observer, no reducer.
     pub fn complete(client: Arc<dyn ModelClient>) -> DispatcherConfig {
-        DispatcherConfig { mode: ModelMode::Complete(client), observer: None, reducer: None }
+        DispatcherConfig { mode: ModelMode::Complete(client), observer: None, reducer: None, instructions: None, output_schema: None }
     }
 
     /// Streaming mode, no observer, no reducer.
     pub fn stream(streamer: Arc<dyn ModelStreamer>) -> DispatcherConfig {
-        DispatcherConfig { mode: ModelMode::Stream(streamer), observer: None, reducer: None }
+        DispatcherConfig { mode: ModelMode::Stream(streamer), observer: None, reducer: None, instructions: None, output_schema: None }
     }
 
     pub fn with_observer(mut self, observer: Arc<dyn ModelObserver>) -> DispatcherConfig {
@@ -43,6 +51,8 @@ impl std::fmt::Debug for DispatcherConfig {
             .field("mode", &self.mode)
             .field("observer", &self.observer.is_some())
             .field("reducer", &self.reducer.is_some())
+            .field("instructions", &self.instructions)
+            .field("output_schema", &self.output_schema.is_some())
             .finish()
     }
 }

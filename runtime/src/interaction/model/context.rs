@@ -15,4 +15,9 @@ pub struct ModelCallContext {
     /// the call once it fires (and settles it as a provider failure), so honoring it is an
     /// optimisation, not a requirement.
     pub cancel: CancelToken,
+    /// The JSON Schema the final answer must match, when the agent declares a typed output
+    /// (`AgentBuilder::output`). A client whose provider supports structured output passes it
+    /// on (OpenAI: `response_format` `json_schema`); others may ignore it: the schema is also
+    /// in the system message, and the answer is checked before the run completes.
+    pub output_schema: Option<crate::json::Json>,
 }

@@ -40,6 +40,8 @@ pub struct ModelDispatcher {
     mode: ModelMode,
     observer: Option<Arc<dyn ModelObserver>>,
     reducer: Option<Arc<dyn ModelContextReducer>>,
+    instructions: Option<Message>,
+    output_schema: Option<crate::json::Json>,
     response_panics: PanicCounter,
 }
 
@@ -56,6 +58,8 @@ impl ModelDispatcher {
             mode: config.mode,
             observer: config.observer,
             reducer: config.reducer,
+            instructions: config.instructions.map(Message::system),
+            output_schema: config.output_schema,
             response_panics: PanicCounter::default(),
         })
     }
@@ -82,7 +86,7 @@ impl ModelDispatcher {
         // Only a reducer reads the context as it was before reduction: copy it for one alone.
         let original = self.reducer.as_ref().map(|_| context.messages.clone()).unwrap_or_default();
         let prepared = prepare_request(&self.visible, &self.deferred, &effect, context).map_err(|e| unknown_text(&e))?;
-        let call = ModelCallContext { invocation: ModelInvocation::from_effect(&request, &effect), cancel: cx.cancel };
+        let call = ModelCallContext { invocation: ModelInvocation::from_effect(&request, &effect), cancel: cx.cancel, output_schema: self.output_schema.clone() };
         let (result, transient) = self.call(&call, prepared, &original, cx.deltas.as_ref()).await?;
         Ok((self.settle(&call.invocation, result)?, transient))
     }
@@ -102,6 +106,14 @@ impl ModelDispatcher {
                 Ok(reduced) => reduced,
                 Err(text) => return Ok((ModelResult::host_error(&text), None)),
             },
+        };
+        let request = match &self.instructions {
+            None => request,
+            Some(system) => {
+                let mut request = request;
+                request.messages.insert(0, system.clone());
+                request
+            }
         };
         let response = match until_cancelled(&call.cancel, self.call_model(call, request, deltas)).await {
             // A call ended by cancellation is an ordinary provider failure, not unknown.
