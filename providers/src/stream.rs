@@ -129,5 +129,9 @@ impl<P: EventParser> State<P> {
 }
 
 fn is_empty(delta: &ResponseDelta) -> bool {
-    delta.text.is_none() && delta.tool_calls.is_empty() && delta.finish_reason.is_none() && delta.usage.is_none()
+    delta.text.is_none()
+        && delta.tool_calls.is_empty()
+        && delta.reasoning.is_empty()
+        && delta.finish_reason.is_none()
+        && delta.usage.is_none()
 }
