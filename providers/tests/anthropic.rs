@@ -3,8 +3,9 @@
 
 mod common;
 
-use common::{pacing, run, serve, Model, KEY};
-use keel::chat::{FinishReason, Message, Usage};
+use common::{pacing, run, run_input, serve, Model, KEY};
+use keel::chat::{FinishReason, Message, Reasoning, Usage};
+use keel::interaction::protocol::InteractionInput;
 use keel_providers::anthropic::{AnthropicClient, AnthropicConfig};
 use keel_providers::testing::FixtureServer;
 use std::sync::Arc;
@@ -70,6 +71,27 @@ async fn usage_carries_cache_writes_and_reads() {
 fn weather_definition() -> keel::chat::ToolDefinition {
     let schema = br#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#;
     keel::chat::ToolDefinition::new("weather", "Current weather in a city.", keel::json::parse(schema).unwrap())
+}
+
+#[tokio::test]
+async fn extended_thinking_with_tool_use_sends_the_signed_thinking_back() {
+    // The fixture's second request carries the first turn's `thinking` block with its
+    // signature and its `redacted_thinking` data verbatim, ahead of the text and tool_use:
+    // the server refuses (no matching exchange) any other body.
+    let server = serve(&["anthropic/stream_thinking_tool_round.json"]).await;
+    let mut input = InteractionInput::new(ask("What is the weather in Paris?"));
+    input.options.max_output_tokens = Some(2048);
+    let keel::json::Json::Object(extra) = keel::json::parse(br#"{"thinking":{"type":"enabled","budget_tokens":1024}}"#).unwrap() else { unreachable!() };
+    input.options.extra = Some(extra);
+    let response = run_input(streaming(&server), input).await.response();
+    let message = response.message.unwrap();
+    assert_eq!(message.text(), "18°C and clear.", "thinking is never answer text");
+    let reasoning: Vec<&Reasoning> = message.reasoning().collect();
+    assert_eq!(reasoning.len(), 1);
+    assert_eq!(reasoning[0].text, "The tool says 18°C and clear. Answer tersely.");
+    assert!(reasoning[0].signature.as_deref().is_some_and(|s| s.starts_with("ErUBCkYIBhgC")));
+    assert_eq!(response.usage, Usage::new(530, 41));
+    server.check_done().unwrap();
 }
 
 #[tokio::test]

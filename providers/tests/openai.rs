@@ -60,6 +60,18 @@ async fn streamed_usage_carries_cached_and_reasoning_tokens() {
 }
 
 #[tokio::test]
+async fn streamed_reasoning_content_is_kept_apart_and_never_sent_back() {
+    let server = serve(&["openai/stream_reasoning_content.json"]).await;
+    let response = run(streaming(&server), user("What is the weather in Paris?")).await.response();
+    let message = response.message.unwrap();
+    assert_eq!(message.text(), "18°C and clear.", "reasoning is never answer text");
+    assert_eq!(message.parts[0], keel::chat::Part::Reasoning(keel::chat::Reasoning::text("18°C and clear; answer briefly.")));
+    assert_eq!(response.usage, Usage { cache_read_tokens: 192, reasoning_tokens: 12, ..Usage::new(230, 20) });
+    // The second request (tool results) matched the fixture, which carries no reasoning.
+    server.check_done().unwrap();
+}
+
+#[tokio::test]
 async fn a_refusal_is_a_final_answer_with_finish_reason_refusal() {
     let server = serve(&["openai/refusal.json"]).await;
     let response = run(complete(&server), user("Help me with something harmful.")).await.response();

@@ -25,7 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut events = run.events();
     while let Some(event) = events.next().await {
         match event {
-            RunEvent::ModelResponse { process, text, tool_calls } => {
+            RunEvent::ModelResponse { process, text, tool_calls, .. } => {
                 println!("[{process}] model: {text:?} calls {tool_calls:?}");
             }
             RunEvent::Finished(result) => println!("answer: {}", result.text()),
@@ -34,5 +34,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let result = run.result().await?;
     assert_eq!(result.text(), "The researcher says: about 2.1 million.");
+    // The tokens of the whole tree: the coordinator's two calls and the researcher's one.
+    println!("usage: {:?}", result.usage());
+    assert_eq!(result.usage(), keel::chat::Usage::new(3, 3));
     Ok(())
 }

@@ -2,17 +2,23 @@
 //!
 //! | keel | Messages API |
 //! |---|---|
-//! | system messages (keel's prefix) | the top-level `system` string, joined with blank lines |
+//! | system messages (keel's prefix) | the top-level `system`, joined with blank lines: one text block with a cache breakpoint (a plain string with caching off) |
 //! | user message | `{"role": "user", "content": [text blocks]}` |
-//! | assistant message | `{"role": "assistant", "content": [text and tool_use blocks]}`; `tool_use.input` is the parsed arguments (`{}` when empty or not an object) |
+//! | assistant message | `{"role": "assistant", "content": [thinking, redacted_thinking, text and tool_use blocks]}`; `tool_use.input` is the parsed arguments (`{}` when empty or not an object) |
+//! | reasoning part | a `thinking` block (`thinking` + `signature`) or a `redacted_thinking` block (`data`), verbatim, where the model put them; reasoning without a signature or redacted data (another provider's) is not sent |
 //! | tool message | a `user` message of `tool_result` blocks (`tool_use_id`, `content`, `is_error` when set) |
+//! | prompt caching ([`PromptCache`]) | `cache_control: {"type": "ephemeral"}` on the system block, the last tool and the last cacheable block of the last message (three of the four breakpoints the API allows) |
 //! | tools / tool_choice | `tools[]` of `{name, description, input_schema}`; `none` → `{"type": "none"}`, `required` → `{"type": "any"}`, a name → `{"type": "tool", "name"}` (`auto` is omitted; no tool_choice without tools) |
+//! | extended thinking | [`AnthropicConfig::thinking`] → `thinking: {"type": "enabled", "budget_tokens"}` (or `options.extra.thinking`) |
 //! | options | `model` (else the configured one), `max_tokens` (required by the API: the request's, else [`AnthropicConfig::max_tokens`]), `temperature`, `top_p`, `stop_sequences`; `extra` members are added at the top level |
 //! | stop reasons | `end_turn`, `stop_sequence` → stop; `max_tokens`, `model_context_window_exceeded` → length; `tool_use` → tool_calls; `refusal` → refusal; anything else → other |
 //! | usage | input = `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens`, of which cache write = `cache_creation_input_tokens` and cache read = `cache_read_input_tokens`; output = `output_tokens` (thinking included; no reasoning count apart) |
 //!
-//! Thinking and server-tool content blocks are not carried: keel's message has no part for
-//! them.
+//! Extended thinking (enabled through `options.extra`, e.g. `{"thinking": {"type": "enabled",
+//! "budget_tokens": 1024}}`): `thinking` blocks (streamed as `thinking_delta` and
+//! `signature_delta`) and `redacted_thinking` blocks become reasoning parts, never answer
+//! text, kept in the durable context and sent back unmodified, as the API requires when
+//! thinking is used with tools. Server-tool content blocks are not carried.
 
 mod request;
 mod response;
@@ -37,6 +43,35 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// `max_tokens` of requests that set no `max_output_tokens`.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
+/// Where the client puts prompt-cache breakpoints (`"cache_control": {"type": "ephemeral"}`):
+/// on the instructions (the `system` blocks), on the tool definitions (the last tool), and
+/// on the history (the last block of the last message that can carry one). Each is a prefix
+/// Anthropic caches for five minutes; a later call with the same prefix reads it at a tenth
+/// of the input price (usage reports the writes and reads). A prefix below the model's
+/// minimum (1024 tokens on most models) is simply not cached.
+///
+/// [`PromptCache::AUTO`] (the default) marks all three; [`PromptCache::OFF`] none; or choose
+/// each member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PromptCache {
+    pub system: bool,
+    pub tools: bool,
+    pub history: bool,
+}
+
+impl PromptCache {
+    /// Breakpoints on instructions, tools and history.
+    pub const AUTO: PromptCache = PromptCache { system: true, tools: true, history: true };
+    /// No breakpoint: request bodies carry no `cache_control`.
+    pub const OFF: PromptCache = PromptCache { system: false, tools: false, history: false };
+}
+
+impl Default for PromptCache {
+    fn default() -> PromptCache {
+        PromptCache::AUTO
+    }
+}
+
 /// How to reach the Messages API.
 #[derive(Clone)]
 pub struct AnthropicConfig {
@@ -51,6 +86,12 @@ pub struct AnthropicConfig {
     pub max_tokens: u32,
     /// Retries, timeouts, and the clock and rng they run on.
     pub pacing: Pacing,
+    /// Prompt-cache breakpoints; [`PromptCache::AUTO`] unless changed.
+    pub cache: PromptCache,
+    /// Extended thinking with this token budget (`"thinking": {"type": "enabled",
+    /// "budget_tokens": N}`; the API wants at least 1024 and less than `max_tokens`). `None`
+    /// (the default) sends nothing; `options.extra.thinking` overrides it per request.
+    pub thinking: Option<u32>,
 }
 
 impl AnthropicConfig {
@@ -61,7 +102,15 @@ impl AnthropicConfig {
 
     /// The Messages API at `base_url` (a proxy, or a test server).
     pub fn at(base_url: impl Into<String>, model: impl Into<String>, pacing: Pacing) -> AnthropicConfig {
-        AnthropicConfig { base_url: base_url.into(), api_key: None, model: model.into(), max_tokens: DEFAULT_MAX_TOKENS, pacing }
+        AnthropicConfig {
+            base_url: base_url.into(),
+            api_key: None,
+            model: model.into(),
+            max_tokens: DEFAULT_MAX_TOKENS,
+            pacing,
+            cache: PromptCache::AUTO,
+            thinking: None,
+        }
     }
 
     /// The same configuration with an explicit key.
@@ -79,6 +128,8 @@ impl std::fmt::Debug for AnthropicConfig {
             .field("model", &self.model)
             .field("max_tokens", &self.max_tokens)
             .field("pacing", &self.pacing)
+            .field("cache", &self.cache)
+            .field("thinking", &self.thinking)
             .finish()
     }
 }
@@ -129,7 +180,7 @@ impl AnthropicClient {
 
     /// One complete call, with the crate's retry rules.
     pub async fn complete(&self, request: &Request) -> Result<Response, ProviderError> {
-        let body = request::body(request, &self.config.model, self.config.max_tokens, false)?;
+        let body = request::body(request, &self.config.model, self.config.max_tokens, false, self.config.cache, self.config.thinking)?;
         let (response, sent_at) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
         let bytes = self.transport.read_body(response, sent_at).await?;
         response::parse(&bytes)
@@ -138,7 +189,7 @@ impl AnthropicClient {
     /// Opens one streamed call, with the crate's retry rules (retries end once the stream's
     /// status and headers arrived).
     pub async fn open_stream(&self, request: &Request) -> Result<ModelDeltaStream<'static>, ProviderError> {
-        let body = request::body(request, &self.config.model, self.config.max_tokens, true)?;
+        let body = request::body(request, &self.config.model, self.config.max_tokens, true, self.config.cache, self.config.thinking)?;
         let (response, _) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
         Ok(crate::stream::deltas(self.transport.chunks(response), stream::AnthropicEvents::default()))
     }

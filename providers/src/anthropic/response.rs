@@ -3,7 +3,7 @@
 use super::PROVIDER;
 use crate::error::ProviderError;
 use crate::wire::{checked, object, opt_array, opt_str, opt_u64, parse_body, req_str};
-use keel::chat::{FinishReason, Message, Part, Response, Role, ToolCall, Usage};
+use keel::chat::{FinishReason, Message, Part, Reasoning, Response, Role, ToolCall, Usage};
 use serde_json::{Map, Value};
 
 /// Parses and maps a complete (non-streamed) response body.
@@ -35,7 +35,21 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Response, ProviderError> {
                 };
                 parts.push(Part::ToolCall(ToolCall::new(id, name, arguments)));
             }
-            // Thinking and server-tool blocks carry nothing keel's message can hold.
+            "thinking" => {
+                let text = req_str(PROVIDER, block, "thinking", &what)?;
+                let signature = opt_str(PROVIDER, block, "signature", &what)?.filter(|s| !s.is_empty());
+                let reasoning = Reasoning { text: text.to_owned(), signature: signature.map(str::to_owned), ..Reasoning::default() };
+                if !reasoning.text.is_empty() || reasoning.signature.is_some() {
+                    parts.push(Part::Reasoning(reasoning));
+                }
+            }
+            "redacted_thinking" => {
+                let data = req_str(PROVIDER, block, "data", &what)?;
+                if !data.is_empty() {
+                    parts.push(Part::Reasoning(Reasoning::redacted(data)));
+                }
+            }
+            // Server-tool blocks carry nothing keel's message can hold.
             _ => {}
         }
     }

@@ -1,8 +1,9 @@
 //! Anthropic Messages stream events as keel deltas.
 //!
-//! `message_start` carries the input usage; `content_block_start` opens a text or `tool_use`
-//! block at a content index; `content_block_delta` carries `text_delta` or
-//! `input_json_delta` fragments; `content_block_stop` closes a block; `message_delta`
+//! `message_start` carries the input usage; `content_block_start` opens a text, `tool_use`,
+//! `thinking` or `redacted_thinking` block at a content index; `content_block_delta` carries
+//! `text_delta`, `input_json_delta`, `thinking_delta` or `signature_delta` fragments (thinking
+//! becomes a reasoning part, in the order of the thinking blocks, never answer text); `content_block_stop` closes a block; `message_delta`
 //! carries the `stop_reason` and cumulative output usage; `message_stop` ends the stream (a
 //! body that ends without it, once the stop reason arrived and every block was closed, carried
 //! a whole answer too); `ping` is ignored and `error` fails the call. keel's tool call index is the ordinal of the
@@ -14,7 +15,7 @@ use crate::error::{bounded, ProviderError};
 use crate::sse::SseEvent;
 use crate::stream::EventParser;
 use crate::wire::{object, opt_str, opt_u64, parse_body, req_str};
-use keel::chat::{ResponseDelta, ToolCallDelta, Usage};
+use keel::chat::{ReasoningDelta, ResponseDelta, ToolCallDelta, Usage};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,7 +25,9 @@ enum Block {
     Text,
     /// A tool call: its ordinal, and whether any argument fragment arrived.
     Tool { ordinal: u32, arguments: bool },
-    /// A block keel's message cannot hold (thinking, server tools): its deltas are skipped.
+    /// A `thinking` or `redacted_thinking` block: its ordinal among the reasoning parts.
+    Thinking { ordinal: u32 },
+    /// A block keel's message cannot hold (server tools): its deltas are skipped.
     Skipped,
 }
 
@@ -32,6 +35,7 @@ enum Block {
 pub(crate) struct AnthropicEvents {
     blocks: BTreeMap<u64, Block>,
     tools: u32,
+    thinking: u32,
     usage: Option<Usage>,
     finished: bool,
     /// Content blocks started and not yet stopped.
@@ -95,6 +99,23 @@ impl EventParser for AnthropicEvents {
                         });
                         Block::Tool { ordinal, arguments: false }
                     }
+                    kind @ ("thinking" | "redacted_thinking") => {
+                        let ordinal = self.thinking;
+                        self.thinking = self.thinking.saturating_add(1);
+                        let mut fragment = ReasoningDelta { index: ordinal, ..ReasoningDelta::default() };
+                        if kind == "thinking" {
+                            fragment.text = opt_str(PROVIDER, block, "thinking", what)?.filter(|t| !t.is_empty()).map(str::to_owned);
+                            fragment.signature = opt_str(PROVIDER, block, "signature", what)?.filter(|s| !s.is_empty()).map(str::to_owned);
+                        } else {
+                            fragment.redacted = Some(req_str(PROVIDER, block, "data", what)?.to_owned()).filter(|d| !d.is_empty());
+                        }
+                        // An empty start still opens the part, so later ordinals stay dense.
+                        if fragment.text.is_none() && fragment.signature.is_none() && fragment.redacted.is_none() {
+                            fragment.text = Some(String::new());
+                        }
+                        out.push(ResponseDelta { reasoning: vec![fragment], ..ResponseDelta::default() });
+                        Block::Thinking { ordinal }
+                    }
                     _ => Block::Skipped,
                 };
                 if self.blocks.insert(index, opened).is_some() {
@@ -132,7 +153,21 @@ impl EventParser for AnthropicEvents {
                             });
                         }
                     }
-                    (Some(Block::Skipped), _) => {}
+                    (Some(Block::Thinking { ordinal }), kind @ ("thinking_delta" | "signature_delta")) => {
+                        let (member, text) = if kind == "thinking_delta" { ("thinking", true) } else { ("signature", false) };
+                        if let Some(value) = opt_str(PROVIDER, delta, member, what)?.filter(|t| !t.is_empty()) {
+                            let mut fragment = ReasoningDelta { index: *ordinal, ..ReasoningDelta::default() };
+                            if text {
+                                fragment.text = Some(value.to_owned());
+                            } else {
+                                fragment.signature = Some(value.to_owned());
+                            }
+                            out.push(ResponseDelta { reasoning: vec![fragment], ..ResponseDelta::default() });
+                        }
+                    }
+                    // Other deltas of a thinking block (added after this client) carry nothing
+                    // keel sends back.
+                    (Some(Block::Thinking { .. }), _) | (Some(Block::Skipped), _) => {}
                     (Some(block), other) => {
                         return Err(ProviderError::malformed(
                             PROVIDER,
@@ -232,15 +267,32 @@ mod tests {
     }
 
     #[test]
-    fn thinking_blocks_are_skipped_and_protocol_errors_are_typed() {
+    fn thinking_blocks_are_reasoning_and_protocol_errors_are_typed() {
         let out = run(&[
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}"#,
             r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"redacted_thinking","data":"opaque"}}"#,
+            r#"{"type":"content_block_stop","index":1}"#,
+            r#"{"type":"content_block_start","index":2,"content_block":{"type":"server_tool_use","id":"s","name":"web_search","input":{}}}"#,
+            r#"{"type":"content_block_stop","index":2}"#,
             r#"{"type":"some_future_event"}"#,
         ])
         .unwrap();
-        assert!(out.is_empty());
+        assert!(out.iter().all(|d| d.text.is_none()), "reasoning is never answer text");
+        let mut acc = keel::chat::Accumulator::new();
+        for d in &out {
+            acc.push(d).unwrap();
+        }
+        let message = acc.finish().unwrap().message.unwrap();
+        assert_eq!(
+            message.parts,
+            [
+                keel::chat::Part::Reasoning(keel::chat::Reasoning::signed("hmm", "sig")),
+                keel::chat::Part::Reasoning(keel::chat::Reasoning::redacted("opaque")),
+            ]
+        );
         for events in [
             &[r#"{"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"x"}}"#][..],
             &[r#"{"type":"content_block_stop","index":0}"#],

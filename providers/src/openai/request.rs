@@ -196,6 +196,22 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_parts_are_never_sent() {
+        let assistant = Message::new(
+            Role::Assistant,
+            vec![
+                Part::Reasoning(keel::chat::Reasoning::text("2+2 is 4.")),
+                Part::Reasoning(keel::chat::Reasoning::signed("t", "sig")),
+                Part::text("4."),
+            ],
+        );
+        let request = Request::new(vec![Message::user("2+2?"), assistant, Message::user("And 3+3?")]);
+        let body = body(&request, "m", false, None).unwrap();
+        assert_eq!(body["messages"][1], json!({"role": "assistant", "content": "4."}));
+        assert!(!body.to_string().contains("2+2 is 4."));
+    }
+
+    #[test]
     fn several_choices_are_refused_before_sending() {
         for (n, refused) in [(Json::Number(Number::parse("1").unwrap()), false), (Json::Null, false),
             (Json::Number(Number::parse("2").unwrap()), true), (Json::Number(Number::parse("0").unwrap()), true),

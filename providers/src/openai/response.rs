@@ -3,7 +3,7 @@
 use super::PROVIDER;
 use crate::error::ProviderError;
 use crate::wire::{checked, object, opt_array, opt_str, opt_u64, parse_body, req_str};
-use keel::chat::{FinishReason, Message, Part, Response, Role, ToolCall, Usage};
+use keel::chat::{FinishReason, Message, Part, Reasoning, Response, Role, ToolCall, Usage};
 use serde_json::{Map, Value};
 
 /// Parses and maps a complete (non-streamed) response body.
@@ -24,6 +24,15 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Response, ProviderError> {
     let what = "response.choices[0].message";
 
     let mut parts = Vec::new();
+    // Reasoning text some compatible servers return beside the answer (see `stream`).
+    for key in ["reasoning_content", "reasoning"] {
+        // `reasoning` is an object on some servers: only its text form is taken.
+        let text = if key == "reasoning" { message.get(key).and_then(Value::as_str) } else { opt_str(PROVIDER, message, key, what)? };
+        if let Some(reasoning) = text.filter(|r| !r.is_empty()) {
+            parts.push(Part::Reasoning(Reasoning::text(reasoning)));
+            break;
+        }
+    }
     if let Some(text) = opt_str(PROVIDER, message, "content", what)?.filter(|t| !t.is_empty()) {
         parts.push(Part::Text(text.to_owned()));
     }
@@ -101,6 +110,17 @@ mod tests {
         assert!(matches!(e, ProviderError::Malformed { .. }) && e.to_string().contains("2 choices"), "{e}");
         let one = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Mild."},"finish_reason":"stop"}]}"#;
         assert_eq!(parse(one).unwrap().message.unwrap().text(), "Mild.");
+    }
+
+    #[test]
+    fn reasoning_content_is_a_reasoning_part_not_answer_text() {
+        let body = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"4.","reasoning_content":"2+2 is 4."},"finish_reason":"stop"}],
+            "usage":{"prompt_tokens":12,"completion_tokens":30,"completion_tokens_details":{"reasoning_tokens":25}}}"#;
+        let response = parse(body).unwrap();
+        let message = response.message.unwrap();
+        assert_eq!(message.text(), "4.");
+        assert_eq!(message.parts[0], Part::Reasoning(Reasoning::text("2+2 is 4.")));
+        assert_eq!(response.usage, Usage { reasoning_tokens: 25, ..Usage::new(12, 30) });
     }
 
     #[test]

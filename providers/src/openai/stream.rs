@@ -1,7 +1,8 @@
 //! OpenAI Chat Completions stream chunks as keel deltas.
 //!
 //! Each `data:` event is a `chat.completion.chunk`: `choices[0].delta` carries `content`,
-//! `refusal` and `tool_calls` fragments (assembled by keel's accumulator by their `index`),
+//! `refusal`, `tool_calls` fragments and, from some compatible servers, `reasoning_content`
+//! (or `reasoning`) text kept as a reasoning part (assembled by keel's accumulator by their `index`),
 //! `choices[0].finish_reason` arrives once, and with `stream_options.include_usage` a last
 //! chunk with empty `choices` carries `usage`. `data: [DONE]` ends the stream; a body that
 //! ends without it after the finish reason carried a whole answer too.
@@ -12,7 +13,7 @@ use crate::error::ProviderError;
 use crate::sse::SseEvent;
 use crate::stream::EventParser;
 use crate::wire::{object, opt_array, opt_str, opt_u64, parse_body};
-use keel::chat::{FinishReason, ResponseDelta, ToolCallDelta};
+use keel::chat::{FinishReason, ReasoningDelta, ResponseDelta, ToolCallDelta};
 use serde_json::Value;
 
 /// Why several choices fail a call, and what to do.
@@ -78,6 +79,17 @@ impl EventParser for OpenAiEvents {
                 }
                 if !text.is_empty() {
                     delta.text = Some(text);
+                }
+                // Reasoning some compatible servers stream beside the answer (DeepSeek, vLLM:
+                // `reasoning_content`; others: `reasoning`): kept as one reasoning part, never
+                // answer text, and never sent back (DeepSeek refuses it in input).
+                for key in ["reasoning_content", "reasoning"] {
+                    // `reasoning` is an object on some servers: only its text form is taken.
+        let text = if key == "reasoning" { d.get(key).and_then(Value::as_str) } else { opt_str(PROVIDER, d, key, what)? };
+        if let Some(reasoning) = text.filter(|r| !r.is_empty()) {
+                        delta.reasoning.push(ReasoningDelta { index: 0, text: Some(reasoning.to_owned()), ..ReasoningDelta::default() });
+                        break;
+                    }
                 }
                 for (position, call) in opt_array(PROVIDER, d, "tool_calls", what)?.iter().enumerate() {
                     let what = format!("{what}.tool_calls[{position}]");

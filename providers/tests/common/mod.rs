@@ -124,6 +124,11 @@ impl Ending {
 
 /// Runs one Interaction (max 4 model calls, the weather tool) with `model` on a fresh Engine.
 pub async fn run(model: Model, messages: Vec<Message>) -> Ending {
+    run_input(model, InteractionInput::new(messages)).await
+}
+
+/// [`run`] with the whole input (messages and request options).
+pub async fn run_input(model: Model, input: InteractionInput) -> Ending {
     let env = env();
     let toolset = ToolSet::new(ToolSetConfig {
         name: "test.tools".into(),
@@ -165,7 +170,7 @@ pub async fn run(model: Model, messages: Vec<Message>) -> Ending {
         root: RootConfig { budget: Budget::unlimited(), capabilities: CapabilitySet::empty(), limits: TreeLimits::default() },
         listeners: vec![],
     });
-    let input = InteractionInput::new(messages).to_payload().expect("input");
+    let input = input.to_payload().expect("input");
     let handle = engine.start(parent, input).await.expect("start");
     let root = handle.id().clone();
     // Bounded: 200 polls of 50 ms.

@@ -68,6 +68,8 @@ pub enum RunEvent {
         text: String,
         /// The tools the model asked to call, in order.
         tool_calls: Vec<String>,
+        /// This call's tokens (the run's sum is [`RunResult::usage`](super::RunResult::usage)).
+        usage: crate::chat::Usage,
     },
     /// A model call settled with an error.
     ModelFailed {

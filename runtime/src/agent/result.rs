@@ -1,7 +1,7 @@
 //! The final result of a run, and the typed failure of a run that did not complete.
 
 use super::typed_output::{decode_output, OutputError};
-use crate::chat::Message;
+use crate::chat::{Message, Usage};
 use crate::interaction::output::Output;
 use crate::interaction::wire::Wire;
 use crate::kernel::ids::EffectId;
@@ -94,6 +94,14 @@ impl RunResult {
     /// tool results, as the kernel stores them).
     pub fn interaction_output(&self) -> Option<Output> {
         self.result.output.as_ref().and_then(|p| Output::from_payload(p).ok())
+    }
+
+    /// The tokens of every model call of a completed run and of its delegates' runs, summed
+    /// (cache and reasoning parts included, as each provider reports them); zero for a run
+    /// without an output. The sum is part of the run's durable state, so a run resumed after
+    /// a crash reports the same total.
+    pub fn usage(&self) -> Usage {
+        self.output().map(|o| o.usage).unwrap_or_default()
     }
 
     /// The kernel's Result.

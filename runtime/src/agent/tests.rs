@@ -66,7 +66,10 @@ fn a_tool_round_reports_model_tool_and_finish_events_and_the_text() {
             .collect();
         assert_eq!(kinds, ["model", "tool_started", "tool_settled", "model", "finished"]);
         match &events[0] {
-            RunEvent::ModelResponse { tool_calls, .. } => assert_eq!(tool_calls, &vec!["get_weather".to_owned()]),
+            RunEvent::ModelResponse { tool_calls, usage, .. } => {
+                assert_eq!(tool_calls, &vec!["get_weather".to_owned()]);
+                assert_eq!(usage, &crate::chat::Usage::new(1, 1), "each call's own tokens");
+            }
             _ => unreachable!(),
         }
     });
@@ -292,6 +295,19 @@ async fn crash_in_tool_and_resume(policy: UnknownPolicy) -> (Run, Arc<AtomicU32>
     let second = Runtime::with_store(charging(policy, hang, calls.clone()), store, env());
     let resumed = second.resume(&id).await.unwrap();
     (resumed, calls, second)
+}
+
+#[test]
+fn usage_is_durable_state_summed_per_run_and_read_the_same_after_a_crash() {
+    block_on(async {
+        // The first model call (Usage 1 + 1) settled before the writer was abandoned; its
+        // tokens come back from the store, and the second call's are added by the new runtime.
+        let (run, _calls, _rt) = crash_in_tool_and_resume(UnknownPolicy::ReportToModel).await;
+        let result = run.result().await.unwrap();
+        assert_eq!(result.text(), "Finished.");
+        assert_eq!(result.usage(), crate::chat::Usage::new(2, 2));
+        assert_eq!(result.output().unwrap().model_calls, 2);
+    });
 }
 
 #[test]

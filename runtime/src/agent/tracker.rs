@@ -285,7 +285,8 @@ impl RunState {
                                 Ok(ModelResult::Response { response, .. }) => {
                                     let text = response.message.as_ref().map(|m| m.text()).unwrap_or_default();
                                     let tool_calls = response.tool_calls().iter().map(|c| c.name.clone()).collect();
-                                    self.push(RunEvent::ModelResponse { process: p.id.clone(), text, tool_calls });
+                                    let usage = response.usage;
+                                    self.push(RunEvent::ModelResponse { process: p.id.clone(), text, tool_calls, usage });
                                 }
                                 Ok(ModelResult::Error(error) | ModelResult::HostError(error)) => {
                                     self.push(RunEvent::ModelFailed { process: p.id.clone(), error });

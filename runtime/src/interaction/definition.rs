@@ -32,7 +32,8 @@ const INPUT_SCHEMA: &str = r#"{"type":"object","required":["messages"],"addition
 /// The descriptor output schema: the shape of [`super::output::Output`].
 const OUTPUT_SCHEMA: &str = r#"{"type":"object","required":["source","model_calls"],"additionalProperties":false,
 "properties":{"source":{"enum":["model_response","direct_tool_results"]},"model_response":{"type":"object"},
-"direct_tool_results":{"type":"array","minItems":1},"model_calls":{"type":"integer","minimum":1}}}"#;
+"direct_tool_results":{"type":"array","minItems":1},"model_calls":{"type":"integer","minimum":1},
+"usage":{"type":"object"}}}"#;
 
 /// The descriptor signal schema: the only external Signal a parent accepts is a steer (tool
 /// input answers go to the tool child's mailbox).

@@ -3,7 +3,7 @@
 
 use super::error::{ErrorKind, InteractionError};
 use super::wire::Wire;
-use crate::chat::{Response, ToolResult};
+use crate::chat::{Response, ToolResult, Usage};
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
 use std::collections::BTreeSet;
 
@@ -63,8 +63,9 @@ pub enum Completion {
 /// The final semantic result.
 ///
 /// Wire form: `{"source":CompletionSource,"model_response"?:Response,
-/// "direct_tool_results"?:[ToolResult],"model_calls":u32}`, with exactly the member that
-/// `source` names (the other is rejected).
+/// "direct_tool_results"?:[ToolResult],"model_calls":u32,"usage"?:Usage}`, with exactly the
+/// member that `source` names (the other is rejected); `usage` is omitted when zero (an
+/// explicit zero is rejected, so bytes stay canonical).
 ///
 /// Valid when `model_calls > 0` and:
 /// * `model_response`: the response is valid, has a message and a finish reason, and its
@@ -76,15 +77,24 @@ pub struct Output {
     pub completion: Completion,
     /// The number of model Effects the Interaction declared.
     pub model_calls: u32,
+    /// The tokens of every model call of this run and of its delegates' runs, summed
+    /// ([`Usage::saturating_add`]).
+    pub usage: Usage,
 }
 
 impl Output {
     pub fn model_response(response: Response, model_calls: u32) -> Output {
-        Output { completion: Completion::ModelResponse(response), model_calls }
+        Output { completion: Completion::ModelResponse(response), model_calls, usage: Usage::default() }
     }
 
     pub fn direct_tool_results(results: Vec<ToolResult>, model_calls: u32) -> Output {
-        Output { completion: Completion::DirectToolResults(results), model_calls }
+        Output { completion: Completion::DirectToolResults(results), model_calls, usage: Usage::default() }
+    }
+
+    /// The same Output with the run's summed `usage`.
+    pub fn with_usage(mut self, usage: Usage) -> Output {
+        self.usage = usage;
+        self
     }
 
     pub fn source(&self) -> CompletionSource {
@@ -160,6 +170,7 @@ impl ToJson for Output {
             Completion::ModelResponse(r) => b.field("model_response", r),
             Completion::DirectToolResults(r) => b.field("direct_tool_results", r),
         }
+        .opt_field("usage", (self.usage != Usage::default()).then_some(&self.usage))
         .build()
     }
 }
@@ -175,9 +186,21 @@ impl FromJson for Output {
             CompletionSource::ModelResponse => Completion::ModelResponse(r.required("model_response")?),
             CompletionSource::DirectToolResults => Completion::DirectToolResults(r.required("direct_tool_results")?),
         };
+        let usage = read_usage(&mut r)?;
         r.finish()?;
-        let output = Output { completion, model_calls };
+        let output = Output { completion, model_calls, usage };
         output.validate()?;
         Ok(output)
+    }
+}
+
+/// An optional summed `usage` member: absent is zero, an explicit zero is refused (it would
+/// not encode back to the same bytes).
+pub(crate) fn read_usage(r: &mut ObjectReader<'_>) -> Result<Usage, DecodeError> {
+    match r.optional::<Usage>("usage")? {
+        Some(u) if u == Usage::default() => {
+            Err(DecodeError::invalid("a zero usage is omitted, not written".to_owned()).in_member("usage"))
+        }
+        other => Ok(other.unwrap_or_default()),
     }
 }

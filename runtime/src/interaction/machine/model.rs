@@ -106,6 +106,8 @@ impl Machine<'_> {
             ModelResult::Error(text) => return Ok(self.fail(codes::failure(codes::MODEL_FAILED, &text))),
             ModelResult::Response { response, replacement_messages } => (response, replacement_messages),
         };
+        // Every settled call's tokens count, whatever the run does with the answer.
+        self.s.usage = self.s.usage.saturating_add(response.usage);
         if let Some(messages) = replacement {
             self.s.working_context.replace(messages);
             self.s
@@ -146,7 +148,7 @@ impl Machine<'_> {
         }
         self.s.phase = Phase::ReadyModel;
         if self.s.pending_steer.is_none() {
-            let output = Output::model_response(response, self.s.model_call_count);
+            let output = Output::model_response(response, self.s.model_call_count).with_usage(self.s.usage);
             return self.evaluate_completion(output, vec![message]);
         }
         // The steer overrides completion: the answer becomes history, never a candidate.

@@ -2,13 +2,14 @@
 //! and delegate runs as child batches, and the atomic fold of results in call order.
 
 use super::{invalid, Machine};
-use crate::chat::{Message, ToolCall, ToolOutput, ToolResult};
+use crate::chat::{Message, ToolCall, ToolOutput, ToolResult, Usage};
 use crate::interaction::artifact::Artifact;
 use crate::interaction::codes;
 use crate::interaction::delegate::Delegate;
 use crate::interaction::diagnostic::normalize_str;
 use crate::interaction::ids::{delegate_child_key, tool_child_key};
 use crate::interaction::output::Output;
+use crate::json::FromJson;
 use crate::interaction::protocol::{validate_advertised_names, SettledToolResult, ToolCallInput};
 use crate::interaction::state::{BatchInvocation, BatchKind, ChildBatch, Phase, ToolRound};
 use crate::interaction::window::{next_segment, Segment};
@@ -314,6 +315,7 @@ impl Machine<'_> {
         let spec = self.wait_spec()?;
         let calls = self.calls()?;
         let next = self.round()?.next_index();
+        let mut delegate_usage = Usage::default();
         let batch = self.batch_mut()?;
         let kind = batch.kind;
         if batch.wait_id.as_ref() != Some(&satisfied.wait_id) || satisfied.key != spec.key {
@@ -396,6 +398,11 @@ impl Machine<'_> {
                         &call.name,
                         ToolOutput { content: String::new(), details: Some(output.value().clone()) },
                     );
+                    // A delegate that is an Interaction reports its tree's tokens in its Output:
+                    // they belong to this run's tree total.
+                    if let Ok(child) = Output::from_json(output.value()) {
+                        delegate_usage = delegate_usage.saturating_add(child.usage);
+                    }
                     artifacts.push(Artifact::new(sequence, index_u32(next + j)?, &call.id, &call.name, output)?);
                     SettledToolResult::new(result, false)
                 }
@@ -409,6 +416,7 @@ impl Machine<'_> {
             }
         }
         batch.wait_id = None;
+        self.s.usage = self.s.usage.saturating_add(delegate_usage);
         match kind {
             BatchKind::Tool => self.schedule_tools(),
             BatchKind::Delegate => {
@@ -455,7 +463,8 @@ impl Machine<'_> {
         let direct = round.direct_result_eligible && self.s.pending_steer.is_none();
         self.s.phase = Phase::ReadyModel;
         if direct {
-            return self.evaluate_completion(Output::direct_tool_results(round.results, self.s.model_call_count), context);
+            let output = Output::direct_tool_results(round.results, self.s.model_call_count).with_usage(self.s.usage);
+            return self.evaluate_completion(output, context);
         }
         self.s.working_context.extend(context);
         let applied = self.apply_pending();

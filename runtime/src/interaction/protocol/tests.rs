@@ -84,6 +84,7 @@ fn delta() -> ModelResponseDelta {
                 name: Some("weather".into()),
                 arguments: Some("{\"ci".into()),
             }],
+            reasoning: vec![],
             finish_reason: Some(FinishReason::ToolCalls),
             usage: Some(Usage::new(1, 2)),
         },

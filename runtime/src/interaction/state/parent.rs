@@ -6,7 +6,8 @@ use super::round::ToolRound;
 use super::context::{ContextHead, WorkingContext};
 use crate::interaction::artifact::{Artifact, Artifacts};
 use crate::interaction::error::{ErrorKind, InteractionError};
-use crate::interaction::output::Output;
+use crate::chat::Usage;
+use crate::interaction::output::{read_usage, Output};
 use crate::interaction::protocol::InteractionInput;
 use crate::interaction::wire::{read_nonempty_list, Wire};
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
@@ -15,7 +16,7 @@ use crate::kernel::waist::ExecutionState;
 /// The complete, self-sufficient state of one parent Interaction Execution.
 ///
 /// Full wire form (the [`Wire`] codec: tests, fuzzing): `{"phase":Phase,"working_context":Request,
-/// "model_call_count":u32,"advertised_tool_names"?:[S],"tool_round"?:ToolRound,
+/// "model_call_count":u32,"usage"?:Usage,"advertised_tool_names"?:[S],"tool_round"?:ToolRound,
 /// "pending_steer"?:PendingSteer,"artifact_records"?:[Artifact],"final_output"?:Output}`.
 /// Optional lists are omitted when empty and an explicit `[]` is rejected, so restore →
 /// snapshot is byte-identical.
@@ -34,6 +35,9 @@ pub struct ParentState {
     pub working_context: WorkingContext,
     /// Model Effects declared so far (counted when declared, not when settled).
     pub model_call_count: u32,
+    /// The tokens of every model response settled so far and of every delegate run folded so
+    /// far (their own sums), added when the settlement is adopted; omitted when zero.
+    pub usage: Usage,
     /// Deferred tools made visible so far, append-only, in commit order.
     pub advertised_tool_names: Vec<String>,
     /// Exists only in the child phases.
@@ -56,6 +60,7 @@ impl ParentState {
             phase: Phase::ReadyModel,
             working_context: WorkingContext::new(input.messages.clone(), input.options.clone()),
             model_call_count: 0,
+            usage: Usage::default(),
             advertised_tool_names: Vec::new(),
             tool_round: None,
             pending_steer: None,
@@ -133,6 +138,7 @@ impl ParentState {
             .field("phase", &self.phase)
             .value("working_context", context)
             .field("model_call_count", &self.model_call_count)
+            .opt_field("usage", (self.usage != Usage::default()).then_some(&self.usage))
             .nonempty_field("advertised_tool_names", &self.advertised_tool_names)
             .opt_field("tool_round", self.tool_round.as_ref())
             .opt_field("pending_steer", self.pending_steer.as_ref())
@@ -154,6 +160,7 @@ fn decode_members(
         phase,
         working_context,
         model_call_count: r.required("model_call_count")?,
+        usage: read_usage(&mut r)?,
         advertised_tool_names: read_nonempty_list(&mut r, "advertised_tool_names")?,
         tool_round: r.optional("tool_round")?,
         pending_steer: r.optional("pending_steer")?,

@@ -82,6 +82,12 @@ impl ParentState {
                         output.model_calls, self.model_call_count
                     )));
                 }
+                if output.usage != self.usage {
+                    return Err(invalid(format!(
+                        "final_output.usage {:?} differs from the state's usage {:?}",
+                        output.usage, self.usage
+                    )));
+                }
                 Ok(())
             }
         }

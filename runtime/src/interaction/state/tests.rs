@@ -2,7 +2,7 @@
 //! configuration rules through a table-driven [`StateRules`], and the tool child's phase table.
 
 use super::*;
-use crate::chat::{FinishReason, Message, ToolCall, ToolDefinition, ToolOutput, ToolResult};
+use crate::chat::{FinishReason, Message, ToolCall, ToolDefinition, ToolOutput, ToolResult, Usage};
 use crate::interaction::artifact::Artifact;
 use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::interaction::ids::{delegate_child_key, tool_child_key};
@@ -61,7 +61,11 @@ fn ready() -> ParentState {
 }
 
 fn awaiting_model() -> ParentState {
-    ParentState { advertised_tool_names: vec!["search_archive".into()], ..base(Phase::AwaitingModel) }
+    ParentState {
+        advertised_tool_names: vec!["search_archive".into()],
+        usage: Usage::new(7, 3),
+        ..base(Phase::AwaitingModel)
+    }
 }
 
 fn weather_calls() -> Vec<ToolCall> {
@@ -165,10 +169,15 @@ fn artifact_round() -> ParentState {
     }
 }
 
+fn detailed_usage() -> Usage {
+    Usage { cache_read_tokens: 60, cache_write_tokens: 30, reasoning_tokens: 25, ..Usage::new(100, 40) }
+}
+
 fn completed_model() -> ParentState {
     ParentState {
         model_call_count: 2,
-        final_output: Some(Output::model_response(final_response("sunny"), 2)),
+        usage: detailed_usage(),
+        final_output: Some(Output::model_response(final_response("sunny"), 2).with_usage(detailed_usage())),
         artifact_records: vec![artifact(1, 0, "d1"), artifact(1, 2, "d3"), artifact(2, 0, "d1")],
         advertised_tool_names: vec!["a".into(), "b".into()],
         ..base(Phase::Completed)
@@ -280,6 +289,21 @@ fn every_fixture_is_valid_and_round_trips_byte_identically() {
         let again = restored.to_execution_state().unwrap();
         assert_eq!(again.payload.canonical(), snapshot.payload.canonical(), "restore → snapshot is byte-identical");
     }
+}
+
+#[test]
+fn usage_is_omitted_when_zero_refused_as_explicit_zero_and_must_match_the_output() {
+    let text = crate::json::ToJson::to_json(&ready()).to_canonical_string();
+    assert!(!text.contains("usage"), "a state without tokens keeps its earlier bytes: {text}");
+    let mut explicit = crate::json::ToJson::to_json(&ready());
+    if let Json::Object(o) = &mut explicit {
+        o.insert("usage".into(), crate::json::ToJson::to_json(&Usage::default()));
+    }
+    let decoded = <ParentState as crate::json::FromJson>::from_json(&explicit);
+    assert!(decoded.is_err(), "an explicit zero would not re-encode");
+    let mismatch = ParentState { usage: Usage::new(1, 1), ..completed_model() };
+    let e = mismatch.validate_structure().unwrap_err();
+    assert!(e.to_string().contains("final_output.usage"), "{e}");
 }
 
 #[test]
