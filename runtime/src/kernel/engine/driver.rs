@@ -129,6 +129,10 @@ impl Driver {
         let moved = !matches!((&head, &self.tree.head()), (Some(a), Some(b)) if Arc::ptr_eq(a, b));
         if moved {
             self.tree.update(|s| s.head = head.clone());
+            // A chain's earlier cuts first: listeners see every acknowledged cut in order.
+            for passed in self.owner.take_passed_heads() {
+                self.shared.observers.publish_head(&passed);
+            }
             if let Some(head) = &head {
                 self.shared.observers.publish_head(head);
             }

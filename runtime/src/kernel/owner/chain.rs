@@ -70,6 +70,13 @@ impl Owner {
         self.chain.enabled = true;
     }
 
+    /// The cuts the last acknowledged chain installed before the current head, in commit
+    /// order (empty after a single commit), once: a driver hands them to head listeners
+    /// before the head, so listeners see every acknowledged cut as if committed one by one.
+    pub fn take_passed_heads(&mut self) -> Vec<Arc<TreeSnapshot>> {
+        std::mem::take(&mut self.passed_heads)
+    }
+
     /// The cut the next boundary follows: the last staged one, else the acknowledged head.
     pub(super) fn tip(&self) -> Option<(&Arc<TreeSnapshot>, u64)> {
         self.chain.last().or(self.head.as_ref().map(|(h, s)| (h, *s)))
@@ -84,7 +91,8 @@ impl Owner {
     pub(super) fn send_chain(&mut self, after: AfterCommit) {
         let chain = self.chain.take();
         let Some((_, prospective, sequence)) = chain.entries.last().cloned() else { return };
-        self.in_flight = Some(InFlight { after, prospective, sequence, effects: chain.effects });
+        let passed = chain.entries[..chain.entries.len() - 1].iter().map(|(_, cut, _)| cut.clone()).collect();
+        self.in_flight = Some(InFlight { after, prospective, sequence, effects: chain.effects, passed });
         let mut requests: Vec<CommitRequest> = chain.entries.into_iter().map(|(request, _, _)| request).collect();
         let action = match requests.len() {
             1 => Action::Commit(requests.remove(0)),

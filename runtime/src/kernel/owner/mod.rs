@@ -174,6 +174,8 @@ struct InFlight {
     /// The Effects whose settled/resolved boundaries this commit carries (counted unresolved
     /// if it fails).
     effects: Vec<EffectId>,
+    /// A chain's cuts before its last one (`prospective`), in order.
+    passed: Vec<Arc<TreeSnapshot>>,
 }
 
 /// Live-only facts of a non-terminal Process.
@@ -226,6 +228,8 @@ pub struct Owner {
     child_start_due: bool,
     /// Boundaries staged for the next commit, in order (`chain.rs`).
     chain: chain::Chain,
+    /// The cuts the last acknowledged chain installed before its head, until taken.
+    passed_heads: Vec<Arc<TreeSnapshot>>,
 }
 
 impl Owner {
@@ -563,6 +567,7 @@ impl Owner {
             return;
         }
         self.head = Some((in_flight.prospective, in_flight.sequence));
+        self.passed_heads = in_flight.passed;
         // Committed facts become visible only now.
         for p in std::mem::take(&mut self.staged) {
             self.actions.push_back(Action::Publish(p));
