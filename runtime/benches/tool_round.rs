@@ -12,9 +12,12 @@
 //! * `cut_ratio_200_over_20`: final cut size at R=200 over R=20;
 //! * `ms_per_round_200`: wall milliseconds per round at R=200 (what a peer is compared to).
 //!
+//! * `commits_per_round_200`: durable commits per round at R=200 (each one `fsync` on the
+//!   FileCommitter; a chain of boundaries is one commit).
+//!
 //! Comment lines (`#`) also break the final cut down by kind of record (context segments,
 //! retired-child residues, live Processes, envelope): what makes `cut_ratio` grow with R;
-//! and count commit calls per round (each one `fsync` on the FileCommitter).
+//! and count commits and the boundaries they carry per round.
 //!
 //! Each (store, R) figure is the median of a few runs; both R run in the same process, one
 //! after the other per repeat, so drift hits both alike.
@@ -30,7 +33,7 @@ use keel::interaction::wire::Wire;
 use keel::json::{Digest, Json};
 use keel::kernel::binding::{Deployment, DeploymentSet};
 use keel::kernel::capability::CapabilitySet;
-use keel::kernel::commit::{Activation, Checkpoint, CommitError, Committer, EffectBoundary, FileCommitter, Head, MemoryCommitter};
+use keel::kernel::commit::{Activation, Checkpoint, CommitError, CommitRequest, Committer, EffectBoundary, FileCommitter, Head, MemoryCommitter};
 use keel::kernel::engine::{Engine, EngineConfig};
 use keel::kernel::ids::ProcessId;
 use keel::kernel::owner::RootConfig;
@@ -84,25 +87,36 @@ impl Tool for Echo {
 struct Counting<C> {
     inner: C,
     bytes: AtomicU64,
-    /// Commit calls (each one `fsync` on the FileCommitter).
+    /// Commit calls (each one `fsync` on the FileCommitter; a chain is one).
     commits: AtomicU64,
+    /// Boundaries (checkpoints, Effect boundaries, activations) those commits carried.
+    boundaries: AtomicU64,
+}
+
+impl<C> Counting<C> {
+    fn count(&self, bytes: u64, boundaries: u64) {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.boundaries.fetch_add(boundaries, Ordering::Relaxed);
+    }
 }
 
 impl<C: Committer> Committer for Counting<C> {
     fn commit_checkpoint(&self, c: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
-        self.bytes.fetch_add(c.cut.carried_bytes(), Ordering::Relaxed);
-        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.count(c.cut.carried_bytes(), 1);
         self.inner.commit_checkpoint(c)
     }
     fn commit_effect(&self, b: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
-        self.bytes.fetch_add(b.cut.carried_bytes(), Ordering::Relaxed);
-        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.count(b.cut.carried_bytes(), 1);
         self.inner.commit_effect(b)
     }
     fn activate_tree(&self, a: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
-        self.bytes.fetch_add(a.cut.carried_bytes(), Ordering::Relaxed);
-        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.count(a.cut.carried_bytes(), 1);
         self.inner.activate_tree(a)
+    }
+    fn commit_chain<'a>(&'a self, chain: &'a [CommitRequest]) -> BoxFuture<'a, Result<(), CommitError>> {
+        self.count(chain.iter().map(|r| r.cut().carried_bytes()).sum(), chain.len() as u64);
+        self.inner.commit_chain(chain)
     }
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
         self.inner.load_tree(root)
@@ -147,6 +161,7 @@ struct Sample {
     elapsed: Duration,
     committed_bytes: u64,
     commits: u64,
+    boundaries: u64,
     final_cut: u64,
     parts: CutParts,
 }
@@ -214,7 +229,8 @@ fn one_run(store: Store, rounds: u64, run: u64) -> Sample {
                 Arc::new(FileCommitter::open(&dir).expect("file committer"))
             }
         };
-        let counting = Arc::new(Counting { inner, bytes: AtomicU64::new(0), commits: AtomicU64::new(0) });
+        let counting =
+            Arc::new(Counting { inner, bytes: AtomicU64::new(0), commits: AtomicU64::new(0), boundaries: AtomicU64::new(0) });
         let engine = Engine::new(EngineConfig {
             env,
             committer: counting.clone(),
@@ -233,6 +249,7 @@ fn one_run(store: Store, rounds: u64, run: u64) -> Sample {
             elapsed,
             committed_bytes: counting.bytes.load(Ordering::Relaxed),
             commits: counting.commits.load(Ordering::Relaxed),
+            boundaries: counting.boundaries.load(Ordering::Relaxed),
             final_cut: head.cut.whole_len().unwrap_or(0),
             parts: CutParts::of(&head.cut),
         }
@@ -287,11 +304,16 @@ fn main() {
         );
         for (s, r) in [(&small, r0), (&large, r1)] {
             println!("# final cut R={r}: {}", s.parts.describe());
-            println!("# commits R={r}: {:.2} per round", s.commits as f64 / r as f64);
+            println!(
+                "# commits R={r}: {:.2} per round, carrying {:.2} boundaries per round",
+                s.commits as f64 / r as f64,
+                s.boundaries as f64 / r as f64
+            );
         }
         println!("{prefix}round_ratio_{r1}_over_{r0} = {:.2}", per_round(&large, r1) / per_round(&small, r0));
         println!("{prefix}bytes_per_round_{r1} = {}", large.committed_bytes / r1);
         println!("{prefix}cut_ratio_{r1}_over_{r0} = {:.2}", large.final_cut as f64 / small.final_cut as f64);
         println!("{prefix}ms_per_round_{r1} = {:.3}", per_round(&large, r1) * 1e3);
+        println!("{prefix}commits_per_round_{r1} = {:.2}", large.commits as f64 / r1 as f64);
     }
 }

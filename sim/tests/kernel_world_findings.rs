@@ -55,6 +55,10 @@ fn publications(at: CheckpointKind, fault: fn() -> Fault) -> Vec<Publication> {
                 let result = futures::executor::block_on(commit(committer.as_ref() as &dyn Committer, &request));
                 owner.handle(Input::CommitDone(result), now());
             }
+            Action::CommitChain(chain) => {
+                let result = futures::executor::block_on((committer.as_ref() as &dyn Committer).commit_chain(&chain));
+                owner.handle(Input::CommitDone(result), now());
+            }
             Action::Dispatch { request, .. } => {
                 let outcome = Ok(keel::kernel::effect::Settlement {
                     status: keel::kernel::signal::SettlementStatus::Succeeded,

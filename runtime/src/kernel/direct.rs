@@ -51,12 +51,23 @@ pub struct DirectRunner {
     replies: BTreeMap<CommandId, Result<Reply, CommandError>>,
     next_command: CommandId,
     attempts: u64,
-    /// Every commit request sent, in order (for tests and oracles).
+    /// Every commit request sent, in order (for tests and oracles); a chain's requests one
+    /// by one.
     pub commits: Vec<(CommitRequest, bool)>,
+    /// Where every chain sent (`Action::CommitChain`) lies in `commits`, in order.
+    pub chains: Vec<std::ops::Range<usize>>,
 }
 
 impl DirectRunner {
     pub fn new(owner: Owner, committer: Arc<dyn Committer>, now: Timestamp) -> DirectRunner {
+        Self::with_chains(owner, committer, now, false)
+    }
+
+    /// A runner whose owner sends chained commits (as the Engine's does) when `chains`.
+    pub fn with_chains(mut owner: Owner, committer: Arc<dyn Committer>, now: Timestamp, chains: bool) -> DirectRunner {
+        if chains {
+            owner.enable_chained_commits();
+        }
         let mut r = DirectRunner {
             owner,
             committer,
@@ -67,6 +78,7 @@ impl DirectRunner {
             next_command: 1,
             attempts: 0,
             commits: Vec::new(),
+            chains: Vec::new(),
         };
         r.pump();
         r
@@ -87,6 +99,19 @@ impl DirectRunner {
                     }
                     let result = futures::executor::block_on(commit(self.committer.as_ref(), &request));
                     self.commits.push((request, result.is_ok()));
+                    self.owner.handle(Input::CommitDone(result), self.now);
+                }
+                Action::CommitChain(chain) => {
+                    #[cfg(test)]
+                    {
+                        let fresh = self.owner.fresh_cut().map(|c| c.digest());
+                        let last = chain.last().map(|r| r.cut().digest);
+                        assert_eq!(fresh.ok(), last, "a chain's last cut differs from a fresh build");
+                    }
+                    let result = futures::executor::block_on(self.committer.commit_chain(&chain));
+                    let ok = result.is_ok();
+                    self.chains.push(self.commits.len()..self.commits.len() + chain.len());
+                    self.commits.extend(chain.into_iter().map(|request| (request, ok)));
                     self.owner.handle(Input::CommitDone(result), self.now);
                 }
                 Action::Dispatch { deployment, request, cx } => {

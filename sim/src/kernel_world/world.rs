@@ -372,6 +372,11 @@ impl World {
         while let Some(action) = self.instances[i].owner.poll_action() {
             match action {
                 Action::Commit(request) => self.on_commit_request(i, request),
+                // This world's owners send one boundary per commit (chains stay off).
+                Action::CommitChain(chain) => {
+                    let ord = self.instances[i].ordinal;
+                    self.oracle.violate("commit_chain", format!("instance {ord} sent a chain of {} commits unasked", chain.len()));
+                }
                 Action::Dispatch { request, cx, .. } => self.on_dispatch_request(i, request, cx.cancel),
                 Action::Publish(p) => self.on_publish(i, p),
                 Action::Reply { id, result } => self.on_reply(i, id, result),

@@ -6,7 +6,7 @@ use crate::rows::{self, Reason};
 use keel::env::BoxFuture;
 use keel::json::Digest;
 use keel::kernel::commit::{
-    audit_history, Activation, Checkpoint, CommitError, CommitIndex, CommitRecord, Committer,
+    audit_history, check_chain, Activation, Checkpoint, CommitError, CommitIndex, CommitRecord, CommitRequest, Committer,
     Decision, EffectBoundary, GroupCommit, GroupLimits, Head, Installation, TreeCut, TreeDamage,
 };
 use keel::kernel::ids::{IncarnationId, ProcessId};
@@ -48,7 +48,8 @@ pub struct SqliteCommitter {
     path: PathBuf,
     max_record_bytes: usize,
     conn: Mutex<Connection>,
-    group: GroupCommit<ProcessId, Request, Result<(), CommitError>>,
+    /// A submission is one request or a chain of one tree's consecutive requests.
+    group: GroupCommit<ProcessId, Vec<Request>, Result<(), CommitError>>,
     /// Batch transactions committed (each one WAL sync).
     syncs: AtomicU64,
 }
@@ -70,6 +71,16 @@ enum Request {
     Checkpoint(Checkpoint),
     Effect(EffectBoundary),
     Activation(Activation),
+}
+
+impl From<CommitRequest> for Request {
+    fn from(request: CommitRequest) -> Request {
+        match request {
+            CommitRequest::Checkpoint(c) => Request::Checkpoint(c),
+            CommitRequest::Effect(b) => Request::Effect(b),
+            CommitRequest::Activation(a) => Request::Activation(a),
+        }
+    }
 }
 
 impl Request {
@@ -252,7 +263,7 @@ impl SqliteCommitter {
     }
 
     /// Commits one batch (see the type's docs). Outcomes in request order.
-    fn commit_batch(&self, requests: Vec<Request>) -> Vec<Result<(), CommitError>> {
+    fn commit_batch(&self, requests: Vec<Vec<Request>>) -> Vec<Result<(), CommitError>> {
         let mut conn = self.lock();
         let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(tx) => tx,
@@ -263,11 +274,16 @@ impl SqliteCommitter {
         };
         let mut outcomes = Vec::with_capacity(requests.len());
         let mut installed = Vec::new();
-        for (at, request) in requests.iter().enumerate() {
+        for (at, chain) in requests.iter().enumerate() {
             let outcome = (|| {
                 let savepoint = tx.savepoint().map_err(storage)?;
-                // Dropping the savepoint unreleased rolls this request back, and only it.
-                let wrote = self.apply_one(&savepoint, request)?;
+                // Dropping the savepoint unreleased rolls this submission back, and only it:
+                // a chain is installed whole or not at all, each commit decided against the
+                // head the one before it wrote.
+                let mut wrote = false;
+                for request in chain {
+                    wrote |= self.apply_one(&savepoint, request)?;
+                }
                 savepoint.commit().map_err(storage)?;
                 Ok(wrote)
             })();
@@ -299,12 +315,17 @@ impl SqliteCommitter {
     }
 
     /// Submits a request to the group (see the type's docs).
-    fn submit(&self, request: Request) -> BoxFuture<'_, Result<(), CommitError>> {
-        let cut = request.cut();
-        let root = cut.root_id.clone();
-        let bytes = cut.carried_bytes().saturating_add(u64::try_from(cut.envelope().len()).unwrap_or(u64::MAX));
+    fn submit(&self, chain: Vec<Request>) -> BoxFuture<'_, Result<(), CommitError>> {
+        let Some(root) = chain.first().map(|r| r.cut().root_id.clone()) else {
+            return Box::pin(async { Err(CommitError::Storage { message: "an empty chain commits nothing".into() }) });
+        };
+        let bytes = chain.iter().fold(0u64, |sum, r| {
+            let cut = r.cut();
+            sum.saturating_add(cut.carried_bytes())
+                .saturating_add(u64::try_from(cut.envelope().len()).unwrap_or(u64::MAX))
+        });
         let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
-        Box::pin(self.group.submit(root, bytes, request, move |batch| self.commit_batch(batch)))
+        Box::pin(self.group.submit(root, bytes, chain, move |batch| self.commit_batch(batch)))
     }
 
     fn install(&self, tx: &Connection, i: &Installation, position: u64) -> Result<(), CommitError> {
@@ -602,16 +623,24 @@ fn read_history(conn: &Connection, root: &str) -> Result<Vec<CommitRecord>, Reas
 
 impl Committer for SqliteCommitter {
     fn commit_checkpoint(&self, checkpoint: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
-        self.submit(Request::Checkpoint(checkpoint.clone()))
+        self.submit(vec![Request::Checkpoint(checkpoint.clone())])
     }
     fn commit_effect(&self, boundary: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
-        self.submit(Request::Effect(boundary.clone()))
+        self.submit(vec![Request::Effect(boundary.clone())])
     }
     fn activate_tree(&self, activation: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
-        self.submit(Request::Activation(activation.clone()))
+        self.submit(vec![Request::Activation(activation.clone())])
     }
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
         let root = root.clone();
         Box::pin(async move { self.load(&root) })
+    }
+    /// One savepoint in the batch transaction (one sync with the rest of its batch), the
+    /// whole chain or nothing.
+    fn commit_chain<'a>(&'a self, chain: &'a [CommitRequest]) -> BoxFuture<'a, Result<(), CommitError>> {
+        if let Err(e) = check_chain(chain) {
+            return Box::pin(async move { Err(e) });
+        }
+        self.submit(chain.iter().cloned().map(Request::from).collect())
     }
 }

@@ -168,7 +168,7 @@
 
 use super::group::{GroupCommit, GroupLimits};
 use super::index::{CommitIndex, Decision};
-use super::port::{Activation, Checkpoint, CommitError, Committer, EffectBoundary, Head};
+use super::port::{Activation, Checkpoint, CommitError, CommitRequest, Committer, EffectBoundary, Head};
 use super::{CommitRecord, Installation, TreeDamage};
 use crate::env::BoxFuture;
 use crate::kernel::ids::ProcessId;
@@ -347,7 +347,7 @@ pub struct FileCommitter {
     read_only: bool,
     state: Mutex<State>,
     /// Batches concurrent commits behind one sync.
-    group: GroupCommit<ProcessId, Request, Result<(), CommitError>>,
+    group: GroupCommit<ProcessId, Vec<Request>, Result<(), CommitError>>,
     /// An earlier release's `store.lock`, locked for the committer's life when the directory
     /// holds one (see [`lock`](self::lock)).
     _legacy_lock: Option<File>,
@@ -524,31 +524,46 @@ impl FileCommitter {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Decides one request against the durable index and encodes its frame: `None` for an
-    /// identical retry of the head (nothing to write).
-    fn prepare(&self, state: &State, request: &Request) -> Result<Option<(Installation, Vec<u8>)>, CommitError> {
-        self.refuse_damaged(&request.cut().root_id)?;
-        let Decision::Install(installation) = request.decide(&state.index)? else {
-            return Ok(None);
+    /// Decides one submission (one request, or a chain of one tree's consecutive commits)
+    /// against the durable index and encodes the frames to append, one per installed commit
+    /// and in order: none for an identical retry of the head.
+    fn prepare(&self, state: &State, chain: &[Request]) -> Result<Vec<(Installation, Vec<u8>)>, CommitError> {
+        let Some(first) = chain.first() else { return Ok(Vec::new()) };
+        let root = first.cut().root_id.clone();
+        self.refuse_damaged(&root)?;
+        let decided: Vec<(usize, Installation)> = if let [request] = chain {
+            match request.decide(&state.index)? {
+                Decision::Install(installation) => vec![(0, installation)],
+                Decision::Current => Vec::new(),
+            }
+        } else {
+            let requests: Vec<CommitRequest> = chain.iter().map(Request::to_commit_request).collect();
+            state.index.decide_chain(&requests)?
         };
-        let head = state.index.head(&request.cut().root_id).map(|h| &h.cut);
-        let listing = LoggedCut::listing(request.cut(), &installation.cut, head);
-        let record = encode_record(request, &listing, &installation);
-        let payload_len = record.payload_len();
-        if payload_len > self.options.max_record_bytes {
-            return Err(CommitError::RecordTooLarge {
-                bytes: to_u64(payload_len),
-                max: to_u64(self.options.max_record_bytes),
-            });
+        let mut frames = Vec::with_capacity(decided.len());
+        let mut head = state.index.head(&root).map(|h| h.cut.clone());
+        for (at, installation) in decided {
+            let request = &chain[at];
+            let listing = LoggedCut::listing(request.cut(), &installation.cut, head.as_ref());
+            let record = encode_record(request, &listing, &installation);
+            let payload_len = record.payload_len();
+            if payload_len > self.options.max_record_bytes {
+                return Err(CommitError::RecordTooLarge {
+                    bytes: to_u64(payload_len),
+                    max: to_u64(self.options.max_record_bytes),
+                });
+            }
+            let frame = frame_bytes(&record).map_err(|e| CommitError::invalid(e.to_string()))?;
+            head = Some(installation.cut.clone());
+            frames.push((installation, frame));
         }
-        let frame = frame_bytes(&record).map_err(|e| CommitError::invalid(e.to_string()))?;
-        Ok(Some((installation, frame)))
+        Ok(frames)
     }
 
     /// Commits one batch (at most one request per tree, see the module docs): every request
     /// decided against the durable index, the frames of those installed written with one write
     /// and one `fdatasync`, then the index updated. Outcomes in request order.
-    fn commit_batch(&self, requests: Vec<Request>) -> Vec<Result<(), CommitError>> {
+    fn commit_batch(&self, requests: Vec<Vec<Request>>) -> Vec<Result<(), CommitError>> {
         let mut state = self.lock();
         if let Some(reason) = &state.failed {
             let error = stopped(reason);
@@ -563,12 +578,13 @@ impl FileCommitter {
         let mut installs = Vec::new();
         for (at, request) in requests.iter().enumerate() {
             match self.prepare(&state, request) {
-                Ok(Some((installation, frame))) => {
-                    frames.extend_from_slice(&frame);
-                    installs.push((at, installation));
+                Ok(prepared) => {
+                    for (installation, frame) in prepared {
+                        frames.extend_from_slice(&frame);
+                        installs.push((at, installation));
+                    }
                     outcomes.push(Ok(()));
                 }
-                Ok(None) => outcomes.push(Ok(())),
                 Err(e) => outcomes.push(Err(e)),
             }
         }
@@ -639,11 +655,16 @@ impl FileCommitter {
     }
 
     /// Submits a request to the group (see the module docs).
-    fn submit(&self, request: Request) -> BoxFuture<'_, Result<(), CommitError>> {
-        let cut = request.cut();
-        let (root, bytes) = (cut.root_id.clone(), cut.carried_bytes().saturating_add(to_u64(cut.envelope().len())));
+    fn submit(&self, chain: Vec<Request>) -> BoxFuture<'_, Result<(), CommitError>> {
+        let Some(root) = chain.first().map(|r| r.cut().root_id.clone()) else {
+            return Box::pin(async { Err(CommitError::invalid("an empty chain commits nothing")) });
+        };
+        let bytes = chain.iter().fold(0u64, |sum, r| {
+            let cut = r.cut();
+            sum.saturating_add(cut.carried_bytes()).saturating_add(to_u64(cut.envelope().len()))
+        });
         let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
-        Box::pin(self.group.submit(root, bytes, request, move |batch| self.commit_batch(batch)))
+        Box::pin(self.group.submit(root, bytes, chain, move |batch| self.commit_batch(batch)))
     }
 
     /// Sizes of the log and of its live state.
@@ -785,13 +806,23 @@ fn lost_in_batch() -> Result<(), CommitError> {
 
 impl Committer for FileCommitter {
     fn commit_checkpoint(&self, checkpoint: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
-        self.submit(Request::Checkpoint(checkpoint.clone()))
+        self.submit(vec![Request::Checkpoint(checkpoint.clone())])
     }
     fn commit_effect(&self, boundary: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
-        self.submit(Request::Effect(boundary.clone()))
+        self.submit(vec![Request::Effect(boundary.clone())])
     }
     fn activate_tree(&self, activation: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
-        self.submit(Request::Activation(activation.clone()))
+        self.submit(vec![Request::Activation(activation.clone())])
+    }
+    /// One submission: the chain's frames are appended with one write and one `fdatasync`
+    /// (with the rest of its batch), all decided before anything is written. A crash during
+    /// that write can leave a prefix of the chain on disk, never a gap: the writer relies on
+    /// order only (see `Committer::commit_chain`).
+    fn commit_chain<'a>(&'a self, chain: &'a [CommitRequest]) -> BoxFuture<'a, Result<(), CommitError>> {
+        if let Err(e) = super::port::check_chain(chain) {
+            return Box::pin(async move { Err(e) });
+        }
+        self.submit(chain.iter().cloned().map(Request::from).collect())
     }
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
         let root = root.clone();

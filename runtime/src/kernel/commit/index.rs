@@ -16,6 +16,7 @@
 //! compare-and-advance.
 
 use super::port::{
+    CommitRequest,
     Activation, Checkpoint, CheckpointKind, CommitError, EffectBoundary, EffectBoundaryKind, Head,
     TreeCut,
 };
@@ -321,6 +322,55 @@ impl CommitIndex {
         }
     }
 
+    /// Decides one request of any kind.
+    pub fn decide(&self, request: &CommitRequest) -> Result<Decision, CommitError> {
+        match request {
+            CommitRequest::Checkpoint(c) => self.decide_checkpoint(c),
+            CommitRequest::Effect(b) => self.decide_effect(b),
+            CommitRequest::Activation(a) => self.decide_activation(a),
+        }
+    }
+
+    /// Decides a chain (`port::check_chain`) as if its commits were installed one after the
+    /// other, installing nothing: the installations in order, to be installed together, or the
+    /// first refusal (then none is installed), each with the position of its request. An
+    /// identical retry of a chain whose last commit is still the head is acknowledged with
+    /// nothing to install.
+    pub fn decide_chain(&self, chain: &[CommitRequest]) -> Result<Vec<(usize, Installation)>, CommitError> {
+        super::port::check_chain(chain)?;
+        let root = chain[0].cut().root_id.clone();
+        let tree = self.trees.get(&root);
+        let fact = |request: &CommitRequest| tree.and_then(|t| t.facts.get(&request.identity()).copied());
+        let last = &chain[chain.len() - 1];
+        if fact(last).is_some() {
+            if let Decision::Current = self.decide(last)? {
+                // Every earlier commit must be installed with the same content too.
+                for request in &chain[..chain.len() - 1] {
+                    let content = request_content(request);
+                    if fact(request) != Some(content) {
+                        return Err(CommitError::CommitConflict { identity: request.identity() });
+                    }
+                }
+                return Ok(Vec::new());
+            }
+        }
+        let facts: Vec<(String, Digest)> =
+            chain.iter().filter_map(|r| fact(r).map(|d| (r.identity(), d))).collect();
+        let mut scratch = CommitIndex::for_tree(root, tree.and_then(|t| t.head.clone()), facts);
+        #[cfg(test)]
+        {
+            scratch.skipped = self.skipped;
+        }
+        let mut installations = Vec::with_capacity(chain.len());
+        for (at, request) in chain.iter().enumerate() {
+            if let Decision::Install(installation) = scratch.decide(request)? {
+                scratch.install(installation.clone());
+                installations.push((at, installation));
+            }
+        }
+        Ok(installations)
+    }
+
     /// Installs a decided commit: records its fact and history entry and moves the head.
     /// Callers pass only what a `decide_*` call on this index just returned.
     pub fn install(&mut self, i: Installation) {
@@ -356,4 +406,12 @@ fn install(
         cut: whole,
         carried: cut.clone(),
     }))
+}
+
+fn request_content(request: &CommitRequest) -> Digest {
+    match request {
+        CommitRequest::Checkpoint(c) => c.content_digest(),
+        CommitRequest::Effect(b) => b.content_digest(),
+        CommitRequest::Activation(a) => a.content_digest(),
+    }
 }

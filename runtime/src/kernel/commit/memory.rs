@@ -4,7 +4,8 @@
 
 use super::index::{CommitIndex, Decision};
 use super::port::{
-    Activation, Checkpoint, CheckpointKind, CommitError, Committer, EffectBoundary, Head,
+    Activation, Checkpoint, CheckpointKind, CommitError, CommitRequest, Committer, EffectBoundary,
+    Head,
 };
 use crate::env::BoxFuture;
 use crate::kernel::ids::ProcessId;
@@ -79,6 +80,16 @@ impl Committer for MemoryCommitter {
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
         let root = root.clone();
         Box::pin(async move { Ok(self.head(&root)) })
+    }
+    /// All or nothing: every commit of the chain decided first, then all installed.
+    fn commit_chain<'a>(&'a self, chain: &'a [CommitRequest]) -> BoxFuture<'a, Result<(), CommitError>> {
+        Box::pin(async move {
+            let mut index = self.lock();
+            for (_, installation) in index.decide_chain(chain)? {
+                index.install(installation);
+            }
+            Ok(())
+        })
     }
 }
 

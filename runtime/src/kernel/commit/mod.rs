@@ -37,6 +37,6 @@ pub use group::{GroupCommit, GroupLimits, GroupStats};
 pub use index::{CommitIndex, Decision, Installation};
 pub use memory::{audit_history, CommitRecord, CommitRecordKind, MemoryCommitter};
 pub use port::{
-    Activation, Checkpoint, CheckpointKind, CommitError, Committer, EffectBoundary,
-    EffectBoundaryKind, Head, TreeCut,
+    check_chain, Activation, Checkpoint, CheckpointKind, CommitError, CommitRequest, Committer,
+    EffectBoundary, EffectBoundaryKind, Head, TreeCut,
 };

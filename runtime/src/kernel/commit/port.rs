@@ -184,6 +184,85 @@ impl CommitError {
     }
 }
 
+/// One commit request; the caller sends it to the Committer.
+#[derive(Clone, Debug)]
+pub enum CommitRequest {
+    Checkpoint(Checkpoint),
+    Effect(EffectBoundary),
+    Activation(Activation),
+}
+
+impl CommitRequest {
+    pub fn cut(&self) -> &TreeCut {
+        match self {
+            CommitRequest::Checkpoint(c) => &c.cut,
+            CommitRequest::Effect(b) => &b.cut,
+            CommitRequest::Activation(a) => &a.cut,
+        }
+    }
+    /// A short name of the boundary (for traces and fault plans).
+    pub fn boundary_name(&self) -> &'static str {
+        match self {
+            CommitRequest::Checkpoint(c) => c.kind.as_str(),
+            CommitRequest::Effect(b) => b.kind.as_str(),
+            CommitRequest::Activation(_) => "activation",
+        }
+    }
+    /// Its sequence (an activation's is 0).
+    pub fn sequence(&self) -> u64 {
+        match self {
+            CommitRequest::Checkpoint(c) => c.sequence,
+            CommitRequest::Effect(b) => b.sequence,
+            CommitRequest::Activation(_) => 0,
+        }
+    }
+    /// Its commit identity (`Checkpoint::identity` and friends).
+    pub fn identity(&self) -> String {
+        match self {
+            CommitRequest::Checkpoint(c) => c.identity(),
+            CommitRequest::Effect(b) => b.identity(),
+            CommitRequest::Activation(a) => a.identity(),
+        }
+    }
+    /// Sends this one request to `committer`.
+    pub async fn send(&self, committer: &(impl Committer + ?Sized)) -> Result<(), CommitError> {
+        match self {
+            CommitRequest::Checkpoint(c) => committer.commit_checkpoint(c).await,
+            CommitRequest::Effect(b) => committer.commit_effect(b).await,
+            CommitRequest::Activation(a) => committer.activate_tree(a).await,
+        }
+    }
+}
+
+/// Checks what a chain must be before any store decides it: two or more checkpoints and
+/// Effect boundaries of one tree and one incarnation, consecutive sequences, each advancing
+/// from the cut before it (no start, no activation: those open a writer's history alone).
+pub fn check_chain(chain: &[CommitRequest]) -> Result<(), CommitError> {
+    let Some(first) = chain.first() else {
+        return Err(CommitError::invalid("an empty chain commits nothing"));
+    };
+    for request in chain {
+        let start = matches!(request, CommitRequest::Checkpoint(c) if c.kind == CheckpointKind::Start);
+        if start || matches!(request, CommitRequest::Activation(_)) {
+            return Err(CommitError::invalid("a start or an activation is never chained"));
+        }
+        if request.cut().root_id != first.cut().root_id || request.cut().incarnation != first.cut().incarnation {
+            return Err(CommitError::invalid("a chain holds the commits of one tree and one writer"));
+        }
+    }
+    for pair in chain.windows(2) {
+        let previous = match &pair[1] {
+            CommitRequest::Checkpoint(c) => c.previous_digest,
+            CommitRequest::Effect(b) => Some(b.previous_digest),
+            CommitRequest::Activation(_) => None,
+        };
+        if pair[0].sequence().checked_add(1) != Some(pair[1].sequence()) || previous != Some(pair[0].cut().digest) {
+            return Err(CommitError::invalid("a chain's commits must follow one another (consecutive sequences, each from the cut before it)"));
+        }
+    }
+    Ok(())
+}
+
 /// The durability port. Every method is one atomic compare-and-advance of the root's head (or a
 /// read). Returned futures borrow only `self`; implementations clone what they need from the
 /// request before returning.
@@ -193,6 +272,22 @@ pub trait Committer: Send + Sync {
     fn activate_tree(&self, activation: &Activation) -> BoxFuture<'_, Result<(), CommitError>>;
     /// The current head, without taking ownership. `None` if the root was never started.
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>>;
+    /// Commits a chain: consecutive boundaries of one tree (checkpoints and Effect boundaries,
+    /// each advancing from the cut before it; see [`check_chain`]), acknowledged once, after
+    /// all of them are installed. Each keeps its own identity, sequence and rules. A store
+    /// that can should install them together with one durable sync (the memory, file and
+    /// SQLite stores do); this default sends them one at a time and stops at the first
+    /// failure, which is also correct: the writer relies only on a chain being installed in
+    /// order (a crash may leave any prefix as the head), never on it being atomic.
+    fn commit_chain<'a>(&'a self, chain: &'a [CommitRequest]) -> BoxFuture<'a, Result<(), CommitError>> {
+        Box::pin(async move {
+            check_chain(chain)?;
+            for request in chain {
+                request.send(self).await?;
+            }
+            Ok(())
+        })
+    }
 }
 
 // Shared committers: one store behind several engines (restore, concurrent-restore cases).
@@ -208,6 +303,9 @@ impl<C: Committer + ?Sized> Committer for Arc<C> {
     }
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
         (**self).load_tree(root)
+    }
+    fn commit_chain<'a>(&'a self, chain: &'a [CommitRequest]) -> BoxFuture<'a, Result<(), CommitError>> {
+        (**self).commit_chain(chain)
     }
 }
 

@@ -68,6 +68,9 @@ impl Driver {
         tx: mpsc::UnboundedSender<Msg>,
         rx: mpsc::UnboundedReceiver<Msg>,
     ) -> Driver {
+        let mut owner = owner;
+        // This driver sends chains (`Action::CommitChain`) with `Committer::commit_chain`.
+        owner.enable_chained_commits();
         Driver {
             owner,
             tree,
@@ -126,25 +129,18 @@ impl Driver {
         let moved = !matches!((&head, &self.tree.head()), (Some(a), Some(b)) if Arc::ptr_eq(a, b));
         if moved {
             self.tree.update(|s| s.head = head.clone());
+            // A chain's earlier cuts first: listeners see every acknowledged cut in order.
+            for passed in self.owner.take_passed_heads() {
+                self.shared.observers.publish_head(&passed);
+            }
             if let Some(head) = &head {
                 self.shared.observers.publish_head(head);
             }
         }
         while let Some(action) = self.owner.poll_action() {
             match action {
-                Action::Commit(request) => {
-                    #[cfg(feature = "mutations")]
-                    if crate::mutation::active(crate::mutation::Mutation::DispatchBeforePending)
-                        && is_pending_boundary(&request)
-                    {
-                        // MUTATION: tell the owner the pending boundary is durable before the
-                        // committer saw it; the owner dispatches in this very loop.
-                        self.spawn_early_commit(request);
-                        self.owner.handle(Input::CommitDone(Ok(())), self.shared.env.clock.now());
-                        continue;
-                    }
-                    self.spawn_commit(request)
-                }
+                Action::Commit(request) => self.commit(vec![request]),
+                Action::CommitChain(chain) => self.commit(chain),
                 Action::Dispatch {
                     deployment,
                     request,
@@ -161,7 +157,22 @@ impl Driver {
         }
     }
 
-    fn spawn_commit(&mut self, request: CommitRequest) {
+    /// Sends one commit (a single request, or a chain of them) to the committer.
+    fn commit(&mut self, request: Vec<CommitRequest>) {
+        #[cfg(feature = "mutations")]
+        if crate::mutation::active(crate::mutation::Mutation::DispatchBeforePending)
+            && request.last().is_some_and(is_pending_boundary)
+        {
+            // MUTATION: tell the owner the pending boundary is durable before the
+            // committer saw it; the owner dispatches in this very loop.
+            self.spawn_early_commit(request);
+            self.owner.handle(Input::CommitDone(Ok(())), self.shared.env.clock.now());
+            return;
+        }
+        self.spawn_commit(request)
+    }
+
+    fn spawn_commit(&mut self, request: Vec<CommitRequest>) {
         let committer = self.shared.committer.clone();
         let tx = self.tx.clone();
         #[cfg(feature = "mutations")]
@@ -181,7 +192,7 @@ impl Driver {
     /// acknowledged. Its outcome is only recorded (a failure surfaces when the next commit,
     /// which follows a head the store never got, is fenced).
     #[cfg(feature = "mutations")]
-    fn spawn_early_commit(&mut self, request: CommitRequest) {
+    fn spawn_early_commit(&mut self, request: Vec<CommitRequest>) {
         let committer = self.shared.committer.clone();
         let tree = self.tree.clone();
         let before = self.early_commit.take();
@@ -295,8 +306,14 @@ fn is_pending_boundary(request: &CommitRequest) -> bool {
 /// One commit with the committer's panics contained: a panic becomes a storage failure.
 /// AssertUnwindSafe: after a panic the request and committer handle are dropped unobserved,
 /// and a storage failure proves nothing about what the store kept.
-async fn guarded_commit(committer: &dyn Committer, request: &CommitRequest) -> Result<(), CommitError> {
-    AssertUnwindSafe(commit(committer, request)).catch_unwind().await.unwrap_or_else(|p| {
+async fn guarded_commit(committer: &dyn Committer, request: &[CommitRequest]) -> Result<(), CommitError> {
+    let sent = async {
+        match request {
+            [one] => commit(committer, one).await,
+            chain => committer.commit_chain(chain).await,
+        }
+    };
+    AssertUnwindSafe(sent).catch_unwind().await.unwrap_or_else(|p| {
         Err(CommitError::Storage {
             message: bounded(&panic_text(&p), "committer panicked"),
         })

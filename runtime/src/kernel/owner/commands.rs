@@ -50,9 +50,12 @@ impl Owner {
             Command::Kill { process, reason } => self.intent(&process, true, &reason),
             Command::Resolve { process, effect, settlement } => self.resolve(id, &process, &effect, settlement),
             Command::Capture => {
-                if self.cut_differs_from_head() {
+                if self.cut_differs_from_tip() {
                     let kind = self.cut_class();
                     self.commit_checkpoint(kind, AfterCommit::ReplyCaptured { id });
+                    Ok(None)
+                } else if !self.chain.is_empty() {
+                    self.send_chain(AfterCommit::ReplyCaptured { id });
                     Ok(None)
                 } else {
                     match self.head() {

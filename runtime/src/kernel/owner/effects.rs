@@ -253,7 +253,13 @@ impl Owner {
         }
         let (phase, diagnostic) = normalize_outcome(outcome);
         self.set_phase(&pid, index, phase, diagnostic);
-        self.commit_effect(EffectBoundaryKind::Settled, &pid, &effect, AfterCommit::Nothing);
+        // Staged when chains are on: the settlement is acted on in memory only, and the
+        // boundary is sent, before anything that follows it, in the next commit (`chain.rs`).
+        if self.chain.may_stage() {
+            self.stage_effect(EffectBoundaryKind::Settled, &pid, &effect);
+        } else {
+            self.commit_effect(EffectBoundaryKind::Settled, &pid, &effect, AfterCommit::Nothing);
+        }
     }
 
     /// MUTATION RedispatchUnknown: dispatches every restored Unknown dispatcher Effect again

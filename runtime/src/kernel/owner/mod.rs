@@ -10,6 +10,11 @@
 //! Invariants this layer keeps (checked by tests and the simulator):
 //! * one commit in flight at a time; while it is in flight no Step runs and no input is
 //!   applied (inputs queue);
+//! * a commit may be a chain of consecutive boundaries (`chain.rs`): a settled boundary or a
+//!   `child_start` checkpoint is staged and the tree runs on in memory, and the chain is sent
+//!   with the next commit that must be acknowledged before something follows (a pending
+//!   boundary, a reply) or when the tree goes idle; nothing is dispatched or published between
+//!   staging and the chain's acknowledgment;
 //! * no Dispatch action for an Effect before its `pending` boundary is acknowledged;
 //! * every published fact (Result, committed event, accepted signal, child) is in an
 //!   acknowledged head;
@@ -20,6 +25,7 @@
 
 mod commands;
 mod compact;
+mod chain;
 mod control;
 mod effects;
 mod finalize;
@@ -28,7 +34,8 @@ mod step;
 mod table;
 
 use super::binding::{Deployment, DeploymentResolver};
-use super::commit::{Activation, Checkpoint, CheckpointKind, EffectBoundary, EffectBoundaryKind, TreeCut};
+use super::commit::{Checkpoint, CheckpointKind, EffectBoundary, EffectBoundaryKind, TreeCut};
+pub use super::commit::CommitRequest;
 use super::deployment::DeploymentRef;
 use super::dispatcher::{DispatchContext, EffectRequest};
 use super::effect::{EffectPhase, Settlement};
@@ -77,37 +84,14 @@ pub enum Input {
     Command { id: CommandId, command: Command },
 }
 
-/// One commit request; the caller sends it to the Committer.
-#[derive(Clone, Debug)]
-pub enum CommitRequest {
-    Checkpoint(Checkpoint),
-    Effect(EffectBoundary),
-    Activation(Activation),
-}
-
-impl CommitRequest {
-    pub fn cut(&self) -> &TreeCut {
-        match self {
-            CommitRequest::Checkpoint(c) => &c.cut,
-            CommitRequest::Effect(b) => &b.cut,
-            CommitRequest::Activation(a) => &a.cut,
-        }
-    }
-    /// A short name of the boundary (for traces and fault plans).
-    pub fn boundary_name(&self) -> &'static str {
-        match self {
-            CommitRequest::Checkpoint(c) => c.kind.as_str(),
-            CommitRequest::Effect(b) => b.kind.as_str(),
-            CommitRequest::Activation(_) => "activation",
-        }
-    }
-}
-
 /// Something the caller must do.
 #[allow(clippy::large_enum_variant)] // transient: polled and performed at once
 pub enum Action {
     /// Send this commit to the committer and feed back `Input::CommitDone`.
     Commit(CommitRequest),
+    /// Send this chain (`Committer::commit_chain`: consecutive boundaries of this tree, two
+    /// or more) and feed back one `Input::CommitDone` for all of it.
+    CommitChain(Vec<CommitRequest>),
     /// Run this dispatcher Effect (after its pending boundary was acknowledged) and feed back
     /// `Input::DispatchDone`. The caller mints the AttemptId.
     Dispatch { deployment: Deployment, request: EffectRequest, cx: DispatchContext },
@@ -187,8 +171,11 @@ struct InFlight {
     after: AfterCommit,
     prospective: Arc<TreeSnapshot>,
     sequence: u64,
-    /// The Effect whose settled/resolved boundary this is (counted unresolved if it fails).
-    effect: Option<EffectId>,
+    /// The Effects whose settled/resolved boundaries this commit carries (counted unresolved
+    /// if it fails).
+    effects: Vec<EffectId>,
+    /// A chain's cuts before its last one (`prospective`), in order.
+    passed: Vec<Arc<TreeSnapshot>>,
 }
 
 /// Live-only facts of a non-terminal Process.
@@ -239,6 +226,10 @@ pub struct Owner {
     /// A child was started in memory and its `child_start` checkpoint is not issued yet
     /// (`commit_child_starts`).
     child_start_due: bool,
+    /// Boundaries staged for the next commit, in order (`chain.rs`).
+    chain: chain::Chain,
+    /// The cuts the last acknowledged chain installed before its head, until taken.
+    passed_heads: Vec<Arc<TreeSnapshot>>,
 }
 
 impl Owner {
@@ -259,7 +250,11 @@ impl Owner {
     /// Whether nothing is left to do: no commit in flight, no jobs, no queued input, and the
     /// head equals the in-memory cut.
     pub fn is_quiescent(&self) -> bool {
-        self.in_flight.is_none() && self.jobs.is_empty() && self.deferred.is_empty() && self.actions.is_empty()
+        self.in_flight.is_none()
+            && self.chain.is_empty()
+            && self.jobs.is_empty()
+            && self.deferred.is_empty()
+            && self.actions.is_empty()
     }
     /// Whether every Process of the tree is terminal in the acknowledged head.
     pub fn is_finished(&self) -> bool {
@@ -327,14 +322,14 @@ impl Owner {
             // record changed since the last assembled cut (the table tracks that), and the
             // cut built to compare is the one committed.
             if !self.jobs.is_empty() && self.staged.is_empty() {
-                return;
+                return self.send_chain(AfterCommit::Nothing);
             }
-            let head_digest = self.head.as_ref().map(|(h, _)| h.digest());
+            let head_digest = self.tip_digest();
             if !self.processes.may_differ_from(head_digest) {
-                return;
+                return self.send_chain(AfterCommit::Nothing);
             }
             match self.snapshot() {
-                Ok(c) if Some(c.digest()) == head_digest => return,
+                Ok(c) if Some(c.digest()) == head_digest => return self.send_chain(AfterCommit::Nothing),
                 Ok(c) => {
                     let kind = self.cut_class();
                     self.commit_checkpoint_cut(kind, AfterCommit::Nothing, Arc::new(c));
@@ -351,8 +346,9 @@ impl Owner {
         self.processes.cut(&self.root_id, &self.incarnation, self.limits)
     }
 
-    fn cut_differs_from_head(&mut self) -> bool {
-        let head_digest = self.head.as_ref().map(|(h, _)| h.digest());
+    /// Whether the in-memory cut differs from the last staged or acknowledged one.
+    fn cut_differs_from_tip(&mut self) -> bool {
+        let head_digest = self.tip_digest();
         if !self.processes.may_differ_from(head_digest) {
             return false;
         }
@@ -407,7 +403,15 @@ impl Owner {
         // A finalization may have issued a commit of its own (a `checkpoint` transition):
         // that commit holds the children, and their staged publications wait for it.
         if self.in_flight.is_none() && self.stopped.is_none() {
-            self.commit_checkpoint(CheckpointKind::ChildStart, AfterCommit::Nothing);
+            if self.chain.may_stage() {
+                // Staged: the children run in memory and the checkpoint is sent with the
+                // next commit, before any of them dispatches or is published (`chain.rs`).
+                if let Some(cut) = self.prospective() {
+                    self.stage_checkpoint(CheckpointKind::ChildStart, cut);
+                }
+            } else {
+                self.commit_checkpoint(CheckpointKind::ChildStart, AfterCommit::Nothing);
+            }
         }
     }
 
@@ -448,7 +452,7 @@ impl Owner {
     }
 
     fn next_sequence(&self) -> u64 {
-        self.head.as_ref().map(|(_, s)| s + 1).unwrap_or(1)
+        self.tip().map(|(_, s)| s + 1).unwrap_or(1)
     }
 
     /// Builds the prospective cut, or stops the owner if it does not validate (a kernel bug or
@@ -468,7 +472,7 @@ impl Owner {
     /// no head yet. The store resolves the delta against the head it holds, which fencing on
     /// the previous digest makes this same head.
     fn tree_cut(&self, snap: &TreeSnapshot) -> TreeCut {
-        match &self.head {
+        match self.tip() {
             Some((head, _)) => snap.tree_cut().delta_from(head.tree_cut()),
             None => snap.tree_cut().clone(),
         }
@@ -481,24 +485,37 @@ impl Owner {
 
     /// Commits an already-built, validated cut as a checkpoint.
     fn commit_checkpoint_cut(&mut self, kind: CheckpointKind, after: AfterCommit, cut: Arc<TreeSnapshot>) {
+        self.stage_checkpoint(kind, cut);
+        self.send_chain(after);
+    }
+
+    /// Stages an already-built, validated cut as a checkpoint (sent with the next commit).
+    fn stage_checkpoint(&mut self, kind: CheckpointKind, cut: Arc<TreeSnapshot>) {
         let sequence = self.next_sequence();
-        let previous_digest = self.head.as_ref().map(|(h, _)| h.digest());
+        let previous_digest = self.tip_digest();
         let checkpoint = Checkpoint { sequence, kind, previous_digest, cut: self.tree_cut(&cut) };
-        self.in_flight = Some(InFlight { after, prospective: cut, sequence, effect: None });
-        self.actions.push_back(Action::Commit(CommitRequest::Checkpoint(checkpoint)));
+        self.chain.push(CommitRequest::Checkpoint(checkpoint), cut, sequence, None);
     }
 
     fn commit_effect(&mut self, kind: EffectBoundaryKind, process: &ProcessId, effect: &EffectId, after: AfterCommit) {
-        let Some(cut) = self.prospective() else { return };
+        if self.stage_effect(kind, process, effect) {
+            self.send_chain(after);
+        }
+    }
+
+    /// Stages an Effect boundary of the in-memory cut (sent with the next commit); false if
+    /// it could not be built (the owner stopped).
+    fn stage_effect(&mut self, kind: EffectBoundaryKind, process: &ProcessId, effect: &EffectId) -> bool {
+        let Some(cut) = self.prospective() else { return false };
         let Some((step_sequence, batch_index, effect_digest, settlement_digest)) =
             self.effect_coordinates(process, effect)
         else {
             self.stop(format!("effect boundary for an absent effect {effect}"), None);
-            return;
+            return false;
         };
-        let Some((head, _)) = &self.head else {
+        let Some((head, _)) = self.tip() else {
             self.stop("effect boundary before any acknowledged head".into(), None);
-            return;
+            return false;
         };
         let sequence = self.next_sequence();
         let boundary = EffectBoundary {
@@ -514,8 +531,8 @@ impl Owner {
             cut: self.tree_cut(&cut),
         };
         let counted = (kind != EffectBoundaryKind::Pending).then(|| effect.clone());
-        self.in_flight = Some(InFlight { after, prospective: cut, sequence, effect: counted });
-        self.actions.push_back(Action::Commit(CommitRequest::Effect(boundary)));
+        self.chain.push(CommitRequest::Effect(boundary), cut, sequence, counted);
+        true
     }
 
     fn effect_coordinates(&self, process: &ProcessId, effect: &EffectId) -> Option<(u64, u32, Digest, Option<Digest>)> {
@@ -541,7 +558,7 @@ impl Owner {
                 AfterCommit::Reply { id, .. } | AfterCommit::ReplyCaptured { id } => Some(id),
                 _ => None,
             };
-            self.stop_with(format!("commit failed: {e}"), in_flight.effect, Some(e));
+            self.stop_with(format!("commit failed: {e}"), in_flight.effects, Some(e));
             // The command whose commit failed is still owed its reply.
             if let Some(id) = owed {
                 let err = CommandError::Stopped(self.stopped.clone().map(Box::new));
@@ -550,6 +567,7 @@ impl Owner {
             return;
         }
         self.head = Some((in_flight.prospective, in_flight.sequence));
+        self.passed_heads = in_flight.passed;
         // Committed facts become visible only now.
         for p in std::mem::take(&mut self.staged) {
             self.actions.push_back(Action::Publish(p));
@@ -585,11 +603,11 @@ impl Owner {
     /// Stops the writer: staged publications are dropped, jobs abandoned (their tokens
     /// cancelled), and every member gets the RuntimeError.
     fn stop(&mut self, cause: String, failed_effect: Option<EffectId>) {
-        self.stop_with(cause, failed_effect, None);
+        self.stop_with(cause, failed_effect.into_iter().collect(), None);
     }
 
     /// [`stop`](Self::stop), keeping the store's refusal that caused it.
-    fn stop_with(&mut self, cause: String, failed_effect: Option<EffectId>, commit: Option<super::commit::CommitError>) {
+    fn stop_with(&mut self, cause: String, failed_effects: Vec<EffectId>, commit: Option<super::commit::CommitError>) {
         if self.stopped.is_some() {
             return;
         }
@@ -599,7 +617,9 @@ impl Owner {
             .filter_map(|p| p.prepared.as_ref())
             .flat_map(|s| s.unknown_ids())
             .collect();
-        unresolved.extend(failed_effect);
+        unresolved.extend(failed_effects);
+        // Staged boundaries were never sent: their settlements are as unresolved as the rest.
+        unresolved.extend(self.chain.take().effects);
         for (id, job) in std::mem::take(&mut self.jobs) {
             job.cancel.cancel();
             unresolved.push(id);

@@ -63,6 +63,8 @@ impl Owner {
             now,
             compaction: Default::default(),
             child_start_due: false,
+            chain: Default::default(),
+            passed_heads: Vec::new(),
         }
     }
 
@@ -112,7 +114,7 @@ impl Owner {
         let cut = Arc::new(owner.snapshot()?);
         owner.stage_event(&root_id, crate::kernel::event::names::PROCESS_STARTED, None, None);
         let checkpoint = Checkpoint { sequence: 1, kind: CheckpointKind::Start, previous_digest: None, cut: cut.tree_cut().clone() };
-        owner.in_flight = Some(InFlight { after: AfterCommit::PublishStart { restored: false }, prospective: cut, sequence: 1, effect: None });
+        owner.in_flight = Some(InFlight { after: AfterCommit::PublishStart { restored: false }, prospective: cut, sequence: 1, effects: Vec::new(), passed: Vec::new() });
         owner.actions.push_back(Action::Commit(CommitRequest::Checkpoint(checkpoint)));
         Ok(owner)
     }
@@ -166,7 +168,7 @@ impl Owner {
             owner.stage_event(&p.id, crate::kernel::event::names::PROCESS_RESTORED, None, None);
         }
         let activation = Activation { previous_incarnation, previous_digest, new_incarnation: incarnation, cut: cut.tree_cut().clone() };
-        owner.in_flight = Some(InFlight { after: AfterCommit::PublishStart { restored: true }, prospective: cut, sequence: 0, effect: None });
+        owner.in_flight = Some(InFlight { after: AfterCommit::PublishStart { restored: true }, prospective: cut, sequence: 0, effects: Vec::new(), passed: Vec::new() });
         owner.actions.push_back(Action::Commit(CommitRequest::Activation(activation)));
         Ok(owner)
     }

@@ -3,6 +3,9 @@
 //! parent does next, never with the child's first Effect). The owner is driven by hand here:
 //! each commit is held, dispatches that finished meanwhile are fed in before it is
 //! acknowledged, and every Dispatch action is checked against the acknowledged boundaries.
+//! Run with one boundary per commit and with chained commits (a pending boundary ends its
+//! chain: no Effect is dispatched before the chain that holds its pending boundary is
+//! acknowledged).
 
 use super::*;
 use crate::kernel::child::{Boundary, Condition};
@@ -15,6 +18,18 @@ use std::collections::{BTreeSet, VecDeque};
 
 #[test]
 fn no_dispatch_leaves_the_owner_before_its_pending_boundary_is_acknowledged() {
+    dispatch_order(false);
+}
+
+#[test]
+fn no_dispatch_leaves_a_chaining_owner_before_its_pending_boundary_is_acknowledged() {
+    let chains = dispatch_order(true);
+    assert!(chains > 0, "the chaining owner sent chains");
+}
+
+/// Runs the scripted tree; returns how many chains (commits of two or more boundaries) it sent.
+fn dispatch_order(chained: bool) -> usize {
+    let mut chains = 0;
     let w = echo_world();
     let d = w.deployment.reference().clone();
     let child = |key: &str| {
@@ -37,17 +52,30 @@ fn no_dispatch_leaves_the_owner_before_its_pending_boundary_is_acknowledged() {
         now(),
     )
     .expect("start");
+    if chained {
+        owner.enable_chained_commits();
+    }
     let mut acknowledged_pending: BTreeSet<EffectId> = BTreeSet::new();
     let mut outstanding: VecDeque<PendingDispatch> = VecDeque::new();
     let mut dispatched = 0u64;
     let mut done = false;
     for _ in 0..10_000 {
-        let mut in_flight: Option<CommitRequest> = None;
+        let mut in_flight: Option<Vec<CommitRequest>> = None;
         while let Some(action) = owner.poll_action() {
             match action {
                 Action::Commit(request) => {
                     assert!(in_flight.is_none(), "two commits in flight");
-                    in_flight = Some(request);
+                    in_flight = Some(vec![request]);
+                }
+                Action::CommitChain(chain) => {
+                    assert!(chained, "a chain from an owner that was not asked for chains");
+                    assert!(in_flight.is_none(), "two commits in flight");
+                    let pending_inside = chain[..chain.len() - 1]
+                        .iter()
+                        .any(|r| matches!(r, CommitRequest::Effect(b) if b.kind == EffectBoundaryKind::Pending));
+                    assert!(!pending_inside, "a pending boundary that does not end its chain");
+                    chains += 1;
+                    in_flight = Some(chain);
                 }
                 Action::Dispatch { deployment, request, cx } => {
                     assert!(in_flight.is_none(), "dispatch of {} while a commit is in flight", request.effect_id);
@@ -69,11 +97,16 @@ fn no_dispatch_leaves_the_owner_before_its_pending_boundary_is_acknowledged() {
                 owner.handle(Input::DispatchDone { effect, outcome }, now());
                 assert!(owner.poll_action().is_none(), "the owner acted while a commit was in flight");
             }
-            let result = futures::executor::block_on(commit(w.committer.as_ref(), &request));
-            assert!(result.is_ok(), "commit {}: {result:?}", request.boundary_name());
-            if let CommitRequest::Effect(b) = &request {
-                if b.kind == EffectBoundaryKind::Pending {
-                    acknowledged_pending.insert(b.effect_id.clone());
+            let result = match request.as_slice() {
+                [one] => futures::executor::block_on(commit(w.committer.as_ref(), one)),
+                chain => futures::executor::block_on(w.committer.commit_chain(chain)),
+            };
+            assert!(result.is_ok(), "commit {}: {result:?}", request[0].boundary_name());
+            for r in &request {
+                if let CommitRequest::Effect(b) = r {
+                    if b.kind == EffectBoundaryKind::Pending {
+                        acknowledged_pending.insert(b.effect_id.clone());
+                    }
                 }
             }
             owner.handle(Input::CommitDone(result), now());
@@ -91,4 +124,5 @@ fn no_dispatch_leaves_the_owner_before_its_pending_boundary_is_acknowledged() {
     assert!(owner.is_finished(), "every Process ended");
     assert_eq!(dispatched, 7, "first, a-1, a-2, b-1, b-2, only, last: each once");
     assert_eq!(w.calls.load(Ordering::SeqCst), 7);
+    chains
 }

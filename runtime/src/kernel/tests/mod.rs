@@ -2,6 +2,7 @@
 //! strategy): each invariant of `kernel::invariants` this layer keeps has a case that fails if
 //! it breaks.
 
+mod chains;
 mod children;
 mod compaction;
 mod control;

@@ -38,7 +38,27 @@ pub(super) enum Request {
     Activation(Activation),
 }
 
+impl From<super::super::port::CommitRequest> for Request {
+    fn from(request: super::super::port::CommitRequest) -> Request {
+        use super::super::port::CommitRequest;
+        match request {
+            CommitRequest::Checkpoint(c) => Request::Checkpoint(c),
+            CommitRequest::Effect(b) => Request::Effect(b),
+            CommitRequest::Activation(a) => Request::Activation(a),
+        }
+    }
+}
+
 impl Request {
+    pub(super) fn to_commit_request(&self) -> super::super::port::CommitRequest {
+        use super::super::port::CommitRequest;
+        match self {
+            Request::Checkpoint(c) => CommitRequest::Checkpoint(c.clone()),
+            Request::Effect(b) => CommitRequest::Effect(b.clone()),
+            Request::Activation(a) => CommitRequest::Activation(a.clone()),
+        }
+    }
+
     pub(super) fn decide(
         &self,
         index: &super::CommitIndex,
