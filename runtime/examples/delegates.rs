@@ -25,7 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut events = run.events();
     while let Some(event) = events.next().await {
         match event {
-            RunEvent::ModelResponse { process, text, tool_calls } => {
+            RunEvent::ModelResponse { process, text, tool_calls, .. } => {
                 println!("[{process}] model: {text:?} calls {tool_calls:?}");
             }
             RunEvent::Finished(result) => println!("answer: {}", result.text()),

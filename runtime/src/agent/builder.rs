@@ -1,6 +1,7 @@
 //! Building an [`Agent`]: model, tools, delegates, limits, checked before any call is made.
 
 use super::build_error::BuildError;
+use super::context_policy::ContextPolicy;
 use super::deltas::DeltaTap;
 use super::identity::{configuration_digest, implementation_digest, tagged};
 use super::model_retry::{ModelErrorPolicy, ModelRetry, MAX_MODEL_ATTEMPTS};
@@ -49,6 +50,7 @@ pub(crate) struct AgentInner {
     pub(crate) model_unknown: UnknownPolicy,
     pub(crate) model_error: ModelErrorPolicy,
     pub(crate) tool_options: BTreeMap<String, ToolOptions>,
+    pub(crate) model_identity: crate::interaction::model::ModelIdentity,
 }
 
 /// A validated agent: an Interaction deployment together with every deployment its runs can
@@ -114,6 +116,12 @@ impl Agent {
         self.inner.model_error
     }
 
+    /// The model the agent calls (part of its configuration digest: a stored run is resumed
+    /// only by an agent calling the same model).
+    pub fn model_identity(&self) -> &crate::interaction::model::ModelIdentity {
+        &self.inner.model_identity
+    }
+
     /// The declared options of each of the agent's own tools, by tool name.
     pub fn tool_options(&self) -> &BTreeMap<String, ToolOptions> {
         &self.inner.tool_options
@@ -146,6 +154,8 @@ pub struct AgentBuilder {
     max_context_bytes: u64,
     validator: Option<(String, CompletionValidator)>,
     wrapper: Option<Arc<ToolWrapper>>,
+    /// Set by `context_policy` (in `context_policy.rs`).
+    pub(super) context: ContextPolicy,
 }
 
 impl AgentBuilder {
@@ -165,6 +175,7 @@ impl AgentBuilder {
             max_context_bytes: crate::limits::DEFAULT_MAX_CONTEXT_BYTES,
             validator: None,
             wrapper: None,
+            context: ContextPolicy::default(),
         }
     }
 
@@ -298,6 +309,8 @@ impl AgentBuilder {
         QualifiedName::parse(&agent).map_err(|e| BuildError::Name { name: agent.clone(), detail: e.to_string() })?;
         let version = self.version.clone().ok_or_else(|| BuildError::NoVersion { agent: agent.clone() })?;
         let model = self.model.clone().ok_or_else(|| BuildError::NoModel { agent: agent.clone() })?;
+        let model = self.context.install(&agent, model)?;
+        let model_identity = model.identity();
         if self.max_model_calls == 0 {
             return Err(BuildError::NoModelCalls { agent });
         }
@@ -421,6 +434,7 @@ impl AgentBuilder {
                     "model",
                     ObjectBuilder::new()
                         .field("mode", model.mode.name())
+                        .value("identity", model_identity.to_json())
                         .field("reducer", &model.reducer.is_some())
                         .field("on_unknown", self.model_unknown.as_str())
                         .value("on_error", self.model_error.to_json())
@@ -429,6 +443,7 @@ impl AgentBuilder {
                 .value("tools", Json::Array(tool_json))
                 .value("delegates", Json::Array(delegate_json))
                 .opt_field("validator", self.validator.as_ref().map(|(id, _)| id))
+                .opt_value("context", (!self.context.is_keep_all()).then(|| self.context.to_json()))
                 .build(),
         );
         let definition = Definition::new(DefinitionConfig {
@@ -467,6 +482,7 @@ impl AgentBuilder {
             model_unknown: self.model_unknown,
             model_error: self.model_error,
             tool_options,
+            model_identity,
         }) })
     }
 }
