@@ -1,6 +1,6 @@
 //! Quickstart: an agent with a weather tool, run offline with a scripted model.
 //!
-//! Run: `cargo run -p keel --example quickstart`
+//! Run: `cargo run -p keel-runtime --example quickstart`
 
 use keel::prelude::*;
 
