@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # keel against LangGraph on the same tool loop (see README.md beside this file).
 # Installs the pinned LangGraph into bench/peer/.venv, runs its loop, runs keel's
-# `cargo bench -p keel --bench tool_round` (release), and prints the raw ms/round figures of
+# `cargo bench -p keel-runtime --bench tool_round` (release), and prints the raw ms/round figures of
 # both sides and keel's over LangGraph's at R=200 (below 1 means keel is faster).
 # Works from any directory; honours CARGO_TARGET_DIR if set.
 set -euo pipefail
@@ -19,8 +19,8 @@ echo "# LangGraph (Python $("$venv/bin/python" -c 'import platform; print(platfo
 peer_out="$("$venv/bin/python" "$here/tool_round.py")"
 echo "$peer_out"
 
-echo "# keel (cargo bench -p keel --bench tool_round)"
-keel_out="$(cd "$root" && cargo bench -p keel --bench tool_round)"
+echo "# keel (cargo bench -p keel-runtime --bench tool_round)"
+keel_out="$(cd "$root" && cargo bench -p keel-runtime --bench tool_round)"
 echo "$keel_out"
 
 # The value of `name = value` in $2; fails loudly when the line is missing.

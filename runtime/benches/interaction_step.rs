@@ -6,7 +6,7 @@
 //! context the runtime refuses (each message is bounded by one payload, the context by
 //! `max_context_bytes`, 64 MiB by default) prints `refused` instead of a ratio.
 //!
-//! Run: `cargo bench -p keel --bench interaction_step` (release profile; no bench crate).
+//! Run: `cargo bench -p keel-runtime --bench interaction_step` (release profile; no bench crate).
 //!
 //! Method. For each N, K fresh interactions are started through the real owner (Owner +
 //! DirectRunner + MemoryCommitter, the real ModelDispatcher over a client that answers with a

@@ -3,7 +3,7 @@
 //! text after R rounds, one trivial tool, R = 20 and 200, on the MemoryCommitter and on the
 //! FileCommitter (a fresh directory under the system temp dir, fsync'd appends).
 //!
-//! Run: `cargo bench -p keel --bench tool_round` (release profile; no bench crate).
+//! Run: `cargo bench -p keel-runtime --bench tool_round` (release profile; no bench crate).
 //!
 //! Printed (MemoryCommitter; the same lines prefixed `file_` for the FileCommitter):
 //! * `round_ratio_200_over_20`: wall time per round at R=200 over the same at R=20 (1 means a

@@ -2,7 +2,7 @@
 //! the parent resumes the run from disk, sees the call as Unknown before `resume` returns,
 //! settles it from the payment ledger, and shows the payment ran exactly once.
 //!
-//! Run: `cargo run -p keel --example crash_and_resume`
+//! Run: `cargo run -p keel-runtime --example crash_and_resume`
 
 use keel::prelude::*;
 use std::io::Write;

@@ -1,7 +1,7 @@
 //! Delegates: a coordinator agent hands a task to a researcher agent (a child run with its own
 //! model and limits), then answers with its result.
 //!
-//! Run: `cargo run -p keel --example delegates`
+//! Run: `cargo run -p keel-runtime --example delegates`
 
 use keel::prelude::*;
 

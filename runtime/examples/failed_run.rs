@@ -1,7 +1,7 @@
 //! A failed run, handled: the model refuses every call, `result()` says so with a failure
 //! code and message, and the program reports it and exits cleanly.
 //!
-//! Run: `cargo run -p keel --example failed_run`
+//! Run: `cargo run -p keel-runtime --example failed_run`
 
 use keel::chat::{Request, Response};
 use keel::env::BoxFuture;

@@ -1,7 +1,7 @@
 //! Human in the loop: the run parks on a question, the process exits, and a new process
 //! resumes the run from disk and answers it.
 //!
-//! Run: `cargo run -p keel --example human_in_the_loop` (runs both processes itself), or by
+//! Run: `cargo run -p keel-runtime --example human_in_the_loop` (runs both processes itself), or by
 //! hand: `... -- ask DIR` then `... -- answer DIR "Oslo"`.
 
 use keel::prelude::*;

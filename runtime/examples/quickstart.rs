@@ -1,7 +1,7 @@
 //! Quickstart: an agent with instructions, a typed tool and a typed answer, run offline with a
 //! scripted model.
 //!
-//! Run: `cargo run -p keel --example quickstart`
+//! Run: `cargo run -p keel-runtime --example quickstart`
 
 use keel::prelude::*;
 use schemars::JsonSchema;

@@ -1,6 +1,6 @@
 //! Streaming: model deltas printed to stdout as they arrive, then the durable answer.
 //!
-//! Run: `cargo run -p keel --example streaming`
+//! Run: `cargo run -p keel-runtime --example streaming`
 
 use keel::prelude::*;
 use std::io::Write;

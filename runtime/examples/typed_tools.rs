@@ -2,7 +2,7 @@
 //! declared options on them, a model that gets the arguments and the answer wrong first and is
 //! told so, and the answer read back as a Rust type.
 //!
-//! Run: `cargo run -p keel --example typed_tools`
+//! Run: `cargo run -p keel-runtime --example typed_tools`
 
 use keel::chat::{Request, Response};
 use keel::env::BoxFuture;

@@ -30,7 +30,7 @@ use crate::retry::Pacing;
 use crate::wire::{endpoint, Endpoint};
 use keel::chat::{Request, Response};
 use keel::env::BoxFuture;
-use keel::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelStreamer};
+use keel::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelIdentity, ModelStreamer};
 
 pub(crate) const PROVIDER: &str = "anthropic";
 
@@ -199,6 +199,11 @@ impl ModelClient for AnthropicClient {
     fn call<'a>(&'a self, _cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<Response, ModelError>> {
         Box::pin(async move { Ok(self.complete(&request).await?) })
     }
+    /// The provider and model name (the endpoint is not part of it: a compatible server
+    /// serving the same model under the same name answers the same way).
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity::new(PROVIDER, &self.config.model)
+    }
 }
 
 impl ModelStreamer for AnthropicClient {
@@ -208,6 +213,10 @@ impl ModelStreamer for AnthropicClient {
         request: Request,
     ) -> BoxFuture<'a, Result<ModelDeltaStream<'a>, ModelError>> {
         Box::pin(async move { Ok(self.open_stream(&request).await?) })
+    }
+
+    fn identity(&self) -> ModelIdentity {
+        ModelClient::identity(self)
     }
 }
 

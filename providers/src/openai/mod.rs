@@ -28,7 +28,7 @@ use crate::wire::{endpoint, Endpoint};
 use keel::chat::{Request, Response};
 use keel::env::BoxFuture;
 use keel::json::Json;
-use keel::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelStreamer};
+use keel::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelIdentity, ModelStreamer};
 
 pub(crate) const PROVIDER: &str = "openai";
 
@@ -201,6 +201,11 @@ impl ModelClient for OpenAiClient {
     fn call<'a>(&'a self, cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<Response, ModelError>> {
         Box::pin(async move { Ok(self.complete_with(&request, cx.output_schema.as_ref()).await?) })
     }
+    /// The provider and model name (the endpoint is not part of it: a compatible server
+    /// serving the same model under the same name answers the same way).
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity::new(PROVIDER, &self.config.model)
+    }
 }
 
 impl ModelStreamer for OpenAiClient {
@@ -210,6 +215,10 @@ impl ModelStreamer for OpenAiClient {
         request: Request,
     ) -> BoxFuture<'a, Result<ModelDeltaStream<'a>, ModelError>> {
         Box::pin(async move { Ok(self.open_stream_with(&request, cx.output_schema.as_ref()).await?) })
+    }
+
+    fn identity(&self) -> ModelIdentity {
+        ModelClient::identity(self)
     }
 }
 

@@ -34,7 +34,7 @@ use crate::retry::Pacing;
 use crate::wire::{endpoint, Endpoint};
 use keel::chat::{Request, Response};
 use keel::env::BoxFuture;
-use keel::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelStreamer};
+use keel::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelIdentity, ModelStreamer};
 
 pub(crate) const PROVIDER: &str = "openai-responses";
 
@@ -190,6 +190,18 @@ impl ModelClient for ResponsesClient {
     fn call<'a>(&'a self, _cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<Response, ModelError>> {
         Box::pin(async move { Ok(self.complete(&request).await?) })
     }
+    /// The provider, the model name and the reasoning settings (they change the answers; the
+    /// endpoint does not).
+    fn identity(&self) -> ModelIdentity {
+        let mut identity = ModelIdentity::new(PROVIDER, &self.config.model);
+        if let Some(effort) = &self.config.reasoning_effort {
+            identity = identity.setting("reasoning_effort", effort.as_str());
+        }
+        if let Some(summary) = &self.config.reasoning_summary {
+            identity = identity.setting("reasoning_summary", summary.as_str());
+        }
+        identity
+    }
 }
 
 impl ModelStreamer for ResponsesClient {
@@ -199,6 +211,10 @@ impl ModelStreamer for ResponsesClient {
         request: Request,
     ) -> BoxFuture<'a, Result<ModelDeltaStream<'a>, ModelError>> {
         Box::pin(async move { Ok(self.open_stream(&request).await?) })
+    }
+
+    fn identity(&self) -> ModelIdentity {
+        ModelClient::identity(self)
     }
 }
 

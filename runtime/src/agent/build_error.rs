@@ -30,6 +30,20 @@ pub enum BuildError {
         /// The agent.
         agent: String,
     },
+    /// A context policy was set on a model configuration that already has a context reducer.
+    #[error("agent `{agent}` has both a context policy and a hand-built context reducer (`DispatcherConfig::with_reducer`); keep one of them")]
+    ContextPolicyWithReducer {
+        /// The agent.
+        agent: String,
+    },
+    /// The context policy cannot work.
+    #[error("agent `{agent}`: the context policy is not usable: {detail}; give `keep_last_bytes` a budget of at least a few kilobytes")]
+    ContextPolicy {
+        /// The agent.
+        agent: String,
+        /// Why.
+        detail: String,
+    },
     /// The model error policy makes no attempt or too many.
     #[error("agent `{agent}`: the model error policy makes {attempts} attempts; it must make between 1 and 10 (for example `.on_model_error(ModelErrorPolicy::attempts(3))`)")]
     ModelAttempts {

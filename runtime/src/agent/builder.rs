@@ -1,6 +1,7 @@
 //! Building an [`Agent`]: model, tools, delegates, limits, checked before any call is made.
 
 use super::build_error::BuildError;
+use super::context_policy::ContextPolicy;
 use super::deltas::DeltaTap;
 use super::identity::{configuration_digest, implementation_digest, tagged};
 use super::model_retry::{ModelErrorPolicy, ModelRetry, MAX_MODEL_ATTEMPTS};
@@ -53,6 +54,7 @@ pub(crate) struct AgentInner {
     pub(crate) tool_options: BTreeMap<String, ToolOptions>,
     pub(crate) max_concurrent_tool_calls: u32,
     pub(crate) delegates: usize,
+    pub(crate) model_identity: crate::interaction::model::ModelIdentity,
 }
 
 /// A validated agent: an Interaction deployment together with every deployment its runs can
@@ -143,6 +145,12 @@ impl Agent {
         self.inner.model_error
     }
 
+    /// The model the agent calls (part of its configuration digest: a stored run is resumed
+    /// only by an agent calling the same model).
+    pub fn model_identity(&self) -> &crate::interaction::model::ModelIdentity {
+        &self.inner.model_identity
+    }
+
     /// The declared options of each of the agent's own tools, by tool name.
     pub fn tool_options(&self) -> &BTreeMap<String, ToolOptions> {
         &self.inner.tool_options
@@ -187,6 +195,8 @@ pub struct AgentBuilder {
     wrapper: Option<Arc<ToolWrapper>>,
     instructions: Option<String>,
     output: Option<OutputSpec>,
+    /// Set by `context_policy` (in `context_policy.rs`).
+    pub(super) context: ContextPolicy,
 }
 
 impl AgentBuilder {
@@ -208,6 +218,7 @@ impl AgentBuilder {
             wrapper: None,
             instructions: None,
             output: None,
+            context: ContextPolicy::default(),
         }
     }
 
@@ -403,6 +414,8 @@ impl AgentBuilder {
         QualifiedName::parse(&agent).map_err(|e| BuildError::Name { name: agent.clone(), detail: e.to_string() })?;
         let version = self.version.clone().ok_or_else(|| BuildError::NoVersion { agent: agent.clone() })?;
         let model = self.model.clone().ok_or_else(|| BuildError::NoModel { agent: agent.clone() })?;
+        let model = self.context.install(&agent, model)?;
+        let model_identity = model.identity();
         if self.max_model_calls == 0 {
             return Err(BuildError::NoModelCalls { agent });
         }
@@ -529,6 +542,7 @@ impl AgentBuilder {
                     "model",
                     ObjectBuilder::new()
                         .field("mode", model.mode.name())
+                        .value("identity", model_identity.to_json())
                         .field("reducer", &model.reducer.is_some())
                         .field("on_unknown", self.model_unknown.as_str())
                         .value("on_error", self.model_error.to_json())
@@ -539,6 +553,7 @@ impl AgentBuilder {
                 .opt_field("validator", self.validator.as_ref().map(|(id, _)| id))
                 .opt_field("instructions", system.as_ref())
                 .opt_value("output_schema", output_schema)
+                .opt_value("context", (!self.context.is_keep_all()).then(|| self.context.to_json()))
                 .build(),
         );
         let definition = Definition::new(DefinitionConfig {
@@ -579,6 +594,7 @@ impl AgentBuilder {
             tool_options,
             max_concurrent_tool_calls: if has_tools { limit } else { 0 },
             delegates: delegate_count,
+            model_identity,
         }) })
     }
 }

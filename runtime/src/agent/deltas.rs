@@ -29,16 +29,17 @@ impl Dispatcher for DeltaTap {
     fn dispatch<'a>(&'a self, request: EffectRequest, mut cx: DispatchContext) -> BoxFuture<'a, Result<Settlement, DispatchError>> {
         if let Some(run) = self.hub.get(&request.relation.root_id) {
             let process = request.process_id.clone();
+            let call = request.effect_id.clone();
             let outer = cx.deltas.take();
             let sink: DeltaSink = Arc::new(move |payload: Payload| {
                 if let Some(outer) = &outer {
                     outer(payload.clone());
                 }
-                let text = ModelResponseDelta::from_payload(&payload)
-                    .ok()
-                    .and_then(|d| d.response_delta.text)
-                    .unwrap_or_default();
-                run.push_delta(RunEvent::ModelDelta { process: process.clone(), text });
+                let text = ModelResponseDelta::from_payload(&payload).ok().and_then(|d| d.response_delta.text);
+                // Increments with only tool-call or finish data carry nothing to show.
+                if let Some(text) = text.filter(|t| !t.is_empty()) {
+                    run.push_delta(RunEvent::ModelDelta { process: process.clone(), call: call.clone(), text });
+                }
                 true
             });
             cx.deltas = Some(sink);

@@ -4,7 +4,7 @@ use super::input::InputRequest;
 use super::recovery::UnknownEffect;
 use super::result::RunResult;
 use super::tracker::RunShared;
-use crate::kernel::ids::{ProcessId, SignalId};
+use crate::kernel::ids::{EffectId, ProcessId, SignalId};
 use futures::Stream;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -31,11 +31,16 @@ pub enum UnknownKind {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum RunEvent {
-    /// A piece of a streamed model response (not durable).
+    /// A piece of a streamed model response's text (not durable). Never empty: increments
+    /// carrying only tool-call or finish data are not reported.
     ModelDelta {
         /// The Process whose model call streamed it.
         process: ProcessId,
-        /// The text piece (empty for deltas carrying only tool-call or finish data).
+        /// The model call it belongs to: the same id as the
+        /// [`ModelResponse`](RunEvent::ModelResponse) or [`ModelFailed`](RunEvent::ModelFailed)
+        /// event that settles the call.
+        call: EffectId,
+        /// The text piece.
         text: String,
     },
     /// The per-run delta queue overflowed: `dropped` oldest deltas were discarded since the
@@ -64,6 +69,8 @@ pub enum RunEvent {
     ModelResponse {
         /// The calling Process (the run's root, or a delegate).
         process: ProcessId,
+        /// The model call (its deltas carry the same id).
+        call: EffectId,
         /// The response text.
         text: String,
         /// The tools the model asked to call, in order.
@@ -75,10 +82,13 @@ pub enum RunEvent {
     ModelFailed {
         /// The calling Process.
         process: ProcessId,
+        /// The model call (its deltas carry the same id).
+        call: EffectId,
         /// The error text.
         error: String,
     },
-    /// A tool call was dispatched.
+    /// A tool call was dispatched: once per call, even when the call is dispatched again
+    /// (after a tool asked the host for input, or after a restore).
     ToolStarted {
         /// The tool-child Process running the call.
         process: ProcessId,

@@ -48,6 +48,7 @@
 
 mod build_error;
 mod builder;
+mod context_policy;
 mod deltas;
 mod events;
 mod human;
@@ -68,6 +69,12 @@ mod json_schema;
 mod typed_output;
 mod typed_tool;
 #[cfg(test)]
+mod context_policy_tests;
+#[cfg(test)]
+mod event_tests;
+#[cfg(test)]
+mod model_identity_tests;
+#[cfg(test)]
 mod outcome_tests;
 #[cfg(test)]
 mod tests;
@@ -76,6 +83,7 @@ mod typed_tests;
 
 pub use build_error::BuildError;
 pub use builder::{Agent, AgentBuilder, ToolWrapper};
+pub use context_policy::ContextPolicy;
 pub use events::{Events, RunEvent, UnknownKind};
 pub use human::AskHuman;
 pub use input::InputRequest;

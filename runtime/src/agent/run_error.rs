@@ -142,7 +142,9 @@ pub struct RestoreRefused {
 debug_as_display!(RestoreRefused);
 
 impl RestoreRefused {
-    pub(crate) fn new(run: String, stored: DeploymentRef, current: DeploymentRef) -> RestoreRefused {
+    /// `current_model` is this agent's model (see [`ModelIdentity`](crate::interaction::model::ModelIdentity)),
+    /// named because a changed model is the most common changed setting.
+    pub(crate) fn new(run: String, stored: DeploymentRef, current: DeploymentRef, current_model: &str) -> RestoreRefused {
         let short = |d: crate::json::Digest| d.hex().chars().take(8).collect::<String>();
         let mut parts = Vec::new();
         if stored.name() != current.name() {
@@ -158,7 +160,7 @@ impl RestoreRefused {
         }
         if stored.configuration_digest() != current.configuration_digest() {
             let (a, b) = (short(stored.configuration_digest()), short(current.configuration_digest()));
-            parts.push(format!("the settings: instructions, model, tools, output, limits, delegates or validator ({a} ≠ {b})"));
+            parts.push(format!("the settings (model {current_model}, instructions, tools, output, limits, policies, delegates or validator: {a} ≠ {b})"));
         }
         if stored.bindings_digest() != current.bindings_digest() {
             let (a, b) = (short(stored.bindings_digest()), short(current.bindings_digest()));

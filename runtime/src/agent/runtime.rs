@@ -195,7 +195,7 @@ impl Runtime {
         let stored = snapshot.root().deployment_ref.clone();
         let current = self.inner.agent.deployment_ref().clone();
         if stored != current {
-            return Err(RestoreRefused::new(id.to_string(), stored, current).into());
+            return Err(RestoreRefused::new(id.to_string(), stored, current, &self.inner.agent.model_identity().to_string()).into());
         }
         let in_flight: BTreeSet<EffectId> = snapshot
             .processes()

@@ -2,7 +2,7 @@
 
 use crate::chat::{FinishReason, Message, Request, Response, ResponseDelta, ToolCall, Usage};
 use crate::env::BoxFuture;
-use crate::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelStreamer};
+use crate::interaction::model::{ModelCallContext, ModelClient, ModelDeltaStream, ModelError, ModelIdentity, ModelStreamer};
 
 #[derive(Clone, Debug)]
 enum Turn {
@@ -93,6 +93,10 @@ impl ModelClient for ScriptedModel {
         let response = self.answer(cx.invocation.model_call_sequence());
         Box::pin(async move { Ok(response) })
     }
+
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity::new("keel", "scripted")
+    }
 }
 
 impl ModelStreamer for ScriptedModel {
@@ -101,5 +105,9 @@ impl ModelStreamer for ScriptedModel {
         let deltas: Vec<Result<ResponseDelta, ModelError>> =
             ResponseDelta::split(&response, self.chunk_bytes).into_iter().map(Ok).collect();
         Box::pin(async move { Ok(Box::pin(futures::stream::iter(deltas)) as ModelDeltaStream<'a>) })
+    }
+
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity::new("keel", "scripted")
     }
 }

@@ -159,7 +159,7 @@ fn a_full_delta_queue_drops_oldest_counts_and_reports_once_and_the_output_is_com
         let drops: Vec<u64> = events.iter().filter_map(|e| if let RunEvent::DeltasDropped { dropped } = e { Some(*dropped) } else { None }).collect();
         assert_eq!(deltas, MAX_RUN_DELTAS, "the queue keeps the newest deltas");
         assert_eq!(drops.len(), 1, "one dropped-deltas event");
-        assert_eq!(drops[0] as usize + deltas, text.len() + 1, "every delta is either delivered or counted (+1: the finish delta)");
+        assert_eq!(drops[0] as usize + deltas, text.len(), "every text delta is either delivered or counted (the finish-only increment is not a delta)");
         assert_eq!(run.dropped_deltas(), drops[0]);
         // The kept deltas are the newest, in order.
         let kept: String = events.iter().filter_map(|e| if let RunEvent::ModelDelta { text, .. } = e { Some(text.as_str()) } else { None }).collect();

@@ -272,8 +272,12 @@ impl RunState {
                                 self.push(RunEvent::SteerApplied { signals: call.applied_steer_signal_ids });
                             }
                         }
+                        // A tool call that asked the host for input is dispatched again with the
+                        // answer (a new Effect of the same tool-child Process): one call, one event.
                         if let Some((tool, call_id)) = tool {
-                            self.push(RunEvent::ToolStarted { process: p.id.clone(), tool, call_id });
+                            if self.first(format!("tool-started:{}:{call_id}", p.id)) {
+                                self.push(RunEvent::ToolStarted { process: p.id.clone(), tool, call_id });
+                            }
                         }
                     }
                     EffectPhase::Settled(settlement) => {
@@ -286,10 +290,10 @@ impl RunState {
                                     let text = response.message.as_ref().map(|m| m.text()).unwrap_or_default();
                                     let tool_calls = response.tool_calls().iter().map(|c| c.name.clone()).collect();
                                     let usage = response.usage;
-                                    self.push(RunEvent::ModelResponse { process: p.id.clone(), text, tool_calls, usage });
+                                    self.push(RunEvent::ModelResponse { process: p.id.clone(), call: e.id.clone(), text, tool_calls, usage });
                                 }
                                 Ok(ModelResult::Error(error) | ModelResult::HostError(error)) => {
-                                    self.push(RunEvent::ModelFailed { process: p.id.clone(), error });
+                                    self.push(RunEvent::ModelFailed { process: p.id.clone(), call: e.id.clone(), error });
                                 }
                                 Err(_) => {}
                             }

@@ -70,4 +70,9 @@ impl ModelClient for HarnessModel {
     ) -> BoxFuture<'a, Result<Response, ModelError>> {
         Box::pin(self.answer(cx, request))
     }
+
+    /// The script's own identity: the harness is not another model.
+    fn identity(&self) -> keel::interaction::model::ModelIdentity {
+        ModelClient::identity(&self.script)
+    }
 }

@@ -2,6 +2,7 @@
 
 use super::context::ModelCallContext;
 use super::error::ModelError;
+use super::identity::ModelIdentity;
 use crate::chat::{Request, Response, ResponseDelta};
 use crate::env::BoxFuture;
 use futures::stream::BoxStream;
@@ -12,6 +13,13 @@ use std::sync::Arc;
 pub trait ModelClient: Send + Sync + 'static {
     /// Calls the model once. The request already carries the call's tool manifest.
     fn call<'a>(&'a self, cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<Response, ModelError>>;
+
+    /// Which model this client calls (recorded in an agent's configuration digest, so a run is
+    /// never resumed by another model unnoticed). The default is the client's type name:
+    /// override it to name the provider, model and answer-changing settings.
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity::of_type::<Self>()
+    }
 }
 
 /// The increments of one streamed model response.
@@ -25,6 +33,11 @@ pub trait ModelStreamer: Send + Sync + 'static {
         cx: &'a ModelCallContext,
         request: Request,
     ) -> BoxFuture<'a, Result<ModelDeltaStream<'a>, ModelError>>;
+
+    /// Which model this streamer calls: see [`ModelClient::identity`].
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity::of_type::<Self>()
+    }
 }
 
 /// The single response lifecycle of a Dispatcher. Both settle the same complete Response;

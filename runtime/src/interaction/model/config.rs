@@ -34,6 +34,14 @@ impl DispatcherConfig {
         DispatcherConfig { mode: ModelMode::Stream(streamer), observer: None, reducer: None, instructions: None, output_schema: None }
     }
 
+    /// The identity of the model this configuration calls.
+    pub fn identity(&self) -> super::ModelIdentity {
+        match &self.mode {
+            ModelMode::Complete(client) => client.identity(),
+            ModelMode::Stream(streamer) => streamer.identity(),
+        }
+    }
+
     pub fn with_observer(mut self, observer: Arc<dyn ModelObserver>) -> DispatcherConfig {
         self.observer = Some(observer);
         self
