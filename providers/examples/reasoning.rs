@@ -57,7 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Agent::builder("example.reasoning").version("1").streaming_model(client).tool(weather).max_model_calls(4).build()?;
     let messages = vec![Message::system("You are a terse weather assistant."), Message::user("What is the weather in Paris?")];
     let result = Runtime::in_memory(agent)?.start_messages(messages).await?.result().await?;
-    let output = result.output().ok_or("a completed run without an output")?;
+    let output = result.interaction_output().ok_or("a completed run without an output")?;
     println!("{}", result.text());
     if let Completion::ModelResponse(response) = &output.completion {
         for part in response.message.iter().flat_map(|m| m.parts.iter()) {

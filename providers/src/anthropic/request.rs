@@ -115,9 +115,6 @@ fn message_value(message: &Message) -> Result<Value, ProviderError> {
             },
             Part::Text(text) => json!({"type": "text", "text": text}),
             Part::ToolCall(call) => json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input(call)?}),
-            // Thinking blocks are sent back by the Anthropic thinking support; reasoning of
-            // another provider cannot be verified here.
-            Part::Reasoning(_) => continue,
             Part::ToolResult(result) => {
                 let mut block = Map::new();
                 block.insert("type".into(), json!("tool_result"));

@@ -40,7 +40,7 @@ fn assert_well_formed(original: &[Message], shortened: &[Message]) {
                     calls.insert(c.id.clone());
                 }
                 Part::ToolResult(r) => assert!(calls.contains(&r.id), "result {} without its call in {shortened:#?}", r.id),
-                Part::Text(_) => {}
+                Part::Text(_) | Part::Reasoning(_) => {}
             }
         }
     }

@@ -101,7 +101,7 @@ impl RunResult {
     /// without an output. The sum is part of the run's durable state, so a run resumed after
     /// a crash reports the same total.
     pub fn usage(&self) -> Usage {
-        self.output().map(|o| o.usage).unwrap_or_default()
+        self.interaction_output().map(|o| o.usage).unwrap_or_default()
     }
 
     /// The kernel's Result.

@@ -306,7 +306,7 @@ fn usage_is_durable_state_summed_per_run_and_read_the_same_after_a_crash() {
         let result = run.result().await.unwrap();
         assert_eq!(result.text(), "Finished.");
         assert_eq!(result.usage(), crate::chat::Usage::new(2, 2));
-        assert_eq!(result.output().unwrap().model_calls, 2);
+        assert_eq!(result.interaction_output().unwrap().model_calls, 2);
     });
 }
 

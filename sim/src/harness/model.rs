@@ -73,6 +73,11 @@ impl ModelClient for HarnessModel {
 
     /// The script's own identity: the harness is not another model.
     fn identity(&self) -> keel::interaction::model::ModelIdentity {
-        ModelClient::identity(&self.script)
+        match &self.script {
+            Script::Scripted(s) => ModelClient::identity(s),
+            // A replayed recording stands for one model throughout the campaign; restores in
+            // a new runtime see the same identity.
+            Script::Recorded(_) => keel::interaction::model::ModelIdentity::new("keel", "recorded"),
+        }
     }
 }
