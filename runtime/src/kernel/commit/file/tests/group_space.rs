@@ -229,7 +229,11 @@ fn fill(dir: &Path, name: &str, leave: usize) {
     file.sync_all().unwrap();
 }
 
+// Ignored in the plain test run: mounting forks a `mount` process, and a child forked while
+// another test of this binary holds a store's log open shares that lock until it execs, so a
+// parallel test's reopen could find its own store "locked". `.ci/run` runs it alone.
 #[test]
+#[ignore = "forks `mount`: .ci/run runs it alone with --ignored"]
 fn on_a_real_full_disk_a_commit_needs_only_its_own_bytes_and_leaves_no_zeros() {
     let Some(disk) = SmallDisk::mount() else { return };
     let store = disk.0 .0.join("store");
