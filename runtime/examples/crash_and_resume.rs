@@ -37,7 +37,9 @@ fn agent(dir: &Path) -> Result<Agent, BuildError> {
 async fn child(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let runtime = Runtime::on_disk(agent(dir)?, dir.join("store"))?;
     let run = runtime.start("Pay my order.").await?;
-    std::fs::write(dir.join("run-id"), run.id().to_string())?;
+    // Written whole, then renamed: the parent never reads half an id.
+    std::fs::write(dir.join("run-id.tmp"), run.id().to_string())?;
+    std::fs::rename(dir.join("run-id.tmp"), dir.join("run-id"))?;
     run.result().await?;
     Err("the child should have been killed".into())
 }
@@ -54,7 +56,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 1. Run the child until the charge is physically made, then SIGKILL it.
     let mut child = std::process::Command::new(std::env::current_exe()?).arg("child").arg(&dir).spawn()?;
-    while !ledger.exists() {
+    // The tool may charge before the child has written the run id: wait for both.
+    while !(ledger.exists() && dir.join("run-id").exists()) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     child.kill()?; // SIGKILL on Unix
