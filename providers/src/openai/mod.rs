@@ -90,9 +90,7 @@ impl OpenAiConfig {
     /// (default: `default_model`), and the key, as always, from [`OPENAI_API_KEY_VAR`]. One
     /// program then runs against the real API or a local OpenAI-compatible server unchanged.
     pub fn from_env(default_model: impl Into<String>, pacing: Pacing) -> OpenAiConfig {
-        let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let base_url = set(OPENAI_BASE_URL_VAR).unwrap_or_else(|| OPENAI_BASE_URL.to_owned());
-        let model = set(OPENAI_MODEL_VAR).unwrap_or_else(|| default_model.into());
+        let (base_url, model) = env_endpoint(default_model.into());
         OpenAiConfig::compatible(base_url, model, pacing)
     }
 
@@ -186,6 +184,16 @@ impl OpenAiClient {
         let (response, _) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
         Ok(crate::stream::deltas(self.transport.chunks(response), stream::OpenAiEvents::default()))
     }
+}
+
+/// The API root from [`OPENAI_BASE_URL_VAR`] (default: the official API) and the model from
+/// [`OPENAI_MODEL_VAR`] (default: `default_model`); blank values count as unset. Shared by
+/// both OpenAI clients' `from_env`.
+pub(crate) fn env_endpoint(default_model: String) -> (String, String) {
+    let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let base_url = set(OPENAI_BASE_URL_VAR).unwrap_or_else(|| OPENAI_BASE_URL.to_owned());
+    let model = set(OPENAI_MODEL_VAR).unwrap_or(default_model);
+    (base_url, model)
 }
 
 impl OpenAiClient {

@@ -29,7 +29,7 @@ mod stream;
 
 use crate::error::ProviderError;
 use crate::http::Transport;
-use crate::openai::{OPENAI_API_KEY_VAR, OPENAI_BASE_URL, OPENAI_BASE_URL_VAR, OPENAI_MODEL_VAR};
+use crate::openai::{OPENAI_API_KEY_VAR, OPENAI_BASE_URL};
 use crate::retry::Pacing;
 use crate::wire::{endpoint, Endpoint};
 use keel::chat::{Request, Response};
@@ -77,12 +77,10 @@ impl ResponsesConfig {
         }
     }
 
-    /// The API root from [`OPENAI_BASE_URL_VAR`] (default: the official API), the model from
-    /// [`OPENAI_MODEL_VAR`] (default: `default_model`), the key from [`OPENAI_API_KEY_VAR`].
+    /// The API root from [`OPENAI_BASE_URL_VAR`](crate::openai::OPENAI_BASE_URL_VAR) (default: the official API), the model from
+    /// [`OPENAI_MODEL_VAR`](crate::openai::OPENAI_MODEL_VAR) (default: `default_model`), the key from [`OPENAI_API_KEY_VAR`].
     pub fn from_env(default_model: impl Into<String>, pacing: Pacing) -> ResponsesConfig {
-        let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let base_url = set(OPENAI_BASE_URL_VAR).unwrap_or_else(|| OPENAI_BASE_URL.to_owned());
-        let model = set(OPENAI_MODEL_VAR).unwrap_or_else(|| default_model.into());
+        let (base_url, model) = crate::openai::env_endpoint(default_model.into());
         ResponsesConfig::at(base_url, model, pacing)
     }
 
