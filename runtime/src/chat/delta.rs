@@ -102,29 +102,11 @@ impl ReasoningDelta {
         {
             return Err(ChatError::EmptyReasoningDelta);
         }
-        for (member, value) in [
-            ("redacted", &self.redacted),
-            ("encrypted", &self.encrypted),
-            ("id", &self.id),
-        ] {
-            if value.as_deref() == Some("") {
-                return Err(ChatError::EmptyReasoningMember { member });
-            }
-        }
-        if let Some(id) = &self.id {
-            if id.chars().any(char::is_control) {
-                return Err(ChatError::InvalidReasoningId { id: id.clone() });
-            }
-        }
-        let bytes = self.bytes();
-        if bytes > MAX_PAYLOAD_BYTES {
-            return Err(ChatError::TooLarge {
-                what: "reasoning",
-                len: bytes,
-                limit: MAX_PAYLOAD_BYTES,
-            });
-        }
-        Ok(())
+        super::reasoning::check_members(
+            &[("redacted", &self.redacted), ("encrypted", &self.encrypted), ("id", &self.id)],
+            self.id.as_deref(),
+            self.bytes(),
+        )
     }
 }
 

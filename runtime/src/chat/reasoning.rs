@@ -93,30 +93,11 @@ impl Reasoning {
         if !carries {
             return Err(ChatError::EmptyReasoning);
         }
-        for (member, value) in [
-            ("signature", &self.signature),
-            ("redacted", &self.redacted),
-            ("encrypted", &self.encrypted),
-            ("id", &self.id),
-        ] {
-            if value.as_deref() == Some("") {
-                return Err(ChatError::EmptyReasoningMember { member });
-            }
-        }
-        if let Some(id) = &self.id {
-            if id.chars().any(char::is_control) {
-                return Err(ChatError::InvalidReasoningId { id: id.clone() });
-            }
-        }
-        let bytes = self.bytes();
-        if bytes > MAX_PAYLOAD_BYTES {
-            return Err(ChatError::TooLarge {
-                what: "reasoning",
-                len: bytes,
-                limit: MAX_PAYLOAD_BYTES,
-            });
-        }
-        Ok(())
+        check_members(
+            &[("signature", &self.signature), ("redacted", &self.redacted), ("encrypted", &self.encrypted), ("id", &self.id)],
+            self.id.as_deref(),
+            self.bytes(),
+        )
     }
 
     /// Adds the members to an object (shared with the flattened `reasoning` part).
@@ -268,4 +249,23 @@ mod tests {
             DecodeErrorKind::NullMember("signature".into())
         );
     }
+}
+
+/// The checks a reasoning part and a reasoning delta share: no optional member present but
+/// empty, an item id without control characters, and the payload bound.
+pub(super) fn check_members(members: &[(&'static str, &Option<String>)], id: Option<&str>, bytes: usize) -> Result<(), ChatError> {
+    for (member, value) in members {
+        if value.as_deref() == Some("") {
+            return Err(ChatError::EmptyReasoningMember { member });
+        }
+    }
+    if let Some(id) = id {
+        if id.chars().any(char::is_control) {
+            return Err(ChatError::InvalidReasoningId { id: id.to_owned() });
+        }
+    }
+    if bytes > MAX_PAYLOAD_BYTES {
+        return Err(ChatError::TooLarge { what: "reasoning", len: bytes, limit: MAX_PAYLOAD_BYTES });
+    }
+    Ok(())
 }
