@@ -10,6 +10,7 @@ use super::tool_fn::FnTool;
 use super::typed_output::{output_instructions, output_validator, OutputSpec};
 use crate::schema::Schema;
 use super::tool_options::{ToolConcurrency, ToolOptions};
+use super::trace::TraceConfig;
 use super::tracker::Hub;
 use crate::chat::ToolOutput;
 use crate::env::BoxFuture;
@@ -197,6 +198,7 @@ pub struct AgentBuilder {
     output: Option<OutputSpec>,
     /// Set by `context_policy` (in `context_policy.rs`).
     pub(super) context: ContextPolicy,
+    trace_content: bool,
 }
 
 impl AgentBuilder {
@@ -219,7 +221,19 @@ impl AgentBuilder {
             instructions: None,
             output: None,
             context: ContextPolicy::default(),
+            trace_content: false,
         }
+    }
+
+    /// Records prompt and completion text (`gen_ai.input.messages`, `gen_ai.output.messages`)
+    /// and tool arguments and results (`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`)
+    /// on the agent's tracing spans. Off by default: spans then carry names, ids, models and
+    /// token counts, never what the user or the model wrote. Not part of the agent's
+    /// configuration (tracing changes nothing a run does), so turning it on or off does not
+    /// stop stored runs from resuming.
+    pub fn trace_content(mut self, on: bool) -> AgentBuilder {
+        self.trace_content = on;
+        self
     }
 
     /// What the agent is for (shown to a parent model when the agent is a delegate).
@@ -479,7 +493,12 @@ impl AgentBuilder {
             return Err(BuildError::ConcurrencyUndeclared { agent, limit });
         }
 
-        let hub = Arc::new(Hub::default());
+        let hub = Arc::new(Hub::traced(TraceConfig {
+            agent: agent.clone(),
+            provider: model_identity.provider().to_owned(),
+            model: model_identity.model().to_owned(),
+            content: self.trace_content,
+        }));
         let mut deployments = Vec::new();
         let mut policies = BTreeMap::new();
         let tools = if wrapped.is_empty() {

@@ -10,6 +10,7 @@
 //! is derived from the Effect id, so a simulated run repeats exactly.
 
 use super::events::RunEvent;
+use super::trace;
 use super::tracker::Hub;
 use crate::env::{BoxFuture, Env};
 use crate::interaction::model::ModelDispatcher;
@@ -19,6 +20,7 @@ use crate::kernel::effect::Settlement;
 use futures::future::{select, Either};
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 /// The most attempts a model error policy may make for one call.
 pub const MAX_MODEL_ATTEMPTS: u32 = 10;
@@ -113,8 +115,18 @@ impl ModelRetry {
         let env: Option<Env> = self.hub.env();
         let effect = request.effect_id.to_string();
         let mut attempt = 1;
+        // The attempt spans' parent: the run's span (or the span of the Unknown a re-issue
+        // settles); none for a delegate's calls, whose runs this agent's hub does not track.
+        let parent = self.hub.get(&request.relation.root_id).map(|run| run.lock().trace.model_parent(&request.effect_id));
         loop {
-            let (settlement, transient) = self.inner.attempt(request.clone(), cx.clone()).await?;
+            let span = trace::model_span(self.hub.trace_config(), &parent.clone().unwrap_or_else(tracing::Span::none), &request, attempt);
+            let outcome = self.inner.attempt(request.clone(), cx.clone()).instrument(span.clone()).await;
+            match &outcome {
+                Ok((settlement, transient)) => trace::model_settled(self.hub.trace_config(), &span, Ok(settlement), transient.is_some()),
+                Err(e) => trace::model_settled(self.hub.trace_config(), &span, Err(&e.to_string()), false),
+            }
+            drop(span);
+            let (settlement, transient) = outcome?;
             let (Some(error), Some(env)) = (transient, env.as_ref()) else { return Ok(settlement) };
             if attempt >= self.policy.attempts || cx.cancel.is_cancelled() {
                 return Ok(settlement);

@@ -13,6 +13,7 @@ use super::policy::UnknownPolicy;
 use super::recovery::{kind_of, UnknownEffect};
 use super::result::RunResult;
 use super::events::UnknownKind;
+use super::trace::{RunTrace, TraceConfig};
 use crate::interaction::pending_inputs::pending_tool_inputs;
 use crate::interaction::state::ParentState;
 use crate::interaction::protocol::{ModelCallEffect, ModelResult, ToolCallSettlement};
@@ -45,9 +46,19 @@ pub(crate) struct Hub {
     runs: Mutex<BTreeMap<ProcessId, Arc<RunShared>>>,
     /// The environment of the runtime running this agent (its clock paces model retries).
     env: Mutex<Option<crate::env::Env>>,
+    /// What this agent's spans say about it (`trace`).
+    trace: TraceConfig,
 }
 
 impl Hub {
+    pub(crate) fn traced(trace: TraceConfig) -> Hub {
+        Hub { trace, ..Hub::default() }
+    }
+
+    pub(crate) fn trace_config(&self) -> &TraceConfig {
+        &self.trace
+    }
+
     pub(crate) fn set_env(&self, env: crate::env::Env) {
         *lock(&self.env) = Some(env);
     }
@@ -67,7 +78,7 @@ impl Hub {
                 runs.remove(&k);
             }
         }
-        let shared = Arc::new(RunShared::new(root.clone()));
+        let shared = Arc::new(RunShared::new(root.clone(), RunTrace::open(self.trace.clone(), root, false)));
         runs.insert(root.clone(), shared.clone());
         shared
     }
@@ -78,7 +89,7 @@ impl Hub {
 
     /// Forgets what the host saw of `root` (before it is restored by a new writer).
     pub(crate) fn reset(&self, root: &ProcessId) -> Arc<RunShared> {
-        let shared = Arc::new(RunShared::new(root.clone()));
+        let shared = Arc::new(RunShared::new(root.clone(), RunTrace::open(self.trace.clone(), root, true)));
         if let Some(old) = lock(&self.runs).insert(root.clone(), shared.clone()) {
             old.wake_all();
         }
@@ -116,12 +127,14 @@ pub(crate) struct RunState {
     /// Answers delivered by this runtime: wait → answer canonical text. Consulted only once
     /// the answered tool child has left the head (the head itself decides while it is there).
     pub(crate) answered: BTreeMap<WaitId, String>,
+    /// The run's open spans (observation only: never read back).
+    pub(crate) trace: RunTrace,
     wakers: Vec<Waker>,
 }
 
 impl RunShared {
-    fn new(root: ProcessId) -> RunShared {
-        RunShared { root, state: Mutex::new(RunState::default()) }
+    fn new(root: ProcessId, trace: RunTrace) -> RunShared {
+        RunShared { root, state: Mutex::new(RunState { trace, ..RunState::default() }) }
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, RunState> {
@@ -200,6 +213,7 @@ impl RunShared {
                 return;
             }
             s.stopped = Some(reason.clone());
+            s.trace.stopped(&reason);
             s.push(RunEvent::Stopped { reason });
         }
         self.wake_all();
@@ -209,6 +223,7 @@ impl RunShared {
     pub(crate) fn hold(&self, unknown: UnknownEffect, reason: String) {
         let mut s = self.lock();
         if s.first(format!("held:{}", unknown.effect)) {
+            s.trace.resolution_needed(&unknown.effect, &reason);
             s.push(RunEvent::ResolutionNeeded { effect: unknown.clone(), reason });
         }
         s.unknowns.insert(unknown.effect.clone(), unknown);
@@ -254,6 +269,7 @@ impl RunState {
     fn project(&mut self, head: &TreeSnapshot, policies: &BTreeMap<String, RefPolicy>) -> Vec<UnknownEffect> {
         let mut act = Vec::new();
         let mut unknown_now = BTreeSet::new();
+        self.trace.committed(head);
         self.pending.clear();
         for p in head.processes() {
             let Some(prepared) = &p.prepared else { continue };
@@ -276,6 +292,7 @@ impl RunState {
                         // answer (a new Effect of the same tool-child Process): one call, one event.
                         if let Some((tool, call_id)) = tool {
                             if self.first(format!("tool-started:{}:{call_id}", p.id)) {
+                                self.trace.tool_started(&p.id, &tool, &call_id, payload, &head.root_id);
                                 self.push(RunEvent::ToolStarted { process: p.id.clone(), tool, call_id });
                             }
                         }
@@ -284,6 +301,7 @@ impl RunState {
                         if !self.first(format!("settled:{}", e.id)) {
                             continue;
                         }
+                        self.trace.settled(&e.id, settlement.status == crate::kernel::signal::SettlementStatus::Succeeded);
                         if kind == UnknownKind::Model {
                             match ModelResult::from_payload(&settlement.payload) {
                                 Ok(ModelResult::Response { response, .. }) => {
@@ -299,6 +317,8 @@ impl RunState {
                             }
                         } else if let Some((tool, call_id)) = tool {
                             if let Ok(ToolCallSettlement::Result(settled)) = ToolCallSettlement::from_payload(&settlement.payload) {
+                                let result = &settled.result;
+                                self.trace.tool_settled(&p.id, &call_id, result.is_error, &result.output.content);
                                 self.push(RunEvent::ToolSettled {
                                     process: p.id.clone(),
                                     tool,
@@ -343,10 +363,12 @@ impl RunState {
                             incarnation: head.incarnation.clone(),
                         };
                         if self.first(format!("unknown:{}", e.id)) {
+                            self.trace.unknown(&unknown);
                             self.push(RunEvent::Unknown(unknown.clone()));
                         }
                         if policy == UnknownPolicy::Hold {
                             if self.first(format!("held:{}", e.id)) {
+                                self.trace.resolution_needed(&e.id, &held_because);
                                 self.push(RunEvent::ResolutionNeeded { effect: unknown.clone(), reason: held_because });
                             }
                             self.unknowns.insert(e.id.clone(), unknown);
@@ -369,8 +391,10 @@ impl RunState {
                 response_schema: i.response_schema().value().clone(),
             })
             .collect();
+        self.trace.inputs_open(&self.inputs);
         for input in self.inputs.clone() {
             if self.first(format!("input:{}", input.wait.as_str())) {
+                self.trace.input_requested(&input);
                 self.push(RunEvent::InputRequested(input));
             }
         }
@@ -384,7 +408,9 @@ impl RunState {
                     output: finish.output.clone(),
                 };
                 self.result = Some(result.clone());
-                self.push(RunEvent::Finished(RunResult::new(result)));
+                let result = RunResult::new(result);
+                self.trace.finished(&result);
+                self.push(RunEvent::Finished(result));
             }
         }
         act

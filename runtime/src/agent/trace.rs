@@ -1,0 +1,356 @@
+//! Tracing of runs: `tracing` spans and events named after OpenTelemetry's GenAI semantic
+//! conventions, so any `tracing` subscriber (a log formatter, an OpenTelemetry exporter such
+//! as the `keel-otel` crate) shows what a run did.
+//!
+//! The spans are driven from the same points that produce [`RunEvent`](super::RunEvent)s:
+//! the projection of acknowledged heads (the run, tool calls, input waits, commits, Unknowns
+//! and their resolution, the run's end) and the model dispatcher (one span per model-call
+//! attempt). Tracing only observes: nothing here is read back by the runtime, so a run does
+//! exactly the same with or without a subscriber. Without one every span is disabled and no
+//! attribute is computed (`tracing` evaluates field values only for enabled callsites).
+//!
+//! | span (`otel.name`) | `gen_ai.operation.name` | opened | closed |
+//! | --- | --- | --- | --- |
+//! | `invoke_agent {agent}` | `invoke_agent` | a run is started or resumed (restored) here | the run ends or its writer stops |
+//! | `chat {model}` | `chat` | a model-call attempt begins (live, repeated, or re-issued after a restore) | the attempt returns |
+//! | `execute_tool {tool}` | `execute_tool` | a tool call is dispatched (durably) | the call settles |
+//! | `keel.input_wait` | | a tool asks the host for input | the wait is answered or gone |
+//! | `keel.unknown` | | a call's outcome is Unknown | it settles (by policy or `Run::resolve`) |
+//!
+//! Prompt and completion text (`gen_ai.input.messages`, `gen_ai.output.messages`,
+//! `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`) are recorded only when the agent
+//! opts in with [`AgentBuilder::trace_content`](super::AgentBuilder::trace_content).
+
+use super::events::UnknownKind;
+use super::input::InputRequest;
+use super::recovery::UnknownEffect;
+use super::result::RunResult;
+use crate::chat::{Message, Part, Usage};
+use crate::interaction::protocol::{ModelCallEffect, ModelResult, ToolCallEffect};
+use crate::interaction::wire::Wire;
+use crate::json::Payload;
+use crate::kernel::dispatcher::EffectRequest;
+use crate::kernel::effect::Settlement;
+use crate::kernel::ids::{EffectId, ProcessId, WaitId};
+use crate::kernel::snapshot::TreeSnapshot;
+use std::collections::BTreeMap;
+use tracing::field::Empty;
+use tracing::Span;
+
+/// The target of every span and event (filter with `keel=info`, `keel=debug`).
+pub const TRACE_TARGET: &str = "keel";
+
+/// What an agent's spans say about it (set at build time, never part of its configuration
+/// digest: tracing changes no behavior).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TraceConfig {
+    pub(crate) agent: String,
+    pub(crate) provider: String,
+    pub(crate) model: String,
+    /// Record prompt, completion, tool argument and tool result text.
+    pub(crate) content: bool,
+}
+
+/// The open spans of one run in this process.
+#[derive(Default)]
+pub(crate) struct RunTrace {
+    config: TraceConfig,
+    run: Option<Span>,
+    /// Tool calls by (tool-child Process, model call id).
+    tools: BTreeMap<(ProcessId, String), Span>,
+    waits: BTreeMap<WaitId, Span>,
+    unknowns: BTreeMap<EffectId, Span>,
+}
+
+impl RunTrace {
+    /// The run span of `root`: a fresh start, or a run restored from the store by this process.
+    pub(crate) fn open(config: TraceConfig, root: &ProcessId, restored: bool) -> RunTrace {
+        let c = &config;
+        let span = tracing::info_span!(
+            target: TRACE_TARGET,
+            parent: None,
+            "invoke_agent",
+            otel.name = %format_args!("invoke_agent {}", c.agent),
+            otel.kind = "internal",
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.agent.name = %c.agent,
+            gen_ai.conversation.id = %root,
+            gen_ai.provider.name = %c.provider,
+            gen_ai.request.model = %c.model,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            error.type = Empty,
+            keel.run.restored = restored,
+            keel.run.status = Empty,
+        );
+        if restored {
+            tracing::event!(target: TRACE_TARGET, parent: &span, tracing::Level::INFO, keel.run.id = %root, "run restored");
+        }
+        RunTrace { config, run: Some(span), ..RunTrace::default() }
+    }
+
+    fn run_span(&self) -> Span {
+        self.run.clone().unwrap_or_else(Span::none)
+    }
+
+    /// The parent of a model-call attempt of `effect`: the span of its Unknown while the
+    /// call is re-issued to settle one, else the run.
+    pub(crate) fn model_parent(&self, effect: &EffectId) -> Span {
+        self.unknowns.get(effect).cloned().unwrap_or_else(|| self.run_span())
+    }
+
+    /// One acknowledged head (a commit of this run).
+    pub(crate) fn committed(&self, head: &TreeSnapshot) {
+        let Some(run) = &self.run else { return };
+        tracing::event!(
+            target: TRACE_TARGET,
+            parent: run,
+            tracing::Level::DEBUG,
+            keel.commit.digest = %head.digest(),
+            keel.commit.incarnation = %head.incarnation,
+            keel.commit.processes = head.processes().len(),
+            "commit"
+        );
+    }
+
+    /// A tool call was dispatched.
+    pub(crate) fn tool_started(&mut self, process: &ProcessId, tool: &str, call_id: &str, payload: &Payload, root: &ProcessId) {
+        let Some(run) = &self.run else { return };
+        let span = tracing::info_span!(
+            target: TRACE_TARGET,
+            parent: run,
+            "execute_tool",
+            otel.name = %format_args!("execute_tool {tool}"),
+            otel.kind = "internal",
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %tool,
+            gen_ai.tool.call.id = %call_id,
+            gen_ai.tool.type = "function",
+            gen_ai.conversation.id = %root,
+            gen_ai.tool.call.arguments = Empty,
+            gen_ai.tool.call.result = Empty,
+            error.type = Empty,
+            keel.process.id = %process,
+        );
+        if self.config.content && !span.is_disabled() {
+            if let Ok(effect) = ToolCallEffect::from_payload(payload) {
+                span.record("gen_ai.tool.call.arguments", effect.input.call.arguments.as_str());
+            }
+        }
+        self.tools.insert((process.clone(), call_id.to_owned()), span);
+    }
+
+    /// A tool call settled: its span ends.
+    pub(crate) fn tool_settled(&mut self, process: &ProcessId, call_id: &str, is_error: bool, text: &str) {
+        let Some(span) = self.tools.remove(&(process.clone(), call_id.to_owned())) else { return };
+        if is_error {
+            span.record("error.type", "tool_error");
+            span.record("otel.status_code", "ERROR");
+        }
+        if self.config.content {
+            span.record("gen_ai.tool.call.result", text);
+        }
+    }
+
+    /// A tool asks the host for input: a wait span under its tool call's span.
+    pub(crate) fn input_requested(&mut self, request: &InputRequest) {
+        let Some(run) = &self.run else { return };
+        let parent = self.tools.iter().find(|((p, _), _)| p == &request.process).map(|(_, s)| s.clone()).unwrap_or_else(|| run.clone());
+        let span = tracing::info_span!(
+            target: TRACE_TARGET,
+            parent: &parent,
+            "keel.input_wait",
+            keel.wait.id = %request.wait,
+            keel.process.id = %request.process,
+        );
+        self.waits.insert(request.wait.clone(), span);
+    }
+
+    /// The waits still open in the latest head; the others were answered or ended.
+    pub(crate) fn inputs_open(&mut self, open: &[InputRequest]) {
+        self.waits.retain(|wait, _| open.iter().any(|i| &i.wait == wait));
+    }
+
+    /// A call's outcome is Unknown: a span that lasts until it settles.
+    pub(crate) fn unknown(&mut self, unknown: &UnknownEffect) {
+        let Some(run) = &self.run else { return };
+        let (kind, tool) = match &unknown.kind {
+            UnknownKind::Model => ("model", ""),
+            UnknownKind::Tool(name) => ("tool", name.as_str()),
+            UnknownKind::Other => ("other", ""),
+        };
+        let span = tracing::info_span!(
+            target: TRACE_TARGET,
+            parent: run,
+            "keel.unknown",
+            otel.status_code = Empty,
+            keel.effect.id = %unknown.effect,
+            keel.process.id = %unknown.process,
+            keel.unknown.kind = kind,
+            keel.unknown.policy = unknown.policy.as_str(),
+            keel.unknown.resolution = Empty,
+            gen_ai.tool.name = tool,
+        );
+        tracing::event!(target: TRACE_TARGET, parent: &span, tracing::Level::WARN, keel.effect.id = %unknown.effect, "call outcome unknown");
+        self.unknowns.insert(unknown.effect.clone(), span);
+    }
+
+    /// An Unknown waits for the host (`Run::resolve`).
+    pub(crate) fn resolution_needed(&self, effect: &EffectId, reason: &str) {
+        let span = self.unknowns.get(effect).cloned().unwrap_or_else(|| self.run_span());
+        tracing::event!(target: TRACE_TARGET, parent: &span, tracing::Level::WARN, keel.effect.id = %effect, keel.reason = reason, "resolution needed");
+    }
+
+    /// An Effect settled: an Unknown of it is resolved.
+    pub(crate) fn settled(&mut self, effect: &EffectId, ok: bool) {
+        if let Some(span) = self.unknowns.remove(effect) {
+            span.record("keel.unknown.resolution", if ok { "succeeded" } else { "failed" });
+        }
+    }
+
+    /// The run ended: every open span of it closes.
+    pub(crate) fn finished(&mut self, result: &RunResult) {
+        if let Some(run) = self.run.take() {
+            let usage = result.usage();
+            run.record("keel.run.status", result.status().as_str());
+            run.record("gen_ai.usage.input_tokens", usage.input_tokens);
+            run.record("gen_ai.usage.output_tokens", usage.output_tokens);
+            if !result.is_completed() {
+                run.record("error.type", result.code().as_str());
+                run.record("otel.status_code", "ERROR");
+                run.record("otel.status_description", result.reason());
+            }
+        }
+        self.close_children();
+    }
+
+    /// The run's writer stopped (a store failure, another writer, a crash of the host).
+    pub(crate) fn stopped(&mut self, reason: &str) {
+        if let Some(run) = self.run.take() {
+            tracing::event!(target: TRACE_TARGET, parent: &run, tracing::Level::WARN, keel.reason = reason, "run stopped");
+            run.record("keel.run.status", "stopped");
+            run.record("error.type", "stopped");
+            run.record("otel.status_code", "ERROR");
+            run.record("otel.status_description", reason);
+        }
+        self.close_children();
+    }
+
+    fn close_children(&mut self) {
+        self.waits.clear();
+        self.tools.clear();
+        self.unknowns.clear();
+    }
+}
+
+/// The span of one model-call attempt under `parent`.
+pub(crate) fn model_span(config: &TraceConfig, parent: &Span, request: &EffectRequest, attempt: u32) -> Span {
+    let span = tracing::info_span!(
+        target: TRACE_TARGET,
+        parent: parent,
+        "chat",
+        otel.name = %format_args!("chat {}", config.model),
+        otel.kind = "client",
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = %config.provider,
+        gen_ai.request.model = %config.model,
+        gen_ai.conversation.id = %request.relation.root_id,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        gen_ai.response.finish_reasons = Empty,
+        gen_ai.input.messages = Empty,
+        gen_ai.output.messages = Empty,
+        error.type = Empty,
+        keel.effect.id = %request.effect_id,
+        keel.process.id = %request.process_id,
+        keel.model.call = Empty,
+        keel.model.attempt = attempt,
+        // A request rebuilt from a stored head (no physical attempt of this writer) is a call
+        // re-issued after a restore.
+        keel.model.reissued = request.attempt_id.is_none(),
+    );
+    if !span.is_disabled() {
+        if let Ok(effect) = ModelCallEffect::from_payload(&request.payload) {
+            span.record("keel.model.call", effect.model_call_sequence);
+            if config.content {
+                if let Ok(context) = effect.request(&request.segments) {
+                    span.record("gen_ai.input.messages", messages_json(&context.messages).as_str());
+                }
+            }
+        }
+    }
+    span
+}
+
+/// Records an attempt's outcome on its span: usage and finish reason, or the error.
+pub(crate) fn model_settled(config: &TraceConfig, span: &Span, outcome: Result<&Settlement, &str>, transient: bool) {
+    if span.is_disabled() {
+        return;
+    }
+    let settlement = match outcome {
+        Ok(settlement) => settlement,
+        Err(error) => {
+            span.record("error.type", "unknown");
+            span.record("otel.status_code", "ERROR");
+            span.record("otel.status_description", error);
+            return;
+        }
+    };
+    match ModelResult::from_payload(&settlement.payload) {
+        Ok(ModelResult::Response { response, .. }) => {
+            let Usage { input_tokens, output_tokens, .. } = response.usage;
+            span.record("gen_ai.usage.input_tokens", input_tokens);
+            span.record("gen_ai.usage.output_tokens", output_tokens);
+            if let Some(reason) = response.finish_reason {
+                // One response, one reason: recorded as a string (tracing fields hold no arrays).
+                span.record("gen_ai.response.finish_reasons", reason.as_str());
+            }
+            if config.content {
+                if let Some(message) = &response.message {
+                    span.record("gen_ai.output.messages", messages_json(std::slice::from_ref(message)).as_str());
+                }
+            }
+        }
+        Ok(ModelResult::Error(error)) => {
+            span.record("error.type", if transient { "transient" } else { "provider_error" });
+            span.record("otel.status_code", "ERROR");
+            span.record("otel.status_description", error.as_str());
+        }
+        Ok(ModelResult::HostError(error)) => {
+            span.record("error.type", "host_error");
+            span.record("otel.status_code", "ERROR");
+            span.record("otel.status_description", error.as_str());
+        }
+        Err(_) => {}
+    }
+}
+
+/// Messages in the GenAI conventions' shape: `[{"role", "parts": [{"type", ...}]}]`.
+fn messages_json(messages: &[Message]) -> String {
+    use serde_json::{json, Value};
+    let list: Vec<Value> = messages
+        .iter()
+        .map(|m| {
+            let parts: Vec<Value> = m
+                .parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Text(text) => Some(json!({"type": "text", "content": text})),
+                    Part::ToolCall(call) => Some(json!({"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments})),
+                    Part::ToolResult(result) => {
+                        Some(json!({"type": "tool_call_response", "id": result.id, "response": result.output.content}))
+                    }
+                    Part::Reasoning(_) => None,
+                })
+                .collect();
+            json!({"role": m.role.as_str(), "parts": parts})
+        })
+        .collect();
+    Value::Array(list).to_string()
+}
