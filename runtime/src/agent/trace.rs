@@ -88,7 +88,9 @@ impl RunTrace {
         if restored {
             tracing::event!(target: TRACE_TARGET, parent: &span, tracing::Level::INFO, keel.run.id = %root, "run restored");
         }
-        RunTrace { config, run: Some(span), ..RunTrace::default() }
+        // A disabled run span (no subscriber, or filtered out) turns every later hook of the
+        // run into an early return: nothing is kept for it.
+        RunTrace { config, run: (!span.is_disabled()).then_some(span), ..RunTrace::default() }
     }
 
     fn run_span(&self) -> Span {
@@ -110,7 +112,7 @@ impl RunTrace {
             tracing::Level::DEBUG,
             keel.commit.digest = %head.digest(),
             keel.commit.incarnation = %head.incarnation,
-            keel.commit.processes = head.processes().len(),
+            keel.commit.processes = otel_int(head.processes().len() as u64),
             "commit"
         );
     }
@@ -136,7 +138,10 @@ impl RunTrace {
             error.type = Empty,
             keel.process.id = %process,
         );
-        if self.config.content && !span.is_disabled() {
+        if span.is_disabled() {
+            return;
+        }
+        if self.config.content {
             if let Ok(effect) = ToolCallEffect::from_payload(payload) {
                 span.record("gen_ai.tool.call.arguments", effect.input.call.arguments.as_str());
             }
@@ -167,6 +172,9 @@ impl RunTrace {
             keel.wait.id = %request.wait,
             keel.process.id = %request.process,
         );
+        if span.is_disabled() {
+            return;
+        }
         self.waits.insert(request.wait.clone(), span);
     }
 
@@ -195,6 +203,9 @@ impl RunTrace {
             keel.unknown.resolution = Empty,
             gen_ai.tool.name = tool,
         );
+        if span.is_disabled() {
+            return;
+        }
         tracing::event!(target: TRACE_TARGET, parent: &span, tracing::Level::WARN, keel.effect.id = %unknown.effect, "call outcome unknown");
         self.unknowns.insert(unknown.effect.clone(), span);
     }
@@ -217,8 +228,8 @@ impl RunTrace {
         if let Some(run) = self.run.take() {
             let usage = result.usage();
             run.record("keel.run.status", result.status().as_str());
-            run.record("gen_ai.usage.input_tokens", usage.input_tokens);
-            run.record("gen_ai.usage.output_tokens", usage.output_tokens);
+            run.record("gen_ai.usage.input_tokens", otel_int(usage.input_tokens));
+            run.record("gen_ai.usage.output_tokens", otel_int(usage.output_tokens));
             if !result.is_completed() {
                 run.record("error.type", result.code().as_str());
                 run.record("otel.status_code", "ERROR");
@@ -270,14 +281,14 @@ pub(crate) fn model_span(config: &TraceConfig, parent: &Span, request: &EffectRe
         keel.effect.id = %request.effect_id,
         keel.process.id = %request.process_id,
         keel.model.call = Empty,
-        keel.model.attempt = attempt,
+        keel.model.attempt = i64::from(attempt),
         // A request rebuilt from a stored head (no physical attempt of this writer) is a call
         // re-issued after a restore.
         keel.model.reissued = request.attempt_id.is_none(),
     );
     if !span.is_disabled() {
         if let Ok(effect) = ModelCallEffect::from_payload(&request.payload) {
-            span.record("keel.model.call", effect.model_call_sequence);
+            span.record("keel.model.call", i64::from(effect.model_call_sequence));
             if config.content {
                 if let Ok(context) = effect.request(&request.segments) {
                     span.record("gen_ai.input.messages", messages_json(&context.messages).as_str());
@@ -305,8 +316,8 @@ pub(crate) fn model_settled(config: &TraceConfig, span: &Span, outcome: Result<&
     match ModelResult::from_payload(&settlement.payload) {
         Ok(ModelResult::Response { response, .. }) => {
             let Usage { input_tokens, output_tokens, .. } = response.usage;
-            span.record("gen_ai.usage.input_tokens", input_tokens);
-            span.record("gen_ai.usage.output_tokens", output_tokens);
+            span.record("gen_ai.usage.input_tokens", otel_int(input_tokens));
+            span.record("gen_ai.usage.output_tokens", otel_int(output_tokens));
             if let Some(reason) = response.finish_reason {
                 // One response, one reason: recorded as a string (tracing fields hold no arrays).
                 span.record("gen_ai.response.finish_reasons", reason.as_str());
@@ -329,6 +340,12 @@ pub(crate) fn model_settled(config: &TraceConfig, span: &Span, outcome: Result<&
         }
         Err(_) => {}
     }
+}
+
+/// Counts as signed integers: OpenTelemetry's integer attributes are i64 (an unsigned field
+/// would reach an exporter as text).
+fn otel_int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// Messages in the GenAI conventions' shape: `[{"role", "parts": [{"type", ...}]}]`.
