@@ -9,6 +9,8 @@ use rmcp::model::{
     RequestOptionalParam, ServerResult,
 };
 use rmcp::service::{MaybeSendFuture, NotificationContext, PeerRequestOptions, RoleClient, RunningService};
+use rmcp::transport::common::client_side_sse::NeverRetry;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, Peer, ServiceError, ServiceExt};
 use serde_json::{Map, Value};
@@ -79,7 +81,7 @@ impl RmcpTransport {
     /// The process id of the running stdio server, if one runs.
     pub async fn process_id(&self) -> Option<u32> {
         let guard = self.session.lock().await;
-        guard.as_ref().filter(|s| !s.service.is_closed()).and_then(|s| s.pid)
+        guard.as_ref().filter(|s| !s.service.is_closed() && !s.service.peer().is_transport_closed()).and_then(|s| s.pid)
     }
 
     /// How many sessions were opened (a stdio server started, an HTTP session initialized).
@@ -92,7 +94,7 @@ impl RmcpTransport {
     async fn peer(&self) -> Result<Peer<RoleClient>, TransportError> {
         let mut guard = self.session.lock().await;
         if let Some(session) = guard.as_ref() {
-            if !session.service.is_closed() {
+            if !session.service.is_closed() && !session.service.peer().is_transport_closed() {
                 return Ok(session.service.peer().clone());
             }
         }
@@ -122,7 +124,11 @@ impl RmcpTransport {
                 Session { service, pid }
             }
             Endpoint::Http { url } => {
-                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                // A response stream that broke is not resumed: the answer is lost (Unknown)
+                // at once instead of after the call timeout.
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                config.retry_config = Arc::new(NeverRetry::default());
+                let transport = StreamableHttpClientTransport::from_config(config);
                 let service = handler
                     .serve(transport)
                     .await
@@ -147,7 +153,13 @@ impl RmcpTransport {
         let handle = match peer.send_request_with_option(request, options).await {
             Ok(handle) => handle,
             Err(ServiceError::TransportClosed) => {
-                return Err(TransportError::NotSent(format!("the session with {} had ended", self.endpoint)))
+                // Forget the ended session (unless another call already replaced it), so
+                // the next attempt opens a new one.
+                let mut guard = self.session.lock().await;
+                if guard.as_ref().is_some_and(|s| s.service.is_closed() || s.service.peer().is_transport_closed()) {
+                    guard.take();
+                }
+                return Err(TransportError::NotSent(format!("the session with {} had ended", self.endpoint)));
             }
             Err(e) => return Err(classify(&self.endpoint, e)),
         };
