@@ -27,7 +27,8 @@ struct State {
     tools: Vec<Value>,
     page_size: usize,
     generation: u64,
-    faults: VecDeque<Fault>,
+    /// Queued faults, each for any tool (`None`) or one tool by name.
+    faults: VecDeque<(Option<String>, Fault)>,
     up: bool,
     executed: Vec<(String, Value)>,
 }
@@ -70,7 +71,12 @@ impl InProcessServer {
 
     /// Queues a fault for the next call.
     pub fn inject(&self, fault: Fault) {
-        self.state().faults.push_back(fault);
+        self.state().faults.push_back((None, fault));
+    }
+
+    /// Queues a fault for the next call of the tool `name` (calls of other tools pass).
+    pub fn inject_for(&self, name: impl Into<String>, fault: Fault) {
+        self.state().faults.push_back((Some(name.into()), fault));
     }
 
     /// Takes the server down (`false`: every request is not sent) or up again (which counts
@@ -117,7 +123,8 @@ impl McpTransport for InProcessServer {
         let result = if !s.up {
             Err(TransportError::NotSent("the in-process server is down".to_owned()))
         } else {
-            match s.faults.pop_front() {
+            let next = s.faults.iter().position(|(target, _)| target.as_deref().is_none_or(|t| t == name));
+            match next.and_then(|i| s.faults.remove(i)).map(|(_, fault)| fault) {
                 Some(Fault::RefuseSend) => Err(TransportError::NotSent("injected: the call was not sent".to_owned())),
                 Some(Fault::LoseRequest) => Err(TransportError::Lost("injected: the request was lost".to_owned())),
                 fault => {
