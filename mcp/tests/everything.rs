@@ -1,0 +1,162 @@
+//! keel-mcp against the real reference server (@modelcontextprotocol/server-everything, node)
+//! over stdio and over streamable HTTP on 127.0.0.1, started by the tests. Install it with
+//! `bash .ci/mcp-server.sh`; without it these tests are skipped, except in CI where they fail.
+
+mod support;
+
+use futures::StreamExt;
+use keel::prelude::*;
+use keel_mcp::{McpError, McpExt, McpServer, McpTools, NotSentRetry};
+use std::time::Duration;
+use support::{kill, server_script, HttpServer};
+
+const LONG: &str = "trigger-long-running-operation";
+
+fn stdio(script: &str) -> McpServer {
+    McpServer::stdio("node", [script, "stdio"]).name("everything").call_timeout(Some(Duration::from_secs(60)))
+}
+
+fn agent(tools: &McpTools, model: ScriptedModel) -> Agent {
+    Agent::builder("mcp-everything").version("1").model(model).mcp(tools).max_model_calls(4).build().expect("agent")
+}
+
+async fn settled(run: &Run) -> Vec<(String, bool, String)> {
+    let mut out = Vec::new();
+    let mut events = run.events();
+    while let Some(event) = events.next().await {
+        match event {
+            RunEvent::ToolSettled { tool, is_error, text, .. } => out.push((tool, is_error, text)),
+            RunEvent::Finished(_) => break,
+            _ => {}
+        }
+    }
+    out
+}
+
+async fn started(run: &Run) {
+    let mut events = run.events();
+    while let Some(event) = events.next().await {
+        if matches!(event, RunEvent::ToolStarted { .. }) {
+            return;
+        }
+    }
+    panic!("the run ended before its tool call started");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_lists_schemas_and_hints_and_calls_tools() {
+    let Some(script) = server_script() else { return };
+    let tools = stdio(&script).connect().await.unwrap();
+    let names = tools.names();
+    for expected in ["echo", "get-sum", LONG, "gzip-file-as-resource"] {
+        assert!(names.iter().any(|n| n == expected), "{expected} not in {names:?}");
+    }
+    let echo = tools.listed().iter().find(|t| t.name == "echo").unwrap();
+    assert_eq!(echo.input_schema["properties"]["message"]["type"], "string");
+    let long = tools.listed().iter().find(|t| t.name == LONG).unwrap();
+    assert!(long.hinted_retry_safe(), "the server hints the long operation is read-only and idempotent");
+    assert!(matches!(tools.clone().select(["no-such-tool"]), Err(McpError::NoSuchTool { .. })));
+
+    let tools = tools.select(["echo", "get-sum", "gzip-file-as-resource"]).unwrap();
+    let model = ScriptedModel::new()
+        .call_tool("echo", r#"{"message":"hello"}"#)
+        .call_tool("get-sum", r#"{"a":2,"b":3}"#)
+        .call_tool("gzip-file-as-resource", r#"{"name":"x.gz","data":"ftp://example.com/x"}"#)
+        .then_text("done");
+    let run = Runtime::in_memory(agent(&tools, model)).unwrap().start("go").await.unwrap();
+    assert_eq!(run.result().await.unwrap().text(), "done");
+    let results = settled(&run).await;
+    assert_eq!(results[0], ("echo".to_owned(), false, "Echo: hello".to_owned()));
+    assert!(!results[1].1 && results[1].2.contains('5'), "{:?}", results[1]);
+    // The server's isError result is a tool error the model sees, with the server's text.
+    assert!(results[2].1 && results[2].2.contains("Unsupported URL protocol"), "{:?}", results[2]);
+    assert_eq!(tools.sessions_opened(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_server_killed_mid_call_leaves_the_call_unknown_and_unsent() {
+    let Some(script) = server_script() else { return };
+    let tools = stdio(&script).connect().await.unwrap().select([LONG]).unwrap();
+    let model = ScriptedModel::new().call_tool(LONG, r#"{"duration":10,"steps":10}"#).then_text("done");
+    let run = Runtime::in_memory(agent(&tools, model)).unwrap().start("go").await.unwrap();
+    started(&run).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await; // the call is with the server
+    kill(tools.process_id().await.expect("a running server"));
+    let held = match tokio::time::timeout(Duration::from_secs(30), run.idle()).await.expect("idle in time").unwrap() {
+        Idle::NeedsResolution(calls) => calls,
+        other => panic!("expected the call held as Unknown, got {other:?}"),
+    };
+    assert_eq!(held.len(), 1);
+    // Held for the host even though the server hints the tool is idempotent: not sent
+    // again, so no second session was opened.
+    assert_eq!(tools.sessions_opened(), 1);
+    run.resolve(&held[0], Resolution::Failed("outcome unknown".into())).await.unwrap();
+    assert_eq!(run.result().await.unwrap().text(), "done");
+    assert_eq!(tools.sessions_opened(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_retry_safe_call_is_sent_again_to_a_restarted_server() {
+    let Some(script) = server_script() else { return };
+    let tools = stdio(&script).connect().await.unwrap().select([LONG]).unwrap();
+    let tools = tools.clone().retry_safe(tools.hinted_retry_safe()).unwrap(); // confirmed by us
+    let model = ScriptedModel::new().call_tool(LONG, r#"{"duration":2,"steps":2}"#).then_text("done");
+    let run = Runtime::in_memory(agent(&tools, model)).unwrap().start("go").await.unwrap();
+    started(&run).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let first = tools.process_id().await.expect("a running server");
+    kill(first);
+    let result = tokio::time::timeout(Duration::from_secs(60), run.result()).await.expect("finished in time").unwrap();
+    assert_eq!(result.text(), "done");
+    let results = settled(&run).await;
+    assert_eq!(results.len(), 1);
+    assert!(!results[0].1 && results[0].2.contains("Long running operation completed"), "{results:?}");
+    assert_eq!(tools.sessions_opened(), 2, "the server was started again for the repeated call");
+    assert_ne!(tools.process_id().await, Some(first));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_start_is_reported_after_the_retries() {
+    let started = std::time::Instant::now();
+    let error = McpServer::stdio("/nonexistent/mcp-server", ["stdio"])
+        .retry_not_sent(NotSentRetry { attempts: 3, initial_backoff: Duration::from_millis(50) })
+        .connect()
+        .await
+        .unwrap_err();
+    let McpError::Connect { server, detail } = &error else { panic!("expected Connect, got {error:?}") };
+    assert_eq!(server, "mcp-server");
+    assert!(detail.contains("after 3 attempts") && detail.contains("cannot start"), "{detail}");
+    assert!(started.elapsed() >= Duration::from_millis(150), "waited 50 + 100 ms between attempts");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamable_http_calls_tools_and_a_killed_server_leaves_the_call_unknown() {
+    let Some(script) = server_script() else { return };
+    let mut server = HttpServer::start(&script).await;
+    let tools = McpServer::http(&server.url)
+        .name("everything-http")
+        .call_timeout(Some(Duration::from_secs(60)))
+        .connect()
+        .await
+        .unwrap()
+        .select(["echo", LONG])
+        .unwrap();
+    let model = ScriptedModel::new().call_tool("echo", r#"{"message":"over http"}"#).call_tool(LONG, r#"{"duration":10,"steps":10}"#).then_text("done");
+    let run = Runtime::in_memory(agent(&tools, model)).unwrap().start("go").await.unwrap();
+    let mut events = run.events();
+    while let Some(event) = events.next().await {
+        match event {
+            RunEvent::ToolSettled { tool, text, is_error, .. } if tool == "echo" => assert_eq!((is_error, text.as_str()), (false, "Echo: over http")),
+            RunEvent::ToolStarted { tool, .. } if tool == LONG => break,
+            _ => {}
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    server.child.start_kill().unwrap();
+    let held = match tokio::time::timeout(Duration::from_secs(70), run.idle()).await.expect("idle in time").unwrap() {
+        Idle::NeedsResolution(calls) => calls,
+        other => panic!("expected the call held as Unknown, got {other:?}"),
+    };
+    assert_eq!(held.len(), 1);
+    assert_eq!(tools.sessions_opened(), 1, "not sent again");
+}

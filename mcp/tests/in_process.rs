@@ -1,0 +1,210 @@
+//! The outcome rules over the in-process server (the simulator's transport): every fault a
+//! real server meets, injected deterministically, through a real keel agent and run.
+
+use futures::StreamExt;
+use keel::kernel::commit::{Committer, MemoryCommitter};
+use keel::prelude::*;
+use keel_mcp::in_process::{Fault, InProcessServer};
+use keel_mcp::{McpError, McpExt, McpServer, McpTools, NotSentRetry};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn echo_tool(schema_extra: Value) -> Value {
+    let mut schema = json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]});
+    if let (Some(s), Some(extra)) = (schema.as_object_mut(), schema_extra.as_object()) {
+        for (k, v) in extra {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    json!({"name": "echo", "description": "Echoes the message.", "inputSchema": schema, "annotations": {"idempotentHint": true}})
+}
+
+fn new_server() -> InProcessServer {
+    let tools = vec![
+        echo_tool(json!({})),
+        json!({"name": "fail", "description": "Always reports an error.", "inputSchema": {"type": "object"}}),
+        json!({"name": "a", "description": "A.", "inputSchema": {"type": "object"}}),
+        json!({"name": "b", "description": "B.", "inputSchema": {"type": "object"}}),
+        json!({"name": "c", "description": "C.", "inputSchema": {"type": "object"}}),
+    ];
+    InProcessServer::new(tools, |name, args| match name {
+        "echo" => json!({"content": [{"type": "text", "text": format!("Echo: {}", args.get("message").and_then(Value::as_str).unwrap_or(""))}]}),
+        "fail" => json!({"content": [{"type": "text", "text": "the disk is full"}], "isError": true}),
+        other => json!({"content": [{"type": "text", "text": other}]}),
+    })
+}
+
+async fn connect(server: &InProcessServer) -> Result<McpTools, McpError> {
+    let clock = Arc::new(keel::env::TokioEnv::current().expect("a tokio runtime"));
+    McpServer::http("in-process")
+        .name("mem")
+        .retry_not_sent(NotSentRetry { attempts: 3, initial_backoff: Duration::from_millis(1) })
+        .connect_with(Arc::new(server.clone()), clock)
+        .await
+}
+
+fn agent(tools: &McpTools, model: ScriptedModel) -> Agent {
+    Agent::builder("mcp-test").version("1").model(model).mcp(tools).max_model_calls(4).build().expect("agent")
+}
+
+fn echo_then_done() -> ScriptedModel {
+    ScriptedModel::new().call_tool("echo", r#"{"message":"hi"}"#).then_text("done")
+}
+
+/// The settled tool results of a finished run: (tool, is_error, text).
+async fn settled(run: &Run) -> Vec<(String, bool, String)> {
+    let mut out = Vec::new();
+    let mut events = run.events();
+    while let Some(event) = events.next().await {
+        match event {
+            RunEvent::ToolSettled { tool, is_error, text, .. } => out.push((tool, is_error, text)),
+            RunEvent::Finished(_) => break,
+            _ => {}
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn every_page_is_listed_and_a_subset_can_be_chosen() {
+    let server = new_server().page_size(2);
+    let tools = connect(&server).await.unwrap();
+    assert_eq!(tools.names(), ["echo", "fail", "a", "b", "c"]);
+    let chosen = tools.clone().select(["b", "echo"]).unwrap();
+    assert_eq!(chosen.names(), ["echo", "b"]);
+    match tools.select(["nope"]) {
+        Err(McpError::NoSuchTool { tool, listed, .. }) => assert_eq!((tool.as_str(), listed.as_str()), ("nope", "echo, fail, a, b, c")),
+        other => panic!("expected NoSuchTool, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_result_reaches_the_model_and_is_error_is_a_tool_error() {
+    let server = new_server();
+    let tools = connect(&server).await.unwrap().select(["echo", "fail"]).unwrap();
+    let model = ScriptedModel::new().call_tool("echo", r#"{"message":"hi"}"#).call_tool("fail", "{}").then_text("done");
+    let run = Runtime::in_memory(agent(&tools, model)).unwrap().start("go").await.unwrap();
+    assert_eq!(run.result().await.unwrap().text(), "done");
+    assert_eq!(
+        settled(&run).await,
+        vec![("echo".to_owned(), false, "Echo: hi".to_owned()), ("fail".to_owned(), true, "the disk is full".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn a_lost_answer_is_unknown_and_never_sent_again_even_with_an_idempotent_hint() {
+    let server = new_server();
+    let tools = connect(&server).await.unwrap().select(["echo"]).unwrap();
+    // The server hints echo is idempotent; the hint is shown, not trusted.
+    assert_eq!(tools.hinted_retry_safe(), ["echo"]);
+    server.inject(Fault::LoseAnswer);
+    let run = Runtime::in_memory(agent(&tools, echo_then_done())).unwrap().start("go").await.unwrap();
+    let held = match run.idle().await.unwrap() {
+        Idle::NeedsResolution(calls) => calls,
+        other => panic!("expected a held Unknown, got {other:?}"),
+    };
+    assert_eq!(held.len(), 1);
+    assert_eq!(server.executed().len(), 1, "the call ran once and was not sent again");
+    run.resolve(&held[0], Resolution::Failed("outcome unknown; not repeated".into())).await.unwrap();
+    assert_eq!(run.result().await.unwrap().text(), "done");
+    assert_eq!(server.executed().len(), 1);
+}
+
+#[tokio::test]
+async fn a_lost_request_is_unknown_too() {
+    let server = new_server();
+    let tools = connect(&server).await.unwrap().select(["echo"]).unwrap();
+    server.inject(Fault::LoseRequest);
+    let run = Runtime::in_memory(agent(&tools, echo_then_done())).unwrap().start("go").await.unwrap();
+    assert!(matches!(run.idle().await.unwrap(), Idle::NeedsResolution(calls) if calls.len() == 1));
+    assert!(server.executed().is_empty());
+}
+
+#[tokio::test]
+async fn a_tool_declared_retry_safe_is_sent_again_after_a_lost_answer() {
+    let server = new_server();
+    let tools = connect(&server).await.unwrap().select(["echo"]).unwrap().retry_safe(["echo"]).unwrap();
+    server.inject(Fault::LoseAnswer);
+    let run = Runtime::in_memory(agent(&tools, echo_then_done())).unwrap().start("go").await.unwrap();
+    assert_eq!(run.result().await.unwrap().text(), "done");
+    assert_eq!(server.executed().len(), 2, "declared retry-safe: sent again once");
+}
+
+#[tokio::test]
+async fn a_call_not_sent_is_tried_again_within_the_bound() {
+    let server = new_server();
+    let tools = connect(&server).await.unwrap().select(["echo"]).unwrap();
+    server.inject(Fault::RefuseSend);
+    server.inject(Fault::RefuseSend);
+    let run = Runtime::in_memory(agent(&tools, echo_then_done())).unwrap().start("go").await.unwrap();
+    assert_eq!(run.result().await.unwrap().text(), "done");
+    assert_eq!(settled(&run).await, vec![("echo".to_owned(), false, "Echo: hi".to_owned())]);
+    assert_eq!(server.executed().len(), 1);
+
+    // Down for every attempt: the model is told, nothing ran.
+    let down = new_server();
+    let tools = connect(&down).await.unwrap().select(["echo"]).unwrap();
+    down.set_up(false);
+    let run = Runtime::in_memory(agent(&tools, echo_then_done())).unwrap().start("go").await.unwrap();
+    assert_eq!(run.result().await.unwrap().text(), "done");
+    let results = settled(&run).await;
+    assert_eq!(results.len(), 1);
+    assert!(results[0].1 && results[0].2.contains("not called") && results[0].2.contains("3 attempts"), "{results:?}");
+    assert!(down.executed().is_empty());
+}
+
+#[tokio::test]
+async fn a_tool_changed_on_the_server_is_not_called() {
+    let server = new_server();
+    let tools = connect(&server).await.unwrap().select(["echo"]).unwrap();
+    // The server announces a new list in which echo takes another argument.
+    server.set_tools(vec![echo_tool(json!({"required": ["message", "loud"]}))]);
+    let run = Runtime::in_memory(agent(&tools, echo_then_done())).unwrap().start("go").await.unwrap();
+    assert_eq!(run.result().await.unwrap().text(), "done");
+    let results = settled(&run).await;
+    assert!(results[0].1 && results[0].2.contains("changed the tool `echo`") && results[0].2.contains("input schema changed"), "{results:?}");
+    assert!(server.executed().is_empty());
+}
+
+#[tokio::test]
+async fn a_resume_against_a_changed_tool_list_is_refused() {
+    let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
+    let env = || keel::env::TokioEnv::current().expect("a tokio runtime").env();
+    let server = new_server();
+    let tools = connect(&server).await.unwrap().select(["echo"]).unwrap();
+    let recorded = tools.tool_list();
+    server.inject(Fault::LoseAnswer);
+    let id = {
+        let runtime = Runtime::with_store(agent(&tools, echo_then_done()), store.clone(), env());
+        let run = runtime.start("go").await.unwrap();
+        assert!(matches!(run.idle().await.unwrap(), Idle::NeedsResolution(_)));
+        let id = run.id();
+        drop(run);
+        id
+    };
+
+    // The server now lists echo with another schema: a new process connects again.
+    server.set_tools(vec![echo_tool(json!({"required": ["message", "loud"]}))]);
+    let changed = connect(&server).await.unwrap().select(["echo"]).unwrap();
+    match changed.expect(&recorded) {
+        Err(McpError::ToolsChanged { changes, .. }) => assert_eq!(changes, "echo: input schema changed"),
+        other => panic!("expected ToolsChanged, got {other:?}"),
+    }
+    let runtime = Runtime::with_store(agent(&changed, echo_then_done()), store.clone(), env());
+    match runtime.resume(&id).await {
+        Err(RunError::Refused(refused)) => assert!(!refused.to_string().is_empty()),
+        Err(other) => panic!("expected the resume to be refused, got {other}"),
+        Ok(_) => panic!("a run was resumed against a changed tool list"),
+    }
+    drop(runtime);
+
+    // Back to the recorded list: the same run resumes, its Unknown still held.
+    server.set_tools(vec![echo_tool(json!({}))]);
+    let same = connect(&server).await.unwrap().select(["echo"]).unwrap();
+    same.expect(&recorded).unwrap();
+    let runtime = Runtime::with_store(agent(&same, echo_then_done()), store, env());
+    let run = runtime.resume(&id).await.unwrap();
+    assert_eq!(run.unknowns().len(), 1);
+    assert_eq!(server.executed().len(), 1, "resuming sent nothing");
+}
