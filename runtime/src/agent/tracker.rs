@@ -14,7 +14,8 @@ use super::recovery::{kind_of, UnknownEffect};
 use super::result::RunResult;
 use super::events::UnknownKind;
 use crate::interaction::pending_inputs::pending_tool_inputs;
-use crate::interaction::state::ParentState;
+use crate::interaction::state::{ModelRecord, ParentState};
+use super::model_switch::recorded_model;
 use crate::interaction::protocol::{ModelCallEffect, ModelResult, ToolCallSettlement};
 use crate::interaction::wire::Wire;
 use crate::kernel::effect::{Effect, EffectPhase};
@@ -116,6 +117,10 @@ pub(crate) struct RunState {
     /// Answers delivered by this runtime: wait → answer canonical text. Consulted only once
     /// the answered tool child has left the head (the head itself decides while it is there).
     pub(crate) answered: BTreeMap<WaitId, String>,
+    /// Model switches already reported (or recorded before this writer), per Process.
+    switches_reported: BTreeMap<ProcessId, usize>,
+    /// The root's model record in the last head (the result lists its switches).
+    pub(crate) root_model: Option<ModelRecord>,
     wakers: Vec<Waker>,
 }
 
@@ -251,10 +256,42 @@ impl RunState {
         self.seen.insert(key)
     }
 
+    /// Marks the switches `snapshot` records as reported (a resumed run's earlier writers
+    /// reported them).
+    pub(crate) fn note_switches(&mut self, snapshot: &TreeSnapshot) {
+        for p in snapshot.processes() {
+            if let Some(record) = recorded_model(p) {
+                self.switches_reported.insert(p.id.clone(), record.switches.len());
+            }
+        }
+    }
+
+    /// Reports the switches each Process recorded since the last report.
+    fn project_switches(&mut self, head: &TreeSnapshot) {
+        for p in head.processes() {
+            let Some(record) = recorded_model(p) else { continue };
+            let reported = self.switches_reported.get(&p.id).copied().unwrap_or(0);
+            for switch in record.switches.iter().skip(reported) {
+                self.push(RunEvent::ModelSwitched {
+                    process: p.id.clone(),
+                    from: switch.from.clone(),
+                    to: switch.to.clone(),
+                    model_calls: switch.model_calls,
+                });
+            }
+            self.switches_reported.insert(p.id.clone(), record.switches.len().max(reported));
+            if p.relation.is_root() {
+                self.root_model = Some(record);
+            }
+        }
+    }
+
     fn project(&mut self, head: &TreeSnapshot, policies: &BTreeMap<String, RefPolicy>) -> Vec<UnknownEffect> {
         let mut act = Vec::new();
         let mut unknown_now = BTreeSet::new();
         self.pending.clear();
+        // Before the calls: a switch is recorded by the first Step under the new model.
+        self.project_switches(head);
         for p in head.processes() {
             let Some(prepared) = &p.prepared else { continue };
             for (index, e) in prepared.effects.iter().enumerate() {
@@ -384,7 +421,7 @@ impl RunState {
                     output: finish.output.clone(),
                 };
                 self.result = Some(result.clone());
-                self.push(RunEvent::Finished(RunResult::new(result)));
+                self.push(RunEvent::Finished(RunResult::new(result, self.root_model.clone())));
             }
         }
         act
