@@ -1,7 +1,7 @@
 //! Scenario lookup for `--scenario NAME|FILE|DIR` and for regression files.
 //!
 //! Built-in scenarios are registered by name and make up the default campaign. Bundled
-//! scenario files (the repository's `scenarios/*.json`, compiled in) are registered by name
+//! scenario files (the package's `sim/scenarios/*.json`, compiled in) are registered by name
 //! too, listed, but run only when named. Other scenario files go through an optional loader
 //! that a world installs, one file or every file of a directory. The CLI only talks to a
 //! [`Registry`], so adding a world never changes the CLI.

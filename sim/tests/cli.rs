@@ -135,7 +135,7 @@ fn list_names_the_bundled_files_and_a_directory_runs_every_file_in_name_order() 
     let (code, out, _) = keel_sim(&["list"]);
     assert_eq!(code, Some(0));
     let bundled = out.split_once("scenario files (").expect(&out).1;
-    for entry in std::fs::read_dir(repo().join("scenarios")).unwrap() {
+    for entry in std::fs::read_dir(repo().join("sim/scenarios")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "json") {
             let name = path.file_stem().unwrap().to_str().unwrap().to_string();

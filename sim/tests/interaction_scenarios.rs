@@ -1,4 +1,4 @@
-//! Every scenario file in `scenarios/`: (a) its fault-free run passes every invariant and
+//! Every scenario file in `sim/scenarios/`: (a) its fault-free run passes every invariant and
 //! matches its expectations; (b) crashed (and with a lost ack) after each commit of that run,
 //! restored and settled from truth, it still passes and ends with the same output. Plus the
 //! rejection paths of the file format.
@@ -9,7 +9,7 @@ use keel_sim::world::{RunOptions, RunReport};
 use std::path::PathBuf;
 
 fn scenario_files() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("scenarios/ exists")
         .map(|e| e.unwrap().path())
@@ -228,7 +228,7 @@ fn bad_values_are_rejected_with_their_path() {
 
 #[test]
 fn unreadable_and_oversized_files_are_typed_errors() {
-    let missing = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/does-not-exist.json");
+    let missing = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/does-not-exist.json");
     match load_file(&missing) {
         Err(SpecFileError::Read { file, .. }) => assert!(file.contains("does-not-exist.json")),
         other => panic!("{other:?}"),
@@ -247,7 +247,7 @@ fn unreadable_and_oversized_files_are_typed_errors() {
 #[test]
 fn the_registry_loads_scenario_files() {
     let registry = keel_sim::scenarios::builtin_registry();
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/tool-loop.json");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/tool-loop.json");
     let scenario = registry.resolve(path.to_str().unwrap()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(scenario.name(), "tool-loop");
     let report = scenario.run(3, &RunOptions::default());
@@ -261,7 +261,7 @@ fn the_registry_loads_scenario_files() {
 fn replay_file() {
     let name = std::env::var("KEEL_FILE").unwrap_or_else(|_| "tool-loop".into());
     let seed: u64 = std::env::var("KEEL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../scenarios/{name}.json"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{name}.json"));
     let mut spec = load_file(&path).unwrap_or_else(|e| panic!("{e}"));
     if let (Ok(commit), Ok(fault)) = (std::env::var("KEEL_COMMIT"), std::env::var("KEEL_FAULT")) {
         spec.faults.at = vec![(commit.parse().unwrap(), CommitFaultKind::from_name(&fault).unwrap())];
@@ -278,7 +278,7 @@ fn every_scenario_file_is_bundled_and_listed() {
     let on_disk: Vec<String> =
         scenario_files().iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
     let bundled: Vec<&str> = keel_sim::interaction_world::BUNDLED_FILES.iter().map(|(n, _)| *n).collect();
-    assert_eq!(bundled, on_disk, "add new scenarios/*.json files to BUNDLED_FILES");
+    assert_eq!(bundled, on_disk, "add new sim/scenarios/*.json files to BUNDLED_FILES");
     let registry = keel_sim::scenarios::builtin_registry();
     let names: Vec<&str> = registry.bundled().iter().map(|s| s.name()).collect();
     assert_eq!(names, on_disk, "every bundled file decodes and keeps its file name as its scenario name");

@@ -7,6 +7,7 @@
 
 pub mod fixture;
 mod exchanges;
+pub mod recorded;
 mod server;
 
 pub use fixture::{Exchange, ExpectedRequest, Fixture, FixtureError, ReplayBody, ReplayResponse, Stall, MAX_FIXTURE_EXCHANGES};

@@ -19,6 +19,7 @@ use crate::interaction::config::DefinitionConfig;
 use crate::interaction::definition::Definition;
 use crate::interaction::delegate::{Delegate, DelegateConfig};
 use crate::interaction::model::{DispatcherConfig, ModelClient, ModelDispatcher, ModelStreamer};
+use crate::interaction::state::RunModel;
 use crate::interaction::toolset::{ToolSet, ToolSetConfig};
 use crate::json::{Json, ObjectBuilder};
 use crate::kernel::binding::Deployment;
@@ -56,6 +57,8 @@ pub(crate) struct AgentInner {
     pub(crate) max_concurrent_tool_calls: u32,
     pub(crate) delegates: usize,
     pub(crate) model_identity: crate::interaction::model::ModelIdentity,
+    /// Deployment ref text → the model its runs record, for this agent and every delegate.
+    pub(crate) models: BTreeMap<String, RunModel>,
 }
 
 /// A validated agent: an Interaction deployment together with every deployment its runs can
@@ -146,8 +149,9 @@ impl Agent {
         self.inner.model_error
     }
 
-    /// The model the agent calls (part of its configuration digest: a stored run is resumed
-    /// only by an agent calling the same model).
+    /// The model the agent calls. Each run records it in its state: a stored run is resumed
+    /// only by an agent calling the same model, unless the agent was built with
+    /// [`allow_model_switch`](AgentBuilder::allow_model_switch).
     pub fn model_identity(&self) -> &crate::interaction::model::ModelIdentity {
         &self.inner.model_identity
     }
@@ -199,6 +203,8 @@ pub struct AgentBuilder {
     /// Set by `context_policy` (in `context_policy.rs`).
     pub(super) context: ContextPolicy,
     trace_content: bool,
+    /// Set by `allow_model_switch` (in `model_switch.rs`).
+    pub(super) allow_model_switch: bool,
 }
 
 impl AgentBuilder {
@@ -222,6 +228,7 @@ impl AgentBuilder {
             output: None,
             context: ContextPolicy::default(),
             trace_content: false,
+            allow_model_switch: false,
         }
     }
 
@@ -522,6 +529,7 @@ impl AgentBuilder {
 
         let mut delegates = Vec::new();
         let mut delegate_json = Vec::new();
+        let mut models = BTreeMap::new();
         for (name, text, sub) in &self.delegates {
             let delegate = Delegate::new(DelegateConfig {
                 name: name.clone(),
@@ -544,6 +552,9 @@ impl AgentBuilder {
             for (k, v) in &sub.inner.policies {
                 policies.insert(k.clone(), v.clone());
             }
+            for (k, v) in &sub.inner.models {
+                models.insert(k.clone(), v.clone());
+            }
             delegates.push(delegate);
         }
 
@@ -561,7 +572,8 @@ impl AgentBuilder {
                     "model",
                     ObjectBuilder::new()
                         .field("mode", model.mode.name())
-                        .value("identity", model_identity.to_json())
+                        // The model's identity is not here: each run records it in its state.
+                        .opt_field("allow_switch", self.allow_model_switch.then_some(&true))
                         .field("reducer", &model.reducer.is_some())
                         .field("on_unknown", self.model_unknown.as_str())
                         .value("on_error", self.model_error.to_json())
@@ -575,7 +587,8 @@ impl AgentBuilder {
                 .opt_value("context", (!self.context.is_keep_all()).then(|| self.context.to_json()))
                 .build(),
         );
-        let definition = Definition::new(DefinitionConfig {
+        let run_model = RunModel { identity: model_identity.clone(), allow_switch: self.allow_model_switch };
+        let definition = Definition::new_with_model(DefinitionConfig {
             name: agent.clone(),
             description,
             max_model_calls: self.max_model_calls,
@@ -586,7 +599,7 @@ impl AgentBuilder {
             delegates,
             completion_validator: validator,
             max_context_bytes: self.max_context_bytes,
-        })
+        }, Some(run_model.clone()))
         .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
         let dispatcher = ModelDispatcher::new(definition.model_manifest(), model)
             .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
@@ -600,6 +613,7 @@ impl AgentBuilder {
             parent.reference().to_string(),
             RefPolicy::Model { unknown: self.model_unknown, max_model_calls: self.max_model_calls },
         );
+        models.insert(parent.reference().to_string(), run_model);
         deployments.insert(0, parent.clone());
         Ok(Agent { inner: Arc::new(AgentInner {
             name: agent,
@@ -614,6 +628,7 @@ impl AgentBuilder {
             max_concurrent_tool_calls: if has_tools { limit } else { 0 },
             delegates: delegate_count,
             model_identity,
+            models,
         }) })
     }
 }

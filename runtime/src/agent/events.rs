@@ -132,6 +132,20 @@ pub enum RunEvent {
         /// The steer signals applied, in order.
         signals: Vec<SignalId>,
     },
+    /// The run (or a delegate's run in it) changed model: it was resumed by an agent calling
+    /// another model that [allows a model switch](super::AgentBuilder::allow_model_switch),
+    /// and its first Step under the new model recorded the switch. Reported once per switch,
+    /// by the writer that recorded it.
+    ModelSwitched {
+        /// The Process that switched (the run's root, or a delegate).
+        process: ProcessId,
+        /// The model it called before.
+        from: crate::interaction::model::ModelIdentity,
+        /// The model it calls from then on.
+        to: crate::interaction::model::ModelIdentity,
+        /// Model calls it had made when the switch was recorded.
+        model_calls: u32,
+    },
     /// The run ended.
     Finished(RunResult),
     /// The run's writer stopped (a store failure); resume the run from the store.

@@ -2,10 +2,13 @@
 //!
 //! The configuration digest is the SHA-256 of the canonical JSON of every setting that changes
 //! what a run does (tool names, descriptions, argument schemas, concurrency, direct results,
-//! Unknown policies, limits, model mode, delegates' exact deployments, the validator's declared
-//! identity, the instructions and the typed output's schema). The implementation digest comes from the keel version and the version the user
-//! declares for their own code (model client and tool bodies, which cannot be digested). A run
-//! is restored only under the exact same pair, so a changed setting can never restore silently.
+//! Unknown policies, limits, model mode, whether the model may switch, delegates' exact
+//! deployments, the validator's declared identity, the instructions, the typed output's schema
+//! and the context policy). The implementation digest comes from the keel version and the
+//! version the user declares for their own code (model client and tool bodies, which cannot be
+//! digested). A run is restored only under the exact same pair, so a changed setting can never
+//! restore silently. The model's identity is not in the digest: each run records it in its
+//! state, so that a deliberate switch (`AgentBuilder::allow_model_switch`) can be recorded too.
 
 use crate::json::{Digest, Json, ObjectBuilder};
 

@@ -2,7 +2,9 @@
 
 use super::typed_output::{decode_output, OutputError};
 use crate::chat::{Message, Usage};
+use crate::interaction::model::ModelIdentity;
 use crate::interaction::output::Output;
+use crate::interaction::state::{ModelRecord, ModelSwitch};
 use crate::interaction::wire::Wire;
 use crate::kernel::ids::EffectId;
 use crate::kernel::result::ProcessResult;
@@ -17,11 +19,25 @@ use crate::kernel::status::Status;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunResult {
     result: ProcessResult,
+    model: Option<ModelRecord>,
 }
 
 impl RunResult {
-    pub(crate) fn new(result: ProcessResult) -> RunResult {
-        RunResult { result }
+    pub(crate) fn new(result: ProcessResult, model: Option<ModelRecord>) -> RunResult {
+        RunResult { result, model }
+    }
+
+    /// The model the run called last (as its state records it; `None` for a run stored before
+    /// runs recorded their model).
+    pub fn model(&self) -> Option<&ModelIdentity> {
+        self.model.as_ref().map(|m| &m.current)
+    }
+
+    /// Every model switch of the run, oldest first (see
+    /// [`AgentBuilder::allow_model_switch`](super::AgentBuilder::allow_model_switch)): empty
+    /// when one model answered every call.
+    pub fn model_switches(&self) -> &[ModelSwitch] {
+        self.model.as_ref().map_or(&[], |m| &m.switches)
     }
 
     /// The final text: the model's final message, or the direct tool results' texts (one per

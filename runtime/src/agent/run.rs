@@ -329,7 +329,7 @@ impl Run {
         wait_until(&self.shared, |s| s.result.is_some() || s.stopped.is_some()).await;
         let state = self.shared.lock();
         match (&state.result, &state.stopped) {
-            (Some(r), _) => RunResult::new(r.clone()).into_completed().map_err(RunError::NotCompleted),
+            (Some(r), _) => RunResult::new(r.clone(), state.root_model.clone()).into_completed().map_err(RunError::NotCompleted),
             (None, Some(reason)) => Err(self.stopped(reason)),
             (None, None) => Err(RunError::Stopped("the run stopped".into())),
         }
@@ -351,7 +351,7 @@ impl Run {
         .await;
         let state = self.shared.lock();
         if let Some(r) = &state.result {
-            return Ok(Idle::Finished(RunResult::new(r.clone())));
+            return Ok(Idle::Finished(RunResult::new(r.clone(), state.root_model.clone())));
         }
         if let Some(reason) = &state.stopped {
             return Err(self.stopped(reason));

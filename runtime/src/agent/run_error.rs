@@ -51,6 +51,9 @@ pub enum RunError {
     /// The stored run was started by a different agent configuration.
     #[error(transparent)]
     Refused(#[from] RestoreRefused),
+    /// The stored run calls another model, and this agent does not allow a model switch.
+    #[error(transparent)]
+    ModelChanged(#[from] super::model_switch::ModelChanged),
     /// The text is not a run id.
     #[error("`{0}` is not a run id; use the text `Run::id` printed (it starts with `process:`)")]
     InvalidRunId(String),
@@ -160,7 +163,7 @@ impl RestoreRefused {
         }
         if stored.configuration_digest() != current.configuration_digest() {
             let (a, b) = (short(stored.configuration_digest()), short(current.configuration_digest()));
-            parts.push(format!("the settings (model {current_model}, instructions, tools, output, limits, policies, delegates or validator: {a} ≠ {b})"));
+            parts.push(format!("the settings (instructions, tools, output, limits, policies, delegates, validator or whether the model may switch; this agent calls {current_model}: {a} ≠ {b})"));
         }
         if stored.bindings_digest() != current.bindings_digest() {
             let (a, b) = (short(stored.bindings_digest()), short(current.bindings_digest()));

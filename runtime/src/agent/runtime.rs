@@ -172,7 +172,9 @@ impl Runtime {
     /// to the host: settled by its policy ([`UnknownPolicy`](super::UnknownPolicy)), or held
     /// and listed by [`Run::unknowns`] with a [`RunEvent::Unknown`](super::RunEvent::Unknown) event. A run stored by a
     /// different agent configuration or version is refused with [`RestoreRefused`], naming
-    /// both deployments.
+    /// both deployments; a run that calls another model than this agent with
+    /// [`ModelChanged`](super::ModelChanged), naming both models, unless the agent
+    /// [allows a model switch](super::AgentBuilder::allow_model_switch).
     pub async fn resume(&self, id: &RunId) -> Result<Run, RunError> {
         let root = id.process_id();
         let head = self
@@ -197,6 +199,7 @@ impl Runtime {
         if stored != current {
             return Err(RestoreRefused::new(id.to_string(), stored, current, &self.inner.agent.model_identity().to_string()).into());
         }
+        super::model_switch::check_models(&id.to_string(), &snapshot, &self.inner.agent.inner.models)?;
         let in_flight: BTreeSet<EffectId> = snapshot
             .processes()
             .iter()
@@ -206,6 +209,8 @@ impl Runtime {
             .map(|e| e.id.clone())
             .collect();
         let shared = self.inner.agent.inner.hub.reset(root);
+        // Switches recorded before this resume were reported by their writer.
+        shared.lock().note_switches(&snapshot);
         let handle = self
             .inner
             .engine

@@ -15,7 +15,8 @@ use super::result::RunResult;
 use super::events::UnknownKind;
 use super::trace::{RunTrace, TraceConfig};
 use crate::interaction::pending_inputs::pending_tool_inputs;
-use crate::interaction::state::ParentState;
+use crate::interaction::state::{ModelRecord, ParentState};
+use super::model_switch::recorded_model;
 use crate::interaction::protocol::{ModelCallEffect, ModelResult, ToolCallSettlement};
 use crate::interaction::wire::Wire;
 use crate::kernel::effect::{Effect, EffectPhase};
@@ -129,6 +130,10 @@ pub(crate) struct RunState {
     pub(crate) answered: BTreeMap<WaitId, String>,
     /// The run's open spans (observation only: never read back).
     pub(crate) trace: RunTrace,
+    /// Model switches already reported (or recorded before this writer), per Process.
+    switches_reported: BTreeMap<ProcessId, usize>,
+    /// The root's model record in the last head (the result lists its switches).
+    pub(crate) root_model: Option<ModelRecord>,
     wakers: Vec<Waker>,
 }
 
@@ -266,11 +271,43 @@ impl RunState {
         self.seen.insert(key)
     }
 
+    /// Marks the switches `snapshot` records as reported (a resumed run's earlier writers
+    /// reported them).
+    pub(crate) fn note_switches(&mut self, snapshot: &TreeSnapshot) {
+        for p in snapshot.processes() {
+            if let Some(record) = recorded_model(p) {
+                self.switches_reported.insert(p.id.clone(), record.switches.len());
+            }
+        }
+    }
+
+    /// Reports the switches each Process recorded since the last report.
+    fn project_switches(&mut self, head: &TreeSnapshot) {
+        for p in head.processes() {
+            let Some(record) = recorded_model(p) else { continue };
+            let reported = self.switches_reported.get(&p.id).copied().unwrap_or(0);
+            for switch in record.switches.iter().skip(reported) {
+                self.push(RunEvent::ModelSwitched {
+                    process: p.id.clone(),
+                    from: switch.from.clone(),
+                    to: switch.to.clone(),
+                    model_calls: switch.model_calls,
+                });
+            }
+            self.switches_reported.insert(p.id.clone(), record.switches.len().max(reported));
+            if p.relation.is_root() {
+                self.root_model = Some(record);
+            }
+        }
+    }
+
     fn project(&mut self, head: &TreeSnapshot, policies: &BTreeMap<String, RefPolicy>) -> Vec<UnknownEffect> {
         let mut act = Vec::new();
         let mut unknown_now = BTreeSet::new();
         self.trace.committed(head);
         self.pending.clear();
+        // Before the calls: a switch is recorded by the first Step under the new model.
+        self.project_switches(head);
         for p in head.processes() {
             let Some(prepared) = &p.prepared else { continue };
             for (index, e) in prepared.effects.iter().enumerate() {
@@ -408,7 +445,7 @@ impl RunState {
                     output: finish.output.clone(),
                 };
                 self.result = Some(result.clone());
-                let result = RunResult::new(result);
+                let result = RunResult::new(result, self.root_model.clone());
                 self.trace.finished(&result);
                 self.push(RunEvent::Finished(result));
             }

@@ -9,7 +9,7 @@ use super::error::{ErrorKind, InteractionError};
 use super::machine::ParentExecution;
 use super::manifest::ModelManifest;
 use super::protocol::InteractionInput;
-use super::state::{ParentState, StateRules};
+use super::state::{ParentState, RunModel, StateRules};
 use super::toolset::ToolSet;
 use super::window::{next_segment, Segment, ToolCatalog};
 use super::wire::Wire;
@@ -60,6 +60,8 @@ pub(crate) struct Rules {
     pub(crate) validator: Option<CompletionValidator>,
     /// Normalized: the default when configured as 0.
     pub(crate) max_context_bytes: u64,
+    /// The model its runs record (see [`Definition::new_with_model`]).
+    pub(crate) model: Option<RunModel>,
 }
 
 impl Rules {
@@ -79,6 +81,13 @@ fn static_schema(text: &str) -> Result<Json, InteractionError> {
 impl Definition {
     /// Validates `config` (a broken rule is [`ErrorKind::InvalidDefinitionConfig`]) and freezes it.
     pub fn new(config: DefinitionConfig) -> Result<Definition, InteractionError> {
+        Definition::new_with_model(config, None)
+    }
+
+    /// [`Definition::new`] for a Definition that names its model: every run records it in its
+    /// state (`model`), a state recording another model restores only when `model` allows a
+    /// switch, and then the run's next Step records the switch.
+    pub fn new_with_model(config: DefinitionConfig, model: Option<RunModel>) -> Result<Definition, InteractionError> {
         config.validate()?;
         let descriptor = Descriptor::new(
             &config.name,
@@ -103,6 +112,7 @@ impl Definition {
                 0 => crate::limits::DEFAULT_MAX_CONTEXT_BYTES,
                 n => n,
             },
+            model,
         };
         let definition = Definition { descriptor, rules: Arc::new(rules) };
         definition.model_manifest().validate().map_err(|e| e.with_kind(ErrorKind::InvalidDefinitionConfig))?;
@@ -173,6 +183,9 @@ impl ToolCatalog for Rules {
 }
 
 impl StateRules for Rules {
+    fn model(&self) -> Option<&RunModel> {
+        self.model.as_ref()
+    }
     fn max_model_calls(&self) -> u32 {
         self.max_model_calls
     }
@@ -198,6 +211,9 @@ impl StateRules for Rules {
 }
 
 impl StateRules for Definition {
+    fn model(&self) -> Option<&RunModel> {
+        self.rules.model.as_ref()
+    }
     fn max_model_calls(&self) -> u32 {
         self.rules.max_model_calls
     }
@@ -238,6 +254,7 @@ impl waist::Definition for Definition {
     fn start(&self, input: &Payload) -> Result<Box<dyn Execution>, StepError> {
         let input = InteractionInput::from_payload(input)?;
         let mut state = ParentState::start(&input);
+        state.adopt_model(self.rules.model.as_ref());
         state.working_context.seal().map_err(|e| InteractionError::new(ErrorKind::InvalidInput, e.to_string()))?;
         if state.working_context.sealed_bytes() > self.rules.max_context_bytes {
             return Err(codes::classified(codes::LIMIT_CONTEXT, &context_limit_text(self.rules.max_context_bytes)));

@@ -505,7 +505,7 @@ fn same_file(a: &str, b: &str) -> bool {
 }
 
 /// The heading `list` prints above the bundled scenario files.
-pub const BUNDLED_HEADING: &str = "scenario files (scenarios/*.json; not in the default run: `--scenario NAME`, or every one with `--scenario scenarios/`):";
+pub const BUNDLED_HEADING: &str = "scenario files (sim/scenarios/*.json; not in the default run: `--scenario NAME`, or every one with `--scenario sim/scenarios/`):";
 
 /// What broke in a failing run, for the comment beside its recorded seed: the date, then each
 /// broken invariant with the first detail, on one bounded line.

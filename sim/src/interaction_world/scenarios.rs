@@ -97,11 +97,11 @@ impl Scenario for InteractionSwarm {
 
 /// The scenario files the crash matrix crashes (embedded so the built-in needs no files).
 pub const MATRIX_FILES: &[(&str, &str)] = &[
-    ("tool-loop", include_str!("../../../scenarios/tool-loop.json")),
-    ("parallel-keys", include_str!("../../../scenarios/parallel-keys.json")),
-    ("input-wait", include_str!("../../../scenarios/input-wait.json")),
-    ("steer-during-model-call", include_str!("../../../scenarios/steer-during-model-call.json")),
-    ("tool-panic-unknown", include_str!("../../../scenarios/tool-panic-unknown.json")),
+    ("tool-loop", include_str!("../../scenarios/tool-loop.json")),
+    ("parallel-keys", include_str!("../../scenarios/parallel-keys.json")),
+    ("input-wait", include_str!("../../scenarios/input-wait.json")),
+    ("steer-during-model-call", include_str!("../../scenarios/steer-during-model-call.json")),
+    ("tool-panic-unknown", include_str!("../../scenarios/tool-panic-unknown.json")),
 ];
 
 /// The commit faults a crash point is tried with.
@@ -253,7 +253,7 @@ impl Schedulable for FileScenario {
     }
 }
 
-/// The registry's file loader: `keel-sim run --scenario scenarios/x.json`. A transcript
+/// The registry's file loader: `keel-sim run --scenario sim/scenarios/x.json`. A transcript
 /// (`keel::transcript`, `"format": "keel.transcript.v1"`) becomes a [`TranscriptScenario`]
 /// named after the file's stem.
 pub fn load_scenario(path: &Path) -> Result<Arc<dyn Scenario>, Box<dyn StdError + Send + Sync>> {
@@ -281,39 +281,39 @@ fn read_transcript(path: &Path) -> Result<Option<keel::transcript::Transcript>, 
     Ok(Some(keel::transcript::Transcript::decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))?))
 }
 
-/// The repository's `scenarios/*.json` (name, text), compiled in so `list` and
+/// The package's `sim/scenarios/*.json` (name, text), compiled in so `list` and
 /// `--scenario NAME` find them from any directory. `sim/tests/interaction_scenarios.rs` checks
 /// this list against the directory.
 pub const BUNDLED_FILES: &[(&str, &str)] = &[
-    ("cancel-during-model-call", include_str!("../../../scenarios/cancel-during-model-call.json")),
-    ("cancel-during-tool-batch", include_str!("../../../scenarios/cancel-during-tool-batch.json")),
-    ("deferred-tools", include_str!("../../../scenarios/deferred-tools.json")),
-    ("delegate-failure", include_str!("../../../scenarios/delegate-failure.json")),
-    ("delegates", include_str!("../../../scenarios/delegates.json")),
-    ("direct-results", include_str!("../../../scenarios/direct-results.json")),
-    ("input-wait", include_str!("../../../scenarios/input-wait.json")),
-    ("invalid-arguments", include_str!("../../../scenarios/invalid-arguments.json")),
-    ("kill-with-unknowns", include_str!("../../../scenarios/kill-with-unknowns.json")),
-    ("max-model-calls", include_str!("../../../scenarios/max-model-calls.json")),
-    ("model-error", include_str!("../../../scenarios/model-error.json")),
-    ("model-host-failure", include_str!("../../../scenarios/model-host-failure.json")),
-    ("out-of-order-completion", include_str!("../../../scenarios/out-of-order-completion.json")),
-    ("parallel-keys", include_str!("../../../scenarios/parallel-keys.json")),
-    ("reducer", include_str!("../../../scenarios/reducer.json")),
-    ("refusal-with-calls", include_str!("../../../scenarios/refusal-with-calls.json")),
-    ("steer-during-input-wait", include_str!("../../../scenarios/steer-during-input-wait.json")),
-    ("steer-during-model-call", include_str!("../../../scenarios/steer-during-model-call.json")),
-    ("steer-during-tool-batch", include_str!("../../../scenarios/steer-during-tool-batch.json")),
-    ("streaming", include_str!("../../../scenarios/streaming.json")),
-    ("tool-error", include_str!("../../../scenarios/tool-error.json")),
-    ("tool-host-failure-unknown", include_str!("../../../scenarios/tool-host-failure-unknown.json")),
-    ("tool-loop", include_str!("../../../scenarios/tool-loop.json")),
-    ("tool-panic-unknown", include_str!("../../../scenarios/tool-panic-unknown.json")),
-    ("truncation-length", include_str!("../../../scenarios/truncation-length.json")),
-    ("two-siblings-input-answered-in-reverse", include_str!("../../../scenarios/two-siblings-input-answered-in-reverse.json")),
-    ("unknown-left-retained", include_str!("../../../scenarios/unknown-left-retained.json")),
-    ("unknown-tool", include_str!("../../../scenarios/unknown-tool.json")),
-    ("validator-rejection", include_str!("../../../scenarios/validator-rejection.json")),
+    ("cancel-during-model-call", include_str!("../../scenarios/cancel-during-model-call.json")),
+    ("cancel-during-tool-batch", include_str!("../../scenarios/cancel-during-tool-batch.json")),
+    ("deferred-tools", include_str!("../../scenarios/deferred-tools.json")),
+    ("delegate-failure", include_str!("../../scenarios/delegate-failure.json")),
+    ("delegates", include_str!("../../scenarios/delegates.json")),
+    ("direct-results", include_str!("../../scenarios/direct-results.json")),
+    ("input-wait", include_str!("../../scenarios/input-wait.json")),
+    ("invalid-arguments", include_str!("../../scenarios/invalid-arguments.json")),
+    ("kill-with-unknowns", include_str!("../../scenarios/kill-with-unknowns.json")),
+    ("max-model-calls", include_str!("../../scenarios/max-model-calls.json")),
+    ("model-error", include_str!("../../scenarios/model-error.json")),
+    ("model-host-failure", include_str!("../../scenarios/model-host-failure.json")),
+    ("out-of-order-completion", include_str!("../../scenarios/out-of-order-completion.json")),
+    ("parallel-keys", include_str!("../../scenarios/parallel-keys.json")),
+    ("reducer", include_str!("../../scenarios/reducer.json")),
+    ("refusal-with-calls", include_str!("../../scenarios/refusal-with-calls.json")),
+    ("steer-during-input-wait", include_str!("../../scenarios/steer-during-input-wait.json")),
+    ("steer-during-model-call", include_str!("../../scenarios/steer-during-model-call.json")),
+    ("steer-during-tool-batch", include_str!("../../scenarios/steer-during-tool-batch.json")),
+    ("streaming", include_str!("../../scenarios/streaming.json")),
+    ("tool-error", include_str!("../../scenarios/tool-error.json")),
+    ("tool-host-failure-unknown", include_str!("../../scenarios/tool-host-failure-unknown.json")),
+    ("tool-loop", include_str!("../../scenarios/tool-loop.json")),
+    ("tool-panic-unknown", include_str!("../../scenarios/tool-panic-unknown.json")),
+    ("truncation-length", include_str!("../../scenarios/truncation-length.json")),
+    ("two-siblings-input-answered-in-reverse", include_str!("../../scenarios/two-siblings-input-answered-in-reverse.json")),
+    ("unknown-left-retained", include_str!("../../scenarios/unknown-left-retained.json")),
+    ("unknown-tool", include_str!("../../scenarios/unknown-tool.json")),
+    ("validator-rejection", include_str!("../../scenarios/validator-rejection.json")),
 ];
 
 /// The bundled scenario files, decoded (each is tested to decode; one that does not is left

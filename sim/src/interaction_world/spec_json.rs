@@ -1,4 +1,4 @@
-//! The scenario file format (documented in `scenarios/README.md`): strict JSON through
+//! The scenario file format (documented in `sim/scenarios/README.md`): strict JSON through
 //! `keel::json`, unknown members rejected, every error naming the file and the JSON path of
 //! the bad member.
 

@@ -24,9 +24,9 @@ use crate::swarm_rng::SwarmRng;
 use crate::trace::Trace;
 use crate::world::{RunOptions, RunReport, Scenario, Violation};
 
-/// The recorded exchanges, embedded so the binary runs from any directory.
-const OPENAI_TOOL_ROUND: &str = include_str!("../../../providers/tests/fixtures/openai/tool_round.json");
-const ANTHROPIC_TOOL_ROUND: &str = include_str!("../../../providers/tests/fixtures/anthropic/tool_round.json");
+// The recorded exchanges, embedded (by `keel-providers`, whose package holds them) so the
+// binary runs from any directory.
+use keel_providers::testing::recorded::{ANTHROPIC_TOOL_ROUND, OPENAI_TOOL_ROUND};
 
 /// Commits a run makes at most before a crash is drawn among them.
 const CRASH_WINDOW: u64 = 12;

@@ -102,6 +102,8 @@ impl Execution for ParentExecution {
         }
         self.state.validate(self.rules.as_ref())?;
         let mut m = Machine { rules: &self.rules, s: self.state.clone(), consumed: 0 };
+        // A run restored under another (allowed) model records the switch before anything else.
+        m.s.adopt_model(self.rules.model.as_ref());
         let transition = match m.s.phase {
             Phase::ReadyModel => m.on_ready(signals)?,
             Phase::AwaitingModel => m.on_model(signals)?,

@@ -1,9 +1,9 @@
 //! Which model a client calls: provider, model name and the settings that change its answers.
 //!
-//! An agent's configuration digest records its model's identity, so a stored run is never
-//! resumed by a different model without notice (see `keel::agent`).
+//! A run records its model's identity in its state (the Interaction state's `model` record), so
+//! a stored run is never resumed by a different model without notice (see `keel::agent`).
 
-use crate::json::{Json, ObjectBuilder};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
 use std::collections::BTreeMap;
 
 /// The identity of a model client: the provider, the model name and every setting that changes
@@ -51,7 +51,7 @@ impl ModelIdentity {
         &self.settings
     }
 
-    /// The canonical form recorded in configuration digests.
+    /// The canonical form recorded in a run's state: `{"model","provider","settings":{name: value}}`.
     pub fn to_json(&self) -> Json {
         let mut settings = ObjectBuilder::new();
         for (k, v) in &self.settings {
@@ -62,6 +62,32 @@ impl ModelIdentity {
             .field("model", &self.model)
             .value("settings", settings.build())
             .build()
+    }
+}
+
+impl ToJson for ModelIdentity {
+    fn to_json(&self) -> Json {
+        ModelIdentity::to_json(self)
+    }
+}
+
+impl FromJson for ModelIdentity {
+    fn from_json(value: &Json) -> Result<Self, DecodeError> {
+        let mut r = ObjectReader::new(value)?;
+        let provider = r.required("provider")?;
+        let model = r.required("model")?;
+        let settings = r.required_with("settings", |v| match v {
+            Json::Object(members) => members
+                .iter()
+                .map(|(k, v)| match v {
+                    Json::String(s) => Ok((k.clone(), s.clone())),
+                    other => Err(DecodeError::wrong_type("string", other).in_member(k)),
+                })
+                .collect(),
+            other => Err(DecodeError::wrong_type("object", other)),
+        })?;
+        r.finish()?;
+        Ok(ModelIdentity { provider, model, settings })
     }
 }
 

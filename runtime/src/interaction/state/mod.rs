@@ -11,6 +11,7 @@
 //! through the [`StateRules`] extension point).
 
 mod context;
+mod model_record;
 mod parent;
 mod pending_steer;
 mod phase;
@@ -25,6 +26,7 @@ mod tests;
 pub use context::{ContextHead, WorkingContext};
 #[cfg(test)]
 pub(crate) use context::SealedMessages;
+pub use model_record::{ModelRecord, ModelSwitch, RunModel};
 pub use parent::ParentState;
 pub use pending_steer::PendingSteer;
 pub use phase::Phase;

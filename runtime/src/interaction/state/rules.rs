@@ -18,6 +18,12 @@ pub trait StateRules {
         crate::limits::DEFAULT_MAX_CONTEXT_BYTES
     }
 
+    /// The model the Definition calls, when it names one: a state recording another model
+    /// restores only when it allows a switch.
+    fn model(&self) -> Option<&super::RunModel> {
+        None
+    }
+
     /// `MaxConcurrentToolCalls` after normalization (0 → 1), so always ≥ 1.
     fn max_concurrent_tool_calls(&self) -> u32;
 
@@ -53,6 +59,7 @@ impl ParentState {
 
     /// The configuration-dependent restore rules. Assumes [`ParentState::validate_structure`]
     /// passed (it never panics otherwise, but its verdict is then meaningless):
+    /// * the recorded model is the Definition's, unless it allows a switch;
     /// * `model_call_count ≤ MaxModelCalls`;
     /// * every artifact names a configured Delegate and satisfies its output schema;
     /// * in a child phase: every call of the segment is a Delegate iff the batch is a delegate
@@ -60,6 +67,7 @@ impl ParentState {
     ///   window, no window longer than 1 when `MaxConcurrentToolCalls == 1`, and at most
     ///   `MaxConcurrentToolCalls` keyed-but-unsettled invocations.
     pub fn validate_against(&self, rules: &impl StateRules) -> Result<(), InteractionError> {
+        self.check_model_against(rules.model())?;
         if self.model_call_count > rules.max_model_calls() {
             return Err(invalid(format!(
                 "model_call_count {} exceeds MaxModelCalls {}",

@@ -34,7 +34,7 @@ impl ParentState {
         if let Some(pending) = &self.pending_steer {
             pending.validate()?;
         }
-        Ok(())
+        self.check_model_record()
     }
 
     fn check_phase(&self) -> Result<(), InteractionError> {
