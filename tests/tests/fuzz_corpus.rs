@@ -87,6 +87,38 @@ fn corpus_interaction_mutation() {
 }
 
 #[test]
+fn corpus_process_record() {
+    replay("process_record");
+}
+
+/// Writes the `process_record` seeds: every Process record of the captured cuts
+/// (`fuzz/corpus/tree_snapshot/real-*` and `sim-*`), split out of each whole cut, one file per
+/// distinct record (the first 120). The `seed-*` files beside them are hand-written variants
+/// (whitespace, trailing byte, duplicate or unknown member, payloads with and without a
+/// non-canonical escape, a `null` payload). Run with `--ignored` after a format change (after
+/// deleting the old `record-*` files).
+#[test]
+#[ignore]
+fn write_process_record_seeds() {
+    use keel::kernel::commit::TreeCut;
+    let out = corpus_root().join("process_record");
+    std::fs::create_dir_all(&out).unwrap();
+    let mut cuts = real_files("tree_snapshot");
+    cuts.extend(prefixed_files("tree_snapshot", "sim-"));
+    let mut seen = std::collections::BTreeSet::new();
+    for file in cuts {
+        let Ok(cut) = TreeCut::from_whole(&std::fs::read(&file).unwrap()) else { continue };
+        for entry in cut.entries().iter().filter(|e| e.key().starts_with("process:")) {
+            let Some(bytes) = entry.bytes() else { continue };
+            let digest = keel::json::Digest::of(bytes);
+            if seen.insert(digest) && seen.len() <= 120 && bytes.len() as u64 <= MAX_FILE_BYTES {
+                std::fs::write(out.join(format!("record-{}", &digest.to_string()[7..19])), &bytes[..]).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
 fn corpus_commit_log() {
     replay("commit_log");
 }

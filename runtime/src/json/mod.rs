@@ -14,6 +14,7 @@
 //!   encoded without building a tree first).
 //! * [`codec`] holds the strict typed-decoding helpers (unknown members rejected).
 
+pub(crate) mod canonical;
 pub mod codec;
 mod digest;
 mod encode;

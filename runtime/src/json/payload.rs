@@ -3,14 +3,46 @@ use super::error::SizeStage;
 use super::parse::{parse_with, ParseLimits};
 use super::{DecodeError, Digest, FromJson, Json, JsonError, ToJson};
 use crate::limits::{MAX_JSON_DEPTH, MAX_PAYLOAD_BYTES};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A normalized JSON value whose raw input and canonical encoding both fit
 /// [`crate::limits::MAX_PAYLOAD_BYTES`] (or a caller-chosen limit). Cheap to clone.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// The canonical text is the payload; the value is built from it on first use when the
+/// payload was taken from stored canonical bytes (`Payload::from_scanned`): the oracle
+/// decodes every acknowledged record and most payloads in it are never looked into. Equality
+/// and hashing compare the canonical text (the encoding is one-to-one); ordering is the
+/// value's, as before.
+#[derive(Clone)]
 pub struct Payload {
-    value: Arc<Json>,
+    value: Arc<OnceLock<Json>>,
     canonical: Arc<str>,
+}
+
+impl PartialEq for Payload {
+    fn eq(&self, other: &Payload) -> bool {
+        self.canonical == other.canonical
+    }
+}
+impl Eq for Payload {}
+impl std::hash::Hash for Payload {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.canonical.hash(state);
+    }
+}
+impl PartialOrd for Payload {
+    fn partial_cmp(&self, other: &Payload) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Payload {
+    fn cmp(&self, other: &Payload) -> std::cmp::Ordering {
+        self.value().cmp(other.value()).then_with(|| self.canonical.cmp(&other.canonical))
+    }
+}
+
+fn ready(value: Json) -> Arc<OnceLock<Json>> {
+    Arc::new(OnceLock::from(value))
 }
 
 impl Payload {
@@ -49,14 +81,28 @@ impl Payload {
         if canonical.len() > limit {
             return Err(JsonError::TooLarge { stage: SizeStage::Canonical, actual: canonical.len(), limit });
         }
-        Ok(Payload { value: Arc::new(value), canonical: Arc::from(canonical) })
+        Ok(Payload { value: ready(value), canonical: Arc::from(canonical) })
+    }
+    /// A payload whose canonical text is `text`, taken as it is: no value is built until
+    /// [`Payload::value`] is first called. The caller has just checked `text` with
+    /// `json::canonical::scan` (one canonical value, to its end, at its depth in the record,
+    /// so it nests at most [`MAX_JSON_DEPTH`] deep); only the size is checked here. The
+    /// payload is then exactly what [`Payload::from_bytes`] would give.
+    pub(crate) fn from_scanned(text: &str) -> Option<Payload> {
+        if text.len() > MAX_PAYLOAD_BYTES {
+            return None;
+        }
+        Some(Payload { value: Arc::new(OnceLock::new()), canonical: Arc::from(text) })
     }
     /// The `null` payload.
     pub fn null() -> Payload {
-        Payload { value: Arc::new(Json::Null), canonical: Arc::from("null") }
+        Payload { value: ready(Json::Null), canonical: Arc::from("null") }
     }
     pub fn value(&self) -> &Json {
-        &self.value
+        // Only `from_scanned` leaves the value unbuilt, and it took scanned canonical text
+        // within the limits, which parses (the `Null` is never taken).
+        let unbounded = ParseLimits { max_bytes: usize::MAX, max_depth: MAX_JSON_DEPTH };
+        self.value.get_or_init(|| parse_with(self.canonical.as_bytes(), &unbounded).unwrap_or(Json::Null))
     }
     /// The canonical encoding.
     pub fn canonical(&self) -> &str {
@@ -76,7 +122,7 @@ impl Payload {
 /// Encoded as the value itself.
 impl ToJson for Payload {
     fn to_json(&self) -> Json {
-        (*self.value).clone()
+        self.value().clone()
     }
 }
 /// Decodes any value that fits the default payload limits.
@@ -199,6 +245,34 @@ mod tests {
     fn parse_errors_pass_through() {
         assert_eq!(Payload::from_bytes(b""), Err(JsonError::UnexpectedEnd));
         assert!(matches!(Payload::from_bytes(br#"{"a":1,"a":2}"#), Err(JsonError::DuplicateKey { .. })));
+    }
+
+    /// What `kernel::record_decoder` does with a payload's span.
+    fn from_canonical(text: &str, depth: usize) -> Option<Payload> {
+        (super::super::canonical::scan(text.as_bytes(), 0, depth)? == text.len()).then_some(())?;
+        Payload::from_scanned(text)
+    }
+
+    #[test]
+    fn canonical_text_is_taken_as_it_is_and_parsed_on_first_use() {
+        let text = r#"{"a":[1,"x\n"],"b":1e400}"#;
+        let lazy = from_canonical(text, 0).unwrap();
+        let eager = Payload::from_bytes(text.as_bytes()).unwrap();
+        assert_eq!(lazy.canonical(), text);
+        assert_eq!(lazy, eager);
+        assert_eq!(lazy.value(), eager.value());
+        assert_eq!(lazy.cmp(&eager), std::cmp::Ordering::Equal);
+        assert_eq!(lazy.digest(), eager.digest());
+        assert_eq!(lazy.to_json(), eager.to_json());
+        // Only canonical text, within the limits, is taken.
+        for text in [r#"{"b":1,"a":2}"#, "[1, 2]", "\"\\u0041\"", "[1]x", ""] {
+            assert_eq!(from_canonical(text, 0), None, "{text}");
+        }
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(from_canonical(&deep(MAX_JSON_DEPTH), 0).is_some());
+        assert_eq!(from_canonical(&deep(MAX_JSON_DEPTH), 2), None);
+        let big = format!("\"{}\"", "a".repeat(MAX_PAYLOAD_BYTES - 1));
+        assert_eq!(from_canonical(&big, 0), None);
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod mailbox;
 pub mod owner;
 pub mod prepared;
 pub mod process;
+pub mod record_decoder;
 pub mod relation;
 pub mod resource;
 pub mod result;

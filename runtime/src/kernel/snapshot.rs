@@ -397,6 +397,17 @@ impl TreeSnapshot {
                     continue;
                 }
             }
+            // A Process record: split in place, its payloads taken as they are. Anything
+            // else (a residue, text the fast decoder declines) is parsed whole.
+            if let Some(p) = super::record_decoder::decode_process_record(bytes, &mut |v| segments.resolve_member(v)) {
+                let encoded = EncodedProcess::encode(&p);
+                if encoded.bytes() != &**bytes || p.id.as_str() != entry.key() {
+                    return whole();
+                }
+                fresh.insert(p.id.clone());
+                members.push((p, Arc::new(encoded)));
+                continue;
+            }
             let Ok(value) = crate::json::parse_with(bytes, &parse_limits) else { return whole() };
             if crate::kernel::retired::is_residue(&value) {
                 let Ok(r) = RetiredChild::from_json(&value) else { return whole() };

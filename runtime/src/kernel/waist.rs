@@ -118,13 +118,38 @@ impl ExecutionState {
         ExecutionState::decode_with(value, segments)
     }
 
+    /// [`ExecutionState::decode_record`] of a state whose payload was decoded apart (from its
+    /// canonical text, `kernel::record_decoder`): the `payload` member must be present, and
+    /// its value in `value` is not read.
+    pub(crate) fn decode_record_with_payload(
+        value: &Json,
+        payload: Payload,
+        segments: &mut dyn FnMut(&Json) -> Result<Vec<Arc<Segment>>, DecodeError>,
+    ) -> Result<ExecutionState, DecodeError> {
+        ExecutionState::decode_parts(value, Some(payload), segments)
+    }
+
     fn decode_with(
         value: &Json,
         segments: &mut dyn FnMut(&Json) -> Result<Vec<Arc<Segment>>, DecodeError>,
     ) -> Result<ExecutionState, DecodeError> {
+        ExecutionState::decode_parts(value, None, segments)
+    }
+
+    fn decode_parts(
+        value: &Json,
+        payload: Option<Payload>,
+        segments: &mut dyn FnMut(&Json) -> Result<Vec<Arc<Segment>>, DecodeError>,
+    ) -> Result<ExecutionState, DecodeError> {
         let mut r = ObjectReader::new(value)?;
         let kind = r.required("kind")?;
-        let payload = crate::kernel::signal::required_payload(&mut r, "payload")?;
+        let payload = match payload {
+            None => crate::kernel::signal::required_payload(&mut r, "payload")?,
+            Some(p) => {
+                r.nullable_value("payload").map_err(|e| e.in_member("payload"))?;
+                p
+            }
+        };
         let segments = match r.optional_value("segments")? {
             None => Vec::new(),
             Some(v) => segments(v).map_err(|e| e.in_member("segments"))?,

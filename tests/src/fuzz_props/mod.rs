@@ -43,6 +43,7 @@ pub const TARGETS: &[&str] = &[
     "interaction_protocol",
     "interaction_mutation",
     "commit_log",
+    "process_record",
 ];
 
 /// Runs the property of the target called `name` on `data` (`false` if there is no such target).
@@ -58,9 +59,39 @@ pub fn run_target(name: &str, data: &[u8]) -> bool {
         "interaction_protocol" => interaction_protocol(data),
         "interaction_mutation" => interaction_mutation(data),
         "commit_log" => commit_log(data),
+        "process_record" => process_record(data),
         _ => return false,
     }
     true
+}
+
+/// `process_record`: the oracle's fast Process record decoder
+/// (`kernel::record_decoder::decode_process_record`) never panics and agrees with the strict
+/// decoder (parse, then `Process::decode_record`): what it accepts, the strict decoder
+/// accepts as an equal Process (payload values included), and the text is canonical; what the
+/// strict decoder accepts in canonical text, it accepts too (it declines only non-canonical
+/// text). Segment references resolve to no segments on both sides.
+pub fn process_record(data: &[u8]) {
+    use keel::kernel::process::Process;
+    let mut resolve = |_: &Json| Ok(Vec::new());
+    let fast = keel::kernel::record_decoder::decode_process_record(data, &mut resolve);
+    let unbounded = ParseLimits { max_bytes: usize::MAX, ..Default::default() };
+    let parsed = json::parse_with(data, &unbounded);
+    let strict = parsed.as_ref().ok().map(|v| Process::decode_record(v, &mut resolve));
+    let canonical = parsed.as_ref().is_ok_and(|v| v.to_canonical_bytes() == data);
+    match (fast, strict) {
+        (Some(p), Some(Ok(q))) => {
+            assert!(canonical, "the fast decoder accepted non-canonical text");
+            assert_eq!(p, q, "the two decoders disagree");
+            assert_eq!(p.committed_state.payload.value(), q.committed_state.payload.value());
+            let candidates = |x: &Process| x.prepared.as_ref().map(|s| s.candidate_state.payload.value().clone());
+            assert_eq!(candidates(&p), candidates(&q));
+            assert_eq!(p.to_record_json(), q.to_record_json());
+        }
+        (Some(_), strict) => panic!("the fast decoder accepted what the strict one refuses: {strict:?}"),
+        (None, Some(Ok(_))) => assert!(!canonical, "the fast decoder declined canonical text the strict one accepts"),
+        (None, _) => {}
+    }
 }
 
 /// `commit_log`: the file store's v3 record decoder and the whole-cut splitter never panic; an
