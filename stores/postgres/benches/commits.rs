@@ -22,7 +22,7 @@ use keel::chat::{FinishReason, Message, Request, Response, Role, ToolCall, Usage
 use keel::env::{BoxFuture, TokioEnv};
 use keel::interaction::model::{ModelCallContext, ModelClient, ModelError};
 use keel::kernel::commit::{
-    Activation, Checkpoint, CommitError, Committer, EffectBoundary, Head, MemoryCommitter,
+    Activation, Checkpoint, CommitError, CommitRequest, Committer, EffectBoundary, Head, MemoryCommitter,
 };
 use keel::kernel::ids::ProcessId;
 use keel::prelude::*;
@@ -105,6 +105,18 @@ impl<C: Committer> Committer for Counting<C> {
     }
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
         self.inner.load_tree(root)
+    }
+    // Forwarded whole, as the Engine sends it: one submission (one transaction) for the chain.
+    fn commit_chain<'a>(&'a self, chain: &'a [CommitRequest]) -> BoxFuture<'a, Result<(), CommitError>> {
+        Box::pin(async move {
+            let outcome = self.inner.commit_chain(chain).await;
+            if outcome.is_ok() {
+                self.commits.fetch_add(chain.len() as u64, Ordering::Relaxed);
+                let bytes: u64 = chain.iter().map(|r| r.cut().carried_bytes()).sum();
+                self.bytes.fetch_add(bytes, Ordering::Relaxed);
+            }
+            outcome
+        })
     }
 }
 

@@ -27,9 +27,9 @@ use crate::schema;
 use keel::env::BoxFuture;
 use keel::json::Digest;
 use keel::kernel::commit::{
-    Activation, Checkpoint, CheckpointKind, CommitError, CommitIndex, CommitRecord,
-    CommitRecordKind, Committer, Decision, EffectBoundary, EffectBoundaryKind, Head, Installation,
-    TreeCut,
+    check_chain, Activation, Checkpoint, CheckpointKind, CommitError, CommitIndex, CommitRecord,
+    CommitRecordKind, CommitRequest, Committer, Decision, EffectBoundary, EffectBoundaryKind, Head,
+    Installation, TreeCut,
 };
 use keel::kernel::ids::{EffectId, IncarnationId, ProcessId};
 use std::sync::Arc;
@@ -72,7 +72,7 @@ impl Default for PostgresOptions {
 pub struct PostgresCommitter {
     pub(crate) pool: Arc<Pool>,
     /// Batches concurrent commits into one transaction (see `group`).
-    group: Arc<Group<Request>>,
+    group: Arc<Group<Vec<CommitRequest>>>,
 }
 
 impl std::fmt::Debug for PostgresCommitter {
@@ -156,63 +156,41 @@ impl PostgresCommitter {
         self.group.stats()
     }
 
-    /// Queues a commit for the next batch and returns its outcome (see the module docs).
-    async fn commit(&self, request: Request) -> Result<(), CommitError> {
-        let cut = request.cut();
-        if cut.carried_bytes() > to_u64(MAX_CUT_BYTES) {
-            return Err(CommitError::RecordTooLarge {
-                bytes: cut.carried_bytes(),
-                max: to_u64(MAX_CUT_BYTES),
-            });
+    /// Queues a commit (one request, or a chain of one tree's) for the next batch and returns
+    /// its outcome (see the module docs).
+    async fn commit(&self, chain: Vec<CommitRequest>) -> Result<(), CommitError> {
+        let Some(first) = chain.first() else {
+            return Err(CommitError::InvalidCommit { reason: "an empty chain commits nothing".into() });
+        };
+        for request in &chain {
+            let cut = request.cut();
+            if cut.carried_bytes() > to_u64(MAX_CUT_BYTES) {
+                return Err(CommitError::RecordTooLarge {
+                    bytes: cut.carried_bytes(),
+                    max: to_u64(MAX_CUT_BYTES),
+                });
+            }
         }
-        let root = cut.root_id.clone();
-        self.group.submit(root, request, |batch| self.commit_batch(batch)).await
+        let root = first.cut().root_id.clone();
+        self.group.submit(root, chain, |batch| self.commit_batch(batch)).await
     }
 
-    /// Runs one batch in one transaction: each request in a savepoint of its own (a refused
-    /// request rolls back to it and leaves the others), in root order (so that batches of
+    /// Runs one batch in one transaction (see `batch`), in root order (so that batches of
     /// different processes lock head rows in one order and cannot deadlock). An installed
     /// request is answered only after the `COMMIT`; a failed `COMMIT` fails every one of them.
-    async fn commit_batch(&self, mut batch: Vec<Queued<Request>>) {
+    async fn commit_batch(&self, mut batch: Vec<Queued<Vec<CommitRequest>>>) {
         batch.sort_by(|a, b| a.root.cmp(&b.root));
-        let fail_all = |batch: Vec<Queued<Request>>, error: CommitError| {
-            for queued in batch {
-                let _ = queued.reply.send(Err(error.clone()));
-            }
-        };
         let mut conn = match self.pool.get().await {
             Ok(conn) => conn,
-            Err(e) => return fail_all(batch, storage(e)),
-        };
-        let mut tx = match conn.client().transaction().await {
-            Ok(tx) => tx,
-            Err(e) => return fail_all(batch, pg(e)),
-        };
-        let mut installed = Vec::new();
-        let mut answered = Vec::new();
-        for queued in batch {
-            match apply_one(&mut tx, &queued.request).await {
-                Ok(true) => installed.push(queued),
-                outcome => answered.push((queued, outcome.map(|_| ()))),
-            }
-        }
-        // Refusals and retries of the current head wrote nothing: they are answered as soon as
-        // decided (a refusal stands whatever the COMMIT does).
-        for (queued, outcome) in answered {
-            let _ = queued.reply.send(outcome);
-        }
-        if installed.is_empty() {
-            let _ = tx.rollback().await;
-            return;
-        }
-        match tx.commit().await {
-            Ok(()) => {
-                for queued in installed {
-                    let _ = queued.reply.send(Ok(()));
+            Err(e) => {
+                let error = storage(e);
+                for queued in batch {
+                    let _ = queued.reply.send(Err(error.clone()));
                 }
+                return;
             }
-            Err(e) => fail_all(installed, pg(e)),
-        }
+        };
+        crate::batch::run(&mut conn, batch).await;
     }
 
     async fn load(&self, root: &ProcessId) -> Result<Option<Head>, CommitError> {
@@ -233,48 +211,25 @@ impl PostgresCommitter {
 
 impl Committer for PostgresCommitter {
     fn commit_checkpoint(&self, checkpoint: &Checkpoint) -> BoxFuture<'_, Result<(), CommitError>> {
-        Box::pin(self.commit(Request::Checkpoint(checkpoint.clone())))
+        Box::pin(self.commit(vec![CommitRequest::Checkpoint(checkpoint.clone())]))
     }
     fn commit_effect(&self, boundary: &EffectBoundary) -> BoxFuture<'_, Result<(), CommitError>> {
-        Box::pin(self.commit(Request::Effect(boundary.clone())))
+        Box::pin(self.commit(vec![CommitRequest::Effect(boundary.clone())]))
     }
     fn activate_tree(&self, activation: &Activation) -> BoxFuture<'_, Result<(), CommitError>> {
-        Box::pin(self.commit(Request::Activation(activation.clone())))
+        Box::pin(self.commit(vec![CommitRequest::Activation(activation.clone())]))
     }
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
         let root = root.clone();
         Box::pin(async move { self.load(&root).await })
     }
-}
-
-/// One commit request.
-pub(crate) enum Request {
-    Checkpoint(Checkpoint),
-    Effect(EffectBoundary),
-    Activation(Activation),
-}
-
-impl Request {
-    fn cut(&self) -> &TreeCut {
-        match self {
-            Request::Checkpoint(c) => &c.cut,
-            Request::Effect(b) => &b.cut,
-            Request::Activation(a) => &a.cut,
-        }
-    }
-    fn identity(&self) -> String {
-        match self {
-            Request::Checkpoint(c) => c.identity(),
-            Request::Effect(b) => b.identity(),
-            Request::Activation(a) => a.identity(),
-        }
-    }
-    fn decide(&self, index: &CommitIndex) -> Result<Decision, CommitError> {
-        match self {
-            Request::Checkpoint(c) => index.decide_checkpoint(c),
-            Request::Effect(b) => index.decide_effect(b),
-            Request::Activation(a) => index.decide_activation(a),
-        }
+    /// One submission, decided and written in one transaction with the rest of its batch: the
+    /// whole chain or none of it, acknowledged after the `COMMIT`.
+    fn commit_chain<'a>(&'a self, chain: &'a [CommitRequest]) -> BoxFuture<'a, Result<(), CommitError>> {
+        Box::pin(async move {
+            check_chain(chain)?;
+            self.commit(chain.to_vec()).await
+        })
     }
 }
 
@@ -289,7 +244,10 @@ enum Attempt {
 
 /// Decides and installs one request inside `tx`, in a savepoint of its own; returns whether it
 /// wrote (and so needs the transaction's COMMIT before it is acknowledged).
-async fn apply_one(tx: &mut tokio_postgres::Transaction<'_>, request: &Request) -> Result<bool, CommitError> {
+pub(crate) async fn apply_one(
+    tx: &mut tokio_postgres::Transaction<'_>,
+    request: &CommitRequest,
+) -> Result<bool, CommitError> {
     for _ in 0..START_RACE_TRIES {
         let savepoint = tx.savepoint("keel_commit").await.map_err(pg)?;
         let attempt = try_one(&savepoint, request).await;
@@ -318,7 +276,7 @@ async fn apply_one(tx: &mut tokio_postgres::Transaction<'_>, request: &Request) 
 }
 
 /// One try (see the module docs): lock the head row, read the fact, decide, install.
-async fn try_one(tx: &tokio_postgres::Transaction<'_>, request: &Request) -> Result<Attempt, CommitError> {
+async fn try_one(tx: &tokio_postgres::Transaction<'_>, request: &CommitRequest) -> Result<Attempt, CommitError> {
     let root = &request.cut().root_id;
     let identity = request.identity();
     let head = tx
@@ -342,7 +300,7 @@ async fn try_one(tx: &tokio_postgres::Transaction<'_>, request: &Request) -> Res
         .transpose()
         .map_err(storage)?;
     let index = CommitIndex::for_tree(root.clone(), head.clone(), fact.map(|d| (identity.clone(), d)));
-    let installation = match request.decide(&index)? {
+    let installation = match index.decide(request)? {
         Decision::Current => return Ok(Attempt::Current),
         Decision::Install(installation) => installation,
     };
@@ -401,27 +359,7 @@ async fn insert_commit(
     tx: &tokio_postgres::Transaction<'_>,
     i: &Installation,
 ) -> Result<(), CommitError> {
-    let (kind, effect_process, effect_id, previous_incarnation) = match &i.kind {
-        CommitRecordKind::Checkpoint(k) => (format!("checkpoint:{}", k.as_str()), None, None, None),
-        CommitRecordKind::Effect {
-            process_id,
-            effect_id,
-            kind,
-        } => (
-            format!("effect:{}", kind.as_str()),
-            Some(process_id.as_str()),
-            Some(effect_id.as_str()),
-            None,
-        ),
-        CommitRecordKind::Activation {
-            previous_incarnation,
-        } => (
-            "activation".to_owned(),
-            None,
-            None,
-            Some(previous_incarnation.as_str()),
-        ),
-    };
+    let (kind, effect_process, effect_id, previous_incarnation) = commit_kind_columns(i);
     tx.execute(
         "INSERT INTO commits (root_id, position, identity, content_digest, kind, effect_process, \
          effect_id, previous_incarnation, sequence, incarnation, cut_digest) \
@@ -445,8 +383,33 @@ async fn insert_commit(
     Ok(())
 }
 
+/// A commit row's kind columns: kind text, Effect process and id, previous incarnation.
+pub(crate) fn commit_kind_columns(i: &Installation) -> (String, Option<&str>, Option<&str>, Option<&str>) {
+    match &i.kind {
+        CommitRecordKind::Checkpoint(k) => (format!("checkpoint:{}", k.as_str()), None, None, None),
+        CommitRecordKind::Effect {
+            process_id,
+            effect_id,
+            kind,
+        } => (
+            format!("effect:{}", kind.as_str()),
+            Some(process_id.as_str()),
+            Some(effect_id.as_str()),
+            None,
+        ),
+        CommitRecordKind::Activation {
+            previous_incarnation,
+        } => (
+            "activation".to_owned(),
+            None,
+            None,
+            Some(previous_incarnation.as_str()),
+        ),
+    }
+}
+
 /// The bytes stored for a cut (the one place that reads them).
-fn stored_cut_bytes(cut: &TreeCut) -> Result<Arc<[u8]>, CommitError> {
+pub(crate) fn stored_cut_bytes(cut: &TreeCut) -> Result<Arc<[u8]>, CommitError> {
     cut.bytes().map_err(|e| CommitError::from_cut(&cut.root_id, e))
 }
 
@@ -463,7 +426,7 @@ fn cut_from_row(root: &ProcessId, row: &Row) -> Result<TreeCut, PostgresError> {
     Ok(cut)
 }
 
-fn head_from_row(root: &ProcessId, row: &Row) -> Result<Head, PostgresError> {
+pub(crate) fn head_from_row(root: &ProcessId, row: &Row) -> Result<Head, PostgresError> {
     let sequence: i64 = row.get("sequence");
     let sequence = u64::try_from(sequence)
         .map_err(|_| corrupt(format!("negative head sequence of {root}")))?;
@@ -525,7 +488,7 @@ fn digest_from(bytes: &[u8], what: &str) -> Result<Digest, PostgresError> {
 
 /// Sequences are `u64` in keel and `bigint` in PostgreSQL; a head past `i64::MAX` is refused
 /// rather than wrapped.
-fn stored_sequence(sequence: u64) -> Result<i64, CommitError> {
+pub(crate) fn stored_sequence(sequence: u64) -> Result<i64, CommitError> {
     i64::try_from(sequence).map_err(|_| CommitError::Storage {
         message: format!(
             "sequence {sequence} exceeds the store's largest sequence {}",
@@ -540,7 +503,7 @@ fn corrupt(message: String) -> PostgresError {
 
 /// A head row that does not hold what the store writes damages its tree (the store's other
 /// trees are served); any other failure is the storage's.
-fn row_error(root: &ProcessId, e: PostgresError) -> CommitError {
+pub(crate) fn row_error(root: &ProcessId, e: PostgresError) -> CommitError {
     match e {
         PostgresError::Corrupt { message } => CommitError::Damaged { root: root.clone(), reason: message },
         e => storage(e),
@@ -553,7 +516,7 @@ fn storage(e: PostgresError) -> CommitError {
     }
 }
 
-fn pg(e: tokio_postgres::Error) -> CommitError {
+pub(crate) fn pg(e: tokio_postgres::Error) -> CommitError {
     CommitError::Storage {
         message: describe(&e),
     }

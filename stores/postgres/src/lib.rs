@@ -9,6 +9,7 @@
 //! The schema lives in SQL files embedded in the crate and is migrated on connect.
 #![forbid(unsafe_code)]
 
+mod batch;
 mod committer;
 mod error;
 mod group;

@@ -4,9 +4,10 @@
 //! free one (the bound keeps many workers within the server's `max_connections`).
 
 use crate::error::{describe, PostgresError};
+use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 use tokio::sync::{Semaphore, SemaphorePermit};
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config, NoTls, Statement};
 
 /// How long the server lets a session sit inside a transaction without sending anything.
 /// A commit's transaction sends its statements back to back, so only a stalled client reaches it.
@@ -15,13 +16,20 @@ const IDLE_IN_TRANSACTION_MILLIS: u32 = 5_000;
 pub(crate) struct Pool {
     config: Config,
     schema: String,
-    idle: Mutex<Vec<Client>>,
+    idle: Mutex<Vec<Pooled>>,
     permits: Semaphore,
+}
+
+/// An open connection and the statements prepared on it (a prepared statement belongs to its
+/// connection): a commit batch sends each of its statements without a round trip to parse it.
+struct Pooled {
+    client: Client,
+    statements: BTreeMap<&'static str, Statement>,
 }
 
 /// A connection borrowed from the pool; returned on drop if still open.
 pub(crate) struct Conn<'a> {
-    client: Option<Client>,
+    client: Option<Pooled>,
     pool: &'a Pool,
     _permit: SemaphorePermit<'a>,
 }
@@ -51,12 +59,12 @@ impl Pool {
             })?;
         let reused = {
             let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-            idle.retain(|c| !c.is_closed());
+            idle.retain(|c| !c.client.is_closed());
             idle.pop()
         };
         let client = match reused {
             Some(client) => client,
-            None => self.connect().await?,
+            None => Pooled { client: self.connect().await?, statements: BTreeMap::new() },
         };
         Ok(Conn {
             client: Some(client),
@@ -99,18 +107,33 @@ impl Pool {
 }
 
 impl Conn<'_> {
-    pub(crate) fn client(&mut self) -> &mut Client {
+    fn pooled(&mut self) -> &mut Pooled {
         // Present from construction until drop.
         self.client
             .as_mut()
             .unwrap_or_else(|| unreachable!("a pooled connection has a client"))
+    }
+
+    pub(crate) fn client(&mut self) -> &mut Client {
+        &mut self.pooled().client
+    }
+
+    /// `sql` prepared on this connection, once per connection.
+    pub(crate) async fn prepared(&mut self, sql: &'static str) -> Result<Statement, tokio_postgres::Error> {
+        let pooled = self.pooled();
+        if let Some(statement) = pooled.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = pooled.client.prepare(sql).await?;
+        pooled.statements.insert(sql, statement.clone());
+        Ok(statement)
     }
 }
 
 impl Drop for Conn<'_> {
     fn drop(&mut self) {
         if let Some(client) = self.client.take() {
-            if !client.is_closed() {
+            if !client.client.is_closed() {
                 self.pool
                     .idle
                     .lock()

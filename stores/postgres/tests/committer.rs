@@ -7,7 +7,7 @@ mod support;
 
 use keel::kernel::commit::conformance::check_committer;
 use keel::kernel::commit::{
-    audit_history, Activation, Checkpoint, CheckpointKind, CommitError, Committer, TreeCut,
+    audit_history, Activation, Checkpoint, CheckpointKind, CommitError, CommitRequest, Committer, TreeCut,
 };
 use keel::kernel::ids::{IncarnationId, ProcessId};
 use keel_store_postgres::{PostgresCommitter, SCHEMA_VERSION};
@@ -236,6 +236,151 @@ fn concurrent_commits_of_different_trees_share_a_transaction_and_are_acknowledge
         let batches = batches - batches_before;
         assert!(requests >= 22, "{requests}");
         assert!(batches <= 3, "21 concurrent commits took {batches} transactions");
+        support::drop_schema(&url, &schema).await;
+    });
+}
+
+fn progress(sequence: u64, previous: &TreeCut, cut: &TreeCut) -> Checkpoint {
+    Checkpoint {
+        sequence,
+        kind: CheckpointKind::Progress,
+        previous_digest: Some(previous.digest),
+        cut: cut.clone(),
+    }
+}
+
+/// Progress checkpoints 2..=4 on top of `a`, as deltas (as the kernel sends them), and the
+/// last cut.
+fn chain_on(a: &TreeCut) -> (Vec<CommitRequest>, TreeCut) {
+    let root = a.root_id.clone();
+    let mut previous = a.clone();
+    let mut chain = Vec::new();
+    for (sequence, state) in [(2, "b"), (3, "c"), (4, "d")] {
+        let whole = cut(&root, 1, state);
+        chain.push(CommitRequest::Checkpoint(progress(sequence, &previous, &whole.delta_from(&previous))));
+        previous = whole;
+    }
+    (chain, previous)
+}
+
+#[test]
+fn a_chain_is_one_transaction_installed_whole_or_not_at_all() {
+    support::runtime().block_on(async {
+        let Some(url) = support::server().await else {
+            return;
+        };
+        let schema = support::fresh_schema("chain");
+        let store = support::open(&url, &schema).await;
+        let run = ProcessId::parse("process:chain-run").unwrap();
+        let a = cut(&run, 1, "a");
+        store.commit_checkpoint(&start(&a)).await.unwrap();
+        // The chain's second commit row fails to insert, after the first head write and
+        // commit row of the chain went to the server.
+        support::sql(
+            &url,
+            &format!(
+                "CREATE FUNCTION \"{schema}\".fail_sequence_3() RETURNS trigger LANGUAGE plpgsql AS $$ \
+                 BEGIN IF NEW.sequence = 3 THEN RAISE EXCEPTION 'injected write failure'; END IF; RETURN NEW; END $$; \
+                 CREATE TRIGGER fail_sequence_3 BEFORE INSERT ON \"{schema}\".commits \
+                 FOR EACH ROW EXECUTE FUNCTION \"{schema}\".fail_sequence_3();"
+            ),
+        )
+        .await;
+        let (chain, last) = chain_on(&a);
+        let failed = store.commit_chain(&chain).await;
+        assert!(
+            matches!(&failed, Err(CommitError::Storage { message }) if message.contains("injected write failure")),
+            "{failed:?}"
+        );
+        let head = store.load_tree(&run).await.unwrap().unwrap();
+        assert_eq!((head.sequence, head.cut.digest), (1, a.digest), "no prefix of the chain was installed");
+        assert_eq!(store.history(&run).await.unwrap().len(), 1);
+        support::sql(&url, &format!("DROP TRIGGER fail_sequence_3 ON \"{schema}\".commits")).await;
+
+        // Refused by the rules at its second commit (a kept record the first cut lacks):
+        // decided before anything is written, nothing installed.
+        let (b, c) = (cut(&run, 1, "b"), cut(&run, 1, "c"));
+        let refused = [
+            CommitRequest::Checkpoint(progress(2, &a, &b.delta_from(&a))),
+            CommitRequest::Checkpoint(progress(3, &b, &c.delta_from(&c))),
+        ];
+        let outcome = store.commit_chain(&refused).await;
+        assert!(matches!(outcome, Err(CommitError::MissingRecord { .. })), "{outcome:?}");
+        assert_eq!(store.load_tree(&run).await.unwrap().unwrap().sequence, 1);
+
+        // The whole chain, one submission: every commit in order, one transaction.
+        let (batches_before, _) = store.group_stats();
+        store.commit_chain(&chain).await.unwrap();
+        let (batches, requests) = store.group_stats();
+        assert_eq!(batches - batches_before, 1, "one transaction for the chain");
+        let head = store.load_tree(&run).await.unwrap().unwrap();
+        assert_eq!((head.sequence, head.cut.digest), (4, last.digest));
+        assert_eq!(head.cut.bytes().unwrap(), last.bytes().unwrap());
+        let history = store.history(&run).await.unwrap();
+        assert_eq!(history.iter().map(|c| c.sequence).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        audit_history(&history).unwrap();
+        // An identical retry of the whole chain is acknowledged with nothing written.
+        store.commit_chain(&chain).await.unwrap();
+        assert_eq!(store.history(&run).await.unwrap().len(), 4);
+        let _ = requests;
+        support::drop_schema(&url, &schema).await;
+    });
+}
+
+#[test]
+fn a_batch_of_chains_starts_and_refusals_answers_each_by_its_own_outcome() {
+    support::runtime().block_on(async {
+        let Some(url) = support::server().await else {
+            return;
+        };
+        let schema = support::fresh_schema("mixed");
+        let store = support::open(&url, &schema).await;
+        let observer = support::open(&url, &schema).await;
+        let chained: Vec<ProcessId> =
+            (0..12).map(|i| ProcessId::parse(&format!("process:mixed-{i}")).unwrap()).collect();
+        let mut chains = Vec::new();
+        for root in &chained {
+            let a = cut(root, 1, "a");
+            store.commit_checkpoint(&start(&a)).await.unwrap();
+            chains.push(chain_on(&a));
+        }
+        let fresh: Vec<ProcessId> =
+            (0..12).map(|i| ProcessId::parse(&format!("process:mixed-new-{i}")).unwrap()).collect();
+        let stale = ProcessId::parse("process:mixed-stale").unwrap();
+        let stale_a = cut(&stale, 1, "a");
+        store.commit_checkpoint(&start(&stale_a)).await.unwrap();
+        let (batches_before, _) = store.group_stats();
+        let chain_commits = chains.iter().map(|(chain, last)| {
+            let (store, observer) = (&store, &observer);
+            async move {
+                store.commit_chain(chain).await?;
+                let head = observer.load_tree(&last.root_id).await?.expect("a head");
+                assert_eq!((head.sequence, head.cut.digest), (4, last.digest), "acknowledged before committed");
+                Ok::<(), CommitError>(())
+            }
+        });
+        let starts = fresh.iter().map(|root| store.commit_checkpoint(&start(&cut(root, 1, "a"))));
+        // A commit from a head the tree does not have (sequence 3 after 1): refused alone.
+        let refused = store.commit_checkpoint(&progress(3, &stale_a, &cut(&stale, 1, "x")));
+        let (chained_outcomes, start_outcomes, refused) = futures::future::join3(
+            futures::future::join_all(chain_commits),
+            futures::future::join_all(starts),
+            refused,
+        )
+        .await;
+        for outcome in chained_outcomes.into_iter().chain(start_outcomes) {
+            outcome.unwrap();
+        }
+        assert!(refused.is_err(), "{refused:?}");
+        let (batches, _) = store.group_stats();
+        assert!(batches - batches_before <= 3, "25 concurrent submissions took {} transactions", batches - batches_before);
+        for root in chained.iter().chain(&fresh).chain([&stale]) {
+            audit_history(&store.history(root).await.unwrap()).unwrap();
+        }
+        assert_eq!(store.load_tree(&stale).await.unwrap().unwrap().sequence, 1);
+        for root in &chained {
+            assert_eq!(store.history(root).await.unwrap().len(), 4);
+        }
         support::drop_schema(&url, &schema).await;
     });
 }

@@ -17,7 +17,14 @@
 //! is for:
 //! * `commits_per_second_<store>_<agents>`: acknowledged commits of all agents over the wall
 //!   time until the last one finished (median of a few runs);
-//! * `group_gain_<store>_50`: commits per second with 50 agents over commits per second with 1.
+//! * `group_gain_<store>_50`: commits per second with 50 agents over commits per second with 1;
+//! * the same three with `_threads_2` on a two-thread runtime (tokio's default kind): there the
+//!   agents' own work goes on while a batch's sync blocks one thread. On the current-thread
+//!   runtime every batch already holds every agent's commit (printed: commits per sync), so
+//!   50 agents are bound by their own CPU work per commit, not by syncs.
+//!
+//! `-- group` runs only the concurrent part, `-- single` only the first part, `-- file` or
+//! `-- sqlite` only that store.
 //!
 //! Stores live in fresh directories under the system temp dir, removed after each run.
 
@@ -32,7 +39,7 @@ use keel::interaction::wire::Wire;
 use keel::json::{Digest, Json};
 use keel::kernel::binding::{Deployment, DeploymentSet};
 use keel::kernel::capability::CapabilitySet;
-use keel::kernel::commit::{Activation, Checkpoint, CommitError, Committer, EffectBoundary, FileCommitter, Head, MemoryCommitter};
+use keel::kernel::commit::{Activation, Checkpoint, CommitError, CommitRequest, Committer, EffectBoundary, FileCommitter, Head, MemoryCommitter};
 use keel::kernel::engine::{Engine, EngineConfig};
 use keel::kernel::ids::ProcessId;
 use keel::kernel::owner::RootConfig;
@@ -113,6 +120,12 @@ impl Committer for Counting {
     fn load_tree(&self, root: &ProcessId) -> BoxFuture<'_, Result<Option<Head>, CommitError>> {
         self.inner.load_tree(root)
     }
+    // Forwarded whole, as the Engine sends it (one submission, one sync); each of its
+    // boundaries is a commit of its own.
+    fn commit_chain<'a>(&'a self, chain: &'a [CommitRequest]) -> BoxFuture<'a, Result<(), CommitError>> {
+        self.commits.fetch_add(chain.len() as u64, Ordering::Relaxed);
+        self.inner.commit_chain(chain)
+    }
 }
 
 fn deployments(rounds: u64) -> (Deployment, Arc<DeploymentSet>) {
@@ -171,11 +184,18 @@ impl Store {
         }
     }
 
-    fn open(self, dir: &Path) -> Arc<dyn Committer> {
+    /// The store, and how many durable syncs it has made so far (none for memory).
+    fn open(self, dir: &Path) -> (Arc<dyn Committer>, Box<dyn Fn() -> u64>) {
         match self {
-            Store::Memory => Arc::new(MemoryCommitter::new()),
-            Store::File => Arc::new(FileCommitter::open(dir).expect("file committer")),
-            Store::Sqlite => Arc::new(SqliteCommitter::open(dir.join("store.sqlite")).expect("sqlite committer")),
+            Store::Memory => (Arc::new(MemoryCommitter::new()), Box::new(|| 0)),
+            Store::File => {
+                let store = Arc::new(FileCommitter::open(dir).expect("file committer"));
+                (store.clone(), Box::new(move || store.stats().syncs))
+            }
+            Store::Sqlite => {
+                let store = Arc::new(SqliteCommitter::open(dir.join("store.sqlite")).expect("sqlite committer"));
+                (store.clone(), Box::new(move || store.syncs()))
+            }
         }
     }
 }
@@ -195,15 +215,22 @@ fn dir_bytes(dir: &Path) -> u64 {
 struct Sample {
     elapsed: Duration,
     commits: u64,
+    /// Durable syncs the store made (commits per sync: the batch size group commit reached).
+    syncs: u64,
     /// (bytes, measured by write calls rather than file growth)
     bytes: (u64, bool),
 }
 
 /// `agents` roots started at once on one engine over one fresh store, each running the tool
 /// loop for `rounds` rounds: all their commits over the wall time until the last one finished,
-/// and the bytes written meanwhile.
-fn run_agents(store: Store, agents: usize, rounds: u64, run: u64) -> Sample {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("tokio runtime");
+/// and the bytes written meanwhile. `threads`: 0 for a current-thread runtime, else the
+/// worker threads of a multi-threaded one.
+fn run_agents(store: Store, agents: usize, rounds: u64, run: u64, threads: usize) -> Sample {
+    let rt = match threads {
+        0 => tokio::runtime::Builder::new_current_thread().enable_time().build(),
+        n => tokio::runtime::Builder::new_multi_thread().worker_threads(n).enable_time().build(),
+    }
+    .expect("tokio runtime");
     let dir: PathBuf =
         std::env::temp_dir().join(format!("keel-bench-stores-{}-{}-{agents}-{run}", std::process::id(), store.name()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -212,7 +239,8 @@ fn run_agents(store: Store, agents: usize, rounds: u64, run: u64) -> Sample {
         let tokio_env = Arc::new(TokioEnv::current().expect("tokio env"));
         let env = Env::new(tokio_env.clone(), tokio_env, Arc::new(SeededRng::new(run)));
         let (parent, resolver) = deployments(rounds);
-        let counting = Arc::new(Counting { inner: store.open(&dir), commits: AtomicU64::new(0) });
+        let (committer, syncs) = store.open(&dir);
+        let counting = Arc::new(Counting { inner: committer, commits: AtomicU64::new(0) });
         let engine = Engine::new(EngineConfig {
             env,
             committer: counting.clone(),
@@ -237,7 +265,7 @@ fn run_agents(store: Store, agents: usize, rounds: u64, run: u64) -> Sample {
             (Some(before), Some(after)) => (after - before, true),
             _ => (dir_bytes(&dir).saturating_sub(files_before), false),
         };
-        Sample { elapsed, commits: counting.commits.load(Ordering::Relaxed), bytes }
+        Sample { elapsed, commits: counting.commits.load(Ordering::Relaxed), syncs: syncs(), bytes }
     });
     drop(rt);
     let _ = std::fs::remove_dir_all(&dir);
@@ -245,11 +273,17 @@ fn run_agents(store: Store, agents: usize, rounds: u64, run: u64) -> Sample {
 }
 
 /// Median commits per second of `repeats` concurrent runs.
-fn concurrent_rate(store: Store, agents: usize, rounds: u64, repeats: usize) -> f64 {
+fn concurrent_rate(store: Store, agents: usize, rounds: u64, repeats: usize, threads: usize) -> f64 {
     let mut rates: Vec<f64> = (0..repeats)
         .map(|run| {
-            let Sample { elapsed, commits, .. } = run_agents(store, agents, rounds, run as u64);
-            println!("# {} with {agents} agents: {commits} commits in {:.1} ms", store.name(), elapsed.as_secs_f64() * 1e3);
+            let Sample { elapsed, commits, syncs, .. } = run_agents(store, agents, rounds, run as u64, threads);
+            println!(
+                "# {} with {agents} agents ({}): {commits} commits in {:.1} ms, {syncs} syncs ({:.1} commits per sync)",
+                store.name(),
+                if threads == 0 { "current thread".to_string() } else { format!("{threads} worker threads") },
+                elapsed.as_secs_f64() * 1e3,
+                commits as f64 / syncs.max(1) as f64
+            );
             commits as f64 / elapsed.as_secs_f64()
         })
         .collect();
@@ -261,8 +295,12 @@ fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs this once as a smoke test.
     let quick = !std::env::args().any(|a| a == "--bench");
     let (repeats, rounds) = if quick { (1, 5) } else { (REPEATS, ROUNDS) };
-    for store in Store::ALL {
-        let mut samples: Vec<Sample> = (0..repeats).map(|run| run_agents(store, 1, rounds, run as u64)).collect();
+    // `-- group` runs only the concurrent part, `-- file` / `-- sqlite` only that store.
+    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let wanted = |what: &str| filters.iter().all(|f| f == "group" || f == "single") || filters.iter().any(|f| f == what);
+    let stores: Vec<Store> = Store::ALL.into_iter().filter(|s| wanted(s.name())).collect();
+    for store in stores.iter().copied().filter(|_| !filters.iter().any(|f| f == "group")) {
+        let mut samples: Vec<Sample> = (0..repeats).map(|run| run_agents(store, 1, rounds, run as u64, 0)).collect();
         samples.sort_by_key(|s| s.elapsed);
         let s = &samples[samples.len() / 2];
         println!(
@@ -280,11 +318,19 @@ fn main() {
         }
     }
     let (agent_rounds, agents) = if quick { (2, 4) } else { (AGENT_ROUNDS, AGENTS) };
-    for store in [Store::File, Store::Sqlite] {
-        let one = concurrent_rate(store, 1, agent_rounds, repeats);
-        let many = concurrent_rate(store, agents, agent_rounds, repeats);
+    for store in stores.into_iter().filter(|s| *s != Store::Memory && !filters.iter().any(|f| f == "single")) {
+        let one = concurrent_rate(store, 1, agent_rounds, repeats, 0);
+        let many = concurrent_rate(store, agents, agent_rounds, repeats, 0);
         println!("commits_per_second_{}_1 = {one:.0}", store.name());
         println!("commits_per_second_{}_{agents} = {many:.0}", store.name());
         println!("group_gain_{}_{agents} = {:.2}", store.name(), many / one);
+        // The same on a two-thread runtime, as a host on tokio's default runtime runs: the
+        // agents' own work goes on on one thread while a batch's sync blocks the other, and
+        // the commits arriving meanwhile form the next batch.
+        let one = concurrent_rate(store, 1, agent_rounds, repeats, 2);
+        let many = concurrent_rate(store, agents, agent_rounds, repeats, 2);
+        println!("commits_per_second_{}_1_threads_2 = {one:.0}", store.name());
+        println!("commits_per_second_{}_{agents}_threads_2 = {many:.0}", store.name());
+        println!("group_gain_{}_{agents}_threads_2 = {:.2}", store.name(), many / one);
     }
 }

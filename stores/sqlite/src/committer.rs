@@ -12,6 +12,7 @@ use keel::kernel::commit::{
 use keel::kernel::ids::{IncarnationId, ProcessId};
 use keel::limits::DEFAULT_MAX_COMMIT_RECORD_BYTES;
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -20,6 +21,10 @@ use std::time::Duration;
 /// How long a statement waits for another connection's write lock on the same file before it
 /// fails with `CommitError::Storage` (another process writing the same database).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Trees whose latest head's records a committer keeps in memory (see "Rows decide"): a
+/// commit of one of them resolves its delta without reading and parsing the stored cut.
+pub const HEAD_CACHE_TREES: usize = 1024;
 
 /// The durable SQLite committer over one database file.
 ///
@@ -35,9 +40,13 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// * **Durable before acknowledged.** WAL mode with `synchronous=FULL`: the one `COMMIT` of a
 ///   batch returns after the write-ahead log is synced, and only then is any commit of the
 ///   batch acknowledged. A failed `COMMIT` fails every commit of the batch.
-/// * **Nothing cached.** Every decision reads the rows, so a failed write or a second writer
+/// * **Rows decide.** Every decision reads the rows, so a failed write or a second writer
 ///   never leaves this committer with a stale view; after a storage failure the next call
-///   simply decides from what the file holds.
+///   simply decides from what the file holds. The one thing kept in memory is the records of
+///   recent heads ([`HEAD_CACHE_TREES`] trees), by cut digest: a delta resolves against the
+///   head the row names, and when that row's digest, sequence and writer are those of a cut
+///   this committer already holds, its records are taken from memory instead of being read
+///   and parsed again (a cut is its digest: the same digest is the same records).
 /// * **Trees are independent.** Each tree is its own head row and commit rows: a damaged row of
 ///   one tree makes loads and commits of that tree fail with [`CommitError::Damaged`] and never
 ///   affects another tree. [`SqliteCommitter::damaged_trees`] checks every tree.
@@ -52,6 +61,9 @@ pub struct SqliteCommitter {
     group: GroupCommit<ProcessId, Vec<Request>, Result<(), CommitError>>,
     /// Batch transactions committed (each one WAL sync).
     syncs: AtomicU64,
+    /// Recent heads with their records, by root (see "Rows decide"); only ever used when the
+    /// head row names the same cut.
+    heads: Mutex<BTreeMap<ProcessId, Head>>,
 }
 
 /// One tree as listed: its head without the cut.
@@ -180,6 +192,7 @@ impl SqliteCommitter {
             conn: Mutex::new(conn),
             group: GroupCommit::new(GroupLimits::default(), lost_in_batch),
             syncs: AtomicU64::new(0),
+            heads: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -245,8 +258,17 @@ impl SqliteCommitter {
     /// installed a commit, `Ok(false)` for an identical retry of the head.
     fn apply_one(&self, conn: &Connection, request: &Request) -> Result<bool, CommitError> {
         let root = &request.cut().root_id;
-        // A delta resolves against the head's records, so only then are they read.
-        let stored = read_head(conn, root, !request.cut().is_whole(), self.max_record_bytes)?;
+        // A delta resolves against the head's records, so only then are they needed: from
+        // memory when the row names a cut held there, else read from the row.
+        let mut stored = read_head(conn, root, false, self.max_record_bytes)?;
+        if !request.cut().is_whole() {
+            if let Some(row) = &mut stored {
+                match self.cached_head(&row.head) {
+                    Some(cut) => row.head.cut = cut,
+                    None => stored = read_head(conn, root, true, self.max_record_bytes)?,
+                }
+            }
+        }
         let identity = request.identity();
         let fact = read_fact(conn, root, &identity)?;
         let index = CommitIndex::for_tree(
@@ -259,7 +281,30 @@ impl SqliteCommitter {
         };
         let position = stored.map_or(0, |s| s.commits);
         self.install(conn, &installation, position)?;
+        // Kept even if the transaction then fails: it is used only for a row naming this very
+        // cut (digest, sequence and writer).
+        self.keep_head(Head { cut: installation.cut, sequence: installation.sequence });
         Ok(true)
+    }
+
+    /// The records of `row`'s cut, if this committer holds that very cut.
+    fn cached_head(&self, row: &Head) -> Option<TreeCut> {
+        let heads = self.heads.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = heads.get(&row.cut.root_id)?;
+        (held.sequence == row.sequence && held.cut.digest == row.cut.digest && held.cut.incarnation == row.cut.incarnation)
+            .then(|| held.cut.clone())
+    }
+
+    fn keep_head(&self, head: Head) {
+        let mut heads = self.heads.lock().unwrap_or_else(PoisonError::into_inner);
+        let root = head.cut.root_id.clone();
+        heads.insert(root.clone(), head);
+        // Bounded: past the bound, the first other tree in root order goes.
+        if heads.len() > HEAD_CACHE_TREES {
+            if let Some(evicted) = heads.keys().find(|k| **k != root).cloned() {
+                heads.remove(&evicted);
+            }
+        }
     }
 
     /// Commits one batch (see the type's docs). Outcomes in request order.

@@ -32,7 +32,7 @@ mod rows;
 pub mod schema;
 pub mod wal;
 
-pub use committer::{SqliteCommitter, TreeSummary, BUSY_TIMEOUT};
+pub use committer::{SqliteCommitter, TreeSummary, BUSY_TIMEOUT, HEAD_CACHE_TREES};
 pub use error::OpenError;
 pub use keel::kernel::commit::TreeDamage;
 

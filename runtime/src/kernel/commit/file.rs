@@ -243,17 +243,39 @@ pub enum OpenError {
     /// Another `FileCommitter`, in this process or another, holds the log's lock (a writer, or
     /// for a writer's open also an inspection in progress). Two writers on one log would
     /// interleave their records and make every tree in it unreadable.
-    #[error(
-        "store {} is in use by {}; stop that writer or open another directory",
-        dir.display(),
-        pid.map_or_else(|| "another process".to_string(), |pid| format!("process {pid}"))
-    )]
+    ///
+    /// `pid` is `None` when the OS did not say who holds it, which is also what a process
+    /// that spawns children can meet for a moment: a child being spawned holds a copy of the
+    /// lock until its exec closes it (see the message).
+    #[error("{}", locked_message(dir, *pid))]
     Locked { dir: PathBuf, pid: Option<u32> },
     /// A complete record larger than this open's bound (open with a larger bound).
     #[error(
         "commit log record at byte {offset} has {bytes} payload bytes, above the maximum {max}"
     )]
     RecordTooLarge { offset: u64, bytes: u64, max: u64 },
+}
+
+/// The text of [`OpenError::Locked`]: who holds the store, and, when that is unknown or this
+/// very process, the transient holder a process spawning children can meet (a child being
+/// spawned shares the lock until its exec), which a retry gets past.
+fn locked_message(dir: &Path, pid: Option<u32>) -> String {
+    const SPAWNING: &str = "a child process being spawned holds a copy of the lock until its exec \
+                            closes it, so a program that spawns processes while it reopens a store \
+                            should retry the open after a moment";
+    match pid {
+        Some(pid) if pid == std::process::id() => format!(
+            "store {} is in use by process {pid}; that is this process: close its other open store \
+             on this directory ({SPAWNING})",
+            dir.display()
+        ),
+        Some(pid) => format!("store {} is in use by process {pid}; stop that writer or open another directory", dir.display()),
+        None => format!(
+            "store {} is in use by another process; stop that writer or open another directory (if \
+             no other writer runs: {SPAWNING})",
+            dir.display()
+        ),
+    }
 }
 
 /// What opening found.

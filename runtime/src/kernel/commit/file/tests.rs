@@ -954,6 +954,14 @@ fn the_locked_error_says_who_holds_the_store_and_what_to_do() {
     );
     let e = OpenError::Locked { dir: PathBuf::from("/data/agents"), pid: None };
     assert!(e.to_string().contains("in use by another process"), "{e}");
+    // Unknown holder, or this very process: the transient holder a process spawning children
+    // meets (a child being spawned shares the lock until its exec) is named, with the remedy.
+    assert!(e.to_string().contains("a child process being spawned holds a copy of the lock"), "{e}");
+    assert!(e.to_string().contains("retry the open"), "{e}");
+    let e = OpenError::Locked { dir: PathBuf::from("/data/agents"), pid: Some(std::process::id()) };
+    let own = format!("is in use by process {}; that is this process", std::process::id());
+    assert!(e.to_string().contains(&own), "{e}");
+    assert!(e.to_string().contains("a child process being spawned holds a copy of the lock"), "{e}");
 }
 
 /// A chain of progress checkpoints of the root where only the root's record changes, sent as
