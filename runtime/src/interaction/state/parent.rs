@@ -8,7 +8,7 @@ use crate::interaction::artifact::{Artifact, Artifacts};
 use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::chat::Usage;
 use crate::interaction::output::{read_usage, Output};
-use crate::interaction::protocol::InteractionInput;
+use crate::interaction::protocol::{InteractionInput, Lineage};
 use crate::interaction::wire::{read_nonempty_list, Wire};
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
 use crate::kernel::waist::ExecutionState;
@@ -17,7 +17,8 @@ use crate::kernel::waist::ExecutionState;
 ///
 /// Full wire form (the [`Wire`] codec: tests, fuzzing): `{"phase":Phase,"working_context":Request,
 /// "model_call_count":u32,"usage"?:Usage,"advertised_tool_names"?:[S],"tool_round"?:ToolRound,
-/// "pending_steer"?:PendingSteer,"artifact_records"?:[Artifact],"final_output"?:Output}`.
+/// "pending_steer"?:PendingSteer,"artifact_records"?:[Artifact],"final_output"?:Output,
+/// "lineage"?:Lineage}`.
 /// Optional lists are omitted when empty and an explicit `[]` is rejected, so restore →
 /// snapshot is byte-identical.
 ///
@@ -48,6 +49,9 @@ pub struct ParentState {
     pub artifact_records: Vec<Artifact>,
     /// Only in `completed`.
     pub final_output: Option<Output>,
+    /// The start input's lineage (version, predecessor), kept unchanged for the run's life;
+    /// never part of a model request.
+    pub lineage: Option<Lineage>,
 }
 
 impl ParentState {
@@ -66,6 +70,7 @@ impl ParentState {
             pending_steer: None,
             artifact_records: Vec::new(),
             final_output: None,
+            lineage: input.lineage.clone(),
         }
     }
 
@@ -144,6 +149,7 @@ impl ParentState {
             .opt_field("pending_steer", self.pending_steer.as_ref())
             .nonempty_field("artifact_records", &self.artifact_records)
             .opt_value("final_output", final_output)
+            .opt_field("lineage", self.lineage.as_ref())
             .build()
     }
 }
@@ -166,6 +172,7 @@ fn decode_members(
         pending_steer: r.optional("pending_steer")?,
         artifact_records: read_nonempty_list(&mut r, "artifact_records")?,
         final_output: r.optional("final_output")?,
+        lineage: r.optional("lineage")?,
     };
     r.finish()?;
     Ok(state)
