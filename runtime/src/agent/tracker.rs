@@ -116,6 +116,10 @@ pub(crate) struct RunState {
     /// Answers delivered by this runtime: wait → answer canonical text. Consulted only once
     /// the answered tool child has left the head (the head itself decides while it is there).
     pub(crate) answered: BTreeMap<WaitId, String>,
+    /// A hand-over the host asked for, made at the root's next model call (`handover`).
+    pub(crate) handover: Option<super::handover::HandoverRequest>,
+    /// Whether this runtime already started (or tried) the successor of a run that handed over.
+    pub(crate) successor_started: bool,
     wakers: Vec<Waker>,
 }
 
