@@ -84,6 +84,8 @@ mod outcome_tests;
 mod tests;
 #[cfg(test)]
 mod typed_tests;
+#[cfg(test)]
+mod versions_tests;
 
 pub use build_error::BuildError;
 pub use builder::{Agent, AgentBuilder, ToolWrapper};

@@ -123,8 +123,11 @@ impl Run {
                 }
             }
         }
+        // An input this runtime already answered is not waited for (the head that shows the
+        // answer consumed may not be projected yet).
         wait_until(&self.shared, |s| {
-            s.result.is_some() || s.stopped.is_some() || (s.resolving.is_empty() && (!s.inputs.is_empty() || !s.unknowns.is_empty()))
+            let open_inputs = s.inputs.iter().any(|i| !s.answered.contains_key(&i.wait));
+            s.result.is_some() || s.stopped.is_some() || (s.resolving.is_empty() && (open_inputs || !s.unknowns.is_empty()))
         })
         .await;
         let state = self.shared.lock();
@@ -146,7 +149,7 @@ impl Run {
         if let Some(reason) = &state.stopped {
             return Err(self.stopped(reason));
         }
-        let waiting = if let Some(input) = state.inputs.first() {
+        let waiting = if let Some(input) = state.inputs.iter().find(|i| !state.answered.contains_key(&i.wait)) {
             format!("an answer to \"{}\" (`Run::answer`)", input.prompt_text())
         } else {
             format!("the resolution of {} call(s) with an Unknown outcome (`Run::resolve`)", state.unknowns.len())
@@ -189,16 +192,34 @@ impl Run {
                 let shared = agent.inner.hub.get_or_create(h.successor.process_id());
                 Ok(Run::new(runtime.clone(), handle, shared, agent))
             }
-            // Already stored: live in this runtime, or resumed from the store.
-            None => match runtime.inner.engine.lookup(h.successor.process_id()) {
-                Some(handle) => {
+            // Already stored: live in this runtime, or resumed from the store. The listener's
+            // own start may be activating it right now: then wait for it to be published.
+            None => loop {
+                if let Some(handle) = runtime.inner.engine.lookup(h.successor.process_id()) {
                     let shared = agent.inner.hub.get_or_create(h.successor.process_id());
-                    Ok(Run::new(runtime.clone(), handle, shared, agent))
+                    return Ok(Run::new(runtime.clone(), handle, shared, agent));
                 }
-                None => runtime.resume(&h.successor).await,
+                match runtime.resume(&h.successor).await {
+                    Err(RunError::Conflict(text)) if text.contains("already running in this") => yield_now().await,
+                    other => return other,
+                }
             },
         }
     }
+}
+
+/// Lets every other ready task run once.
+async fn yield_now() {
+    let mut yielded = false;
+    futures::future::poll_fn(|cx| {
+        if yielded {
+            return std::task::Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 /// What the successor of `head`'s run (ended by the hand-over `h`) starts with: the
