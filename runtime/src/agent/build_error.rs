@@ -24,6 +24,14 @@ pub enum BuildError {
         /// The agent.
         agent: String,
     },
+    /// The declared version cannot be recorded.
+    #[error("agent `{agent}`: the version is not usable: {detail}; use a short text such as \"1.4.2\" or a date")]
+    Version {
+        /// The agent.
+        agent: String,
+        /// Why.
+        detail: String,
+    },
     /// `max_model_calls` is zero.
     #[error("agent `{agent}`: max_model_calls must be at least 1 (call `.max_model_calls(8)`)")]
     NoModelCalls {
@@ -39,6 +47,14 @@ pub enum BuildError {
     /// The context policy cannot work.
     #[error("agent `{agent}`: the context policy is not usable: {detail}; give `keep_last_bytes` a budget of at least a few kilobytes")]
     ContextPolicy {
+        /// The agent.
+        agent: String,
+        /// Why.
+        detail: String,
+    },
+    /// The continue-as-new policy cannot work.
+    #[error("agent `{agent}`: the continue-as-new policy is not usable: {detail}; for example `ContinueAsNew::after_model_calls(20).keep_last_messages(30)` with `.max_model_calls(40)`")]
+    ContinueAsNew {
         /// The agent.
         agent: String,
         /// Why.

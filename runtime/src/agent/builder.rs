@@ -2,6 +2,8 @@
 
 use super::build_error::BuildError;
 use super::context_policy::ContextPolicy;
+use super::continue_as_new::ContinueAsNew;
+use super::handover::HandoverGate;
 use super::deltas::DeltaTap;
 use super::identity::{configuration_digest, implementation_digest, tagged};
 use super::model_retry::{ModelErrorPolicy, ModelRetry, MAX_MODEL_ATTEMPTS};
@@ -59,6 +61,9 @@ pub(crate) struct AgentInner {
     pub(crate) model_identity: crate::interaction::model::ModelIdentity,
     /// Deployment ref text → the model its runs record, for this agent and every delegate.
     pub(crate) models: BTreeMap<String, RunModel>,
+    /// The version the user declared (recorded in each run's lineage).
+    pub(crate) version: String,
+    pub(crate) continuation: Option<ContinueAsNew>,
 }
 
 /// A validated agent: an Interaction deployment together with every deployment its runs can
@@ -113,6 +118,17 @@ impl Agent {
     /// The agent's name.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The version of the code declared with [`AgentBuilder::version`]: recorded in every run
+    /// this agent starts, and the one a resumed run continues under.
+    pub fn version(&self) -> &str {
+        &self.inner.version
+    }
+
+    /// When runs continue as new ones (see [`AgentBuilder::continue_as_new`]).
+    pub fn continue_as_new_policy(&self) -> Option<ContinueAsNew> {
+        self.inner.continuation
     }
 
     /// The exact deployment reference runs of this agent are stored under. It changes whenever
@@ -205,6 +221,8 @@ pub struct AgentBuilder {
     trace_content: bool,
     /// Set by `allow_model_switch` (in `model_switch.rs`).
     pub(super) allow_model_switch: bool,
+    /// Set by `continue_as_new` (in `continue_as_new.rs`).
+    pub(super) continuation: Option<ContinueAsNew>,
 }
 
 impl AgentBuilder {
@@ -229,6 +247,7 @@ impl AgentBuilder {
             context: ContextPolicy::default(),
             trace_content: false,
             allow_model_switch: false,
+            continuation: None,
         }
     }
 
@@ -434,11 +453,17 @@ impl AgentBuilder {
         let agent = self.name.clone();
         QualifiedName::parse(&agent).map_err(|e| BuildError::Name { name: agent.clone(), detail: e.to_string() })?;
         let version = self.version.clone().ok_or_else(|| BuildError::NoVersion { agent: agent.clone() })?;
+        // Every run records it (its lineage): the same rules as there.
+        crate::interaction::wire::Wire::validate(&crate::interaction::protocol::Lineage::first(version.clone()))
+            .map_err(|e| BuildError::Version { agent: agent.clone(), detail: e.to_string() })?;
         let model = self.model.clone().ok_or_else(|| BuildError::NoModel { agent: agent.clone() })?;
         let model = self.context.install(&agent, model)?;
         let model_identity = model.identity();
         if self.max_model_calls == 0 {
             return Err(BuildError::NoModelCalls { agent });
+        }
+        if let Some(c) = &self.continuation {
+            c.check(&agent, self.max_model_calls)?;
         }
         if !(1..=MAX_MODEL_ATTEMPTS).contains(&self.model_error.max_attempts()) {
             return Err(BuildError::ModelAttempts { agent, attempts: self.model_error.max_attempts() });
@@ -585,6 +610,7 @@ impl AgentBuilder {
                 .opt_field("instructions", system.as_ref())
                 .opt_value("output_schema", output_schema)
                 .opt_value("context", (!self.context.is_keep_all()).then(|| self.context.to_json()))
+                .opt_value("continue_as_new", self.continuation.map(ContinueAsNew::to_json))
                 .build(),
         );
         let run_model = RunModel { identity: model_identity.clone(), allow_switch: self.allow_model_switch };
@@ -604,7 +630,8 @@ impl AgentBuilder {
         let dispatcher = ModelDispatcher::new(definition.model_manifest(), model)
             .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
         let retry = ModelRetry { inner: Arc::new(dispatcher), policy: self.model_error, hub: hub.clone() };
-        let tap = DeltaTap { inner: Arc::new(retry), hub: hub.clone() };
+        let gate = HandoverGate { inner: Arc::new(retry), hub: hub.clone(), policy: self.continuation, version: version.clone() };
+        let tap = DeltaTap { inner: Arc::new(gate), hub: hub.clone() };
         let parent = Deployment::new(Arc::new(definition), Some(Arc::new(tap)), implementation, configuration_digest(&config_json));
         parent
             .check_binding()
@@ -629,6 +656,8 @@ impl AgentBuilder {
             delegates: delegate_count,
             model_identity,
             models,
+            version,
+            continuation: self.continuation,
         }) })
     }
 }

@@ -49,8 +49,10 @@
 mod build_error;
 mod builder;
 mod context_policy;
+mod continue_as_new;
 mod deltas;
 mod events;
+mod handover;
 mod human;
 mod identity;
 mod input;
@@ -70,6 +72,8 @@ mod tracker;
 mod json_schema;
 mod typed_output;
 mod typed_tool;
+mod upgrade;
+mod versions;
 #[cfg(test)]
 mod context_policy_tests;
 #[cfg(test)]
@@ -82,10 +86,15 @@ mod outcome_tests;
 mod tests;
 #[cfg(test)]
 mod typed_tests;
+#[cfg(test)]
+mod versions_tests;
 
 pub use build_error::BuildError;
 pub use builder::{Agent, AgentBuilder, ToolWrapper};
 pub use context_policy::ContextPolicy;
+pub use continue_as_new::{ContinueAsNew, DEFAULT_KEEP_LAST_MESSAGES};
+pub use handover::parse_message as parse_handover_message;
+pub use upgrade::successor_of;
 pub use events::{Events, RunEvent, UnknownKind};
 pub use human::AskHuman;
 pub use input::InputRequest;

@@ -42,6 +42,11 @@ impl RunId {
     pub fn process_id(&self) -> &ProcessId {
         &self.0
     }
+
+    /// The run whose root is `root`.
+    pub(crate) fn from_process(root: ProcessId) -> RunId {
+        RunId(root)
+    }
 }
 
 impl std::fmt::Display for RunId {
@@ -95,9 +100,11 @@ pub enum Idle {
 /// # }
 /// ```
 pub struct Run {
-    runtime: Runtime,
+    pub(super) runtime: Runtime,
     handle: ProcessHandle,
-    shared: Arc<RunShared>,
+    pub(super) shared: Arc<RunShared>,
+    /// The registered version this run runs under (the one it recorded when it started).
+    pub(super) agent: super::builder::Agent,
 }
 
 impl std::fmt::Debug for Run {
@@ -147,8 +154,14 @@ fn admitted_answer(head: &TreeSnapshot, request: &InputRequest, id: &SignalId) -
 }
 
 impl Run {
-    pub(crate) fn new(runtime: Runtime, handle: ProcessHandle, shared: Arc<RunShared>) -> Run {
-        Run { runtime, handle, shared }
+    pub(crate) fn new(runtime: Runtime, handle: ProcessHandle, shared: Arc<RunShared>, agent: super::builder::Agent) -> Run {
+        Run { runtime, handle, shared, agent }
+    }
+
+    /// The version of the agent this run runs under: the one that started it, whichever
+    /// version new runs of its runtime start under.
+    pub fn version(&self) -> &str {
+        self.agent.version()
     }
 
     #[cfg(test)]
@@ -286,8 +299,7 @@ impl Run {
             Resolution::Failed(text) => unknown.settlement(false, &text),
             Resolution::Retry => {
                 let deployment = self
-                    .runtime
-                    .agent()
+                    .agent
                     .deployments()
                     .iter()
                     .find(|d| d.reference() == &unknown.deployment_ref)
@@ -311,7 +323,8 @@ impl Run {
     ///
     /// A run that failed, was canceled, timed out or was killed is
     /// `Err(`[`RunError::NotCompleted`]`)` with its status, failure code and message, so a
-    /// failed run is never read as an empty answer. A writer that stopped (another writer took
+    /// failed run is never read as an empty answer. A run that continued as a new run (an
+    /// upgrade, a continue-as-new) is `Err(`[`RunError::ContinuedAs`]`)` naming its successor. A writer that stopped (another writer took
     /// the run over, or the store failed) is an `Err` that says which.
     ///
     /// ```
@@ -328,6 +341,9 @@ impl Run {
     pub async fn result(&self) -> Result<RunResult, RunError> {
         wait_until(&self.shared, |s| s.result.is_some() || s.stopped.is_some()).await;
         let state = self.shared.lock();
+        if let Some(h) = state.result.as_ref().and_then(|r| super::handover::handed_over(&self.shared.root, r)) {
+            return Err(RunError::ContinuedAs { run: self.id().to_string(), successor: h.successor, reason: h.reason, version: h.version });
+        }
         match (&state.result, &state.stopped) {
             (Some(r), _) => RunResult::new(r.clone(), state.root_model.clone()).into_completed().map_err(RunError::NotCompleted),
             (None, Some(reason)) => Err(self.stopped(reason)),
@@ -336,7 +352,7 @@ impl Run {
     }
 
     /// The error for this run's stopped writer: the engine's typed reason when it has one.
-    fn stopped(&self, reason: &str) -> RunError {
+    pub(super) fn stopped(&self, reason: &str) -> RunError {
         match self.runtime.inner.engine.runtime_error(&self.shared.root) {
             Some(error) => super::runtime::stopped_error(&error),
             None => RunError::Stopped(reason.to_owned()),

@@ -66,6 +66,50 @@ pub enum RunError {
     /// An input could not be encoded.
     #[error("invalid input: {0}")]
     Input(String),
+    /// The run was started by a version of the agent this runtime does not have.
+    #[error(
+        "run {run} was started by version `{version}` of agent `{agent}`, which this runtime does not have \
+         (registered: {registered}); register that version with `Runtime::register` to finish the run under it \
+         (then `Run::upgrade` moves it to a newer one)"
+    )]
+    VersionNotRegistered {
+        /// The run.
+        run: String,
+        /// The agent's name.
+        agent: String,
+        /// The version the run recorded when it started.
+        version: String,
+        /// The versions this runtime has, quoted, in registration order.
+        registered: String,
+    },
+    /// A version could not be registered, or a hand-over cannot happen as asked.
+    #[error("{0}")]
+    Version(String),
+    /// The run ended by continuing as a new run (an upgrade or a continue-as-new); its
+    /// conversation goes on in `successor` ([`Run::successor`](super::Run::successor)).
+    #[error("run {run} continued as run {successor} ({reason}) under version `{version}`; follow it with `Run::successor`")]
+    ContinuedAs {
+        /// The run that ended.
+        run: String,
+        /// The run that continues it.
+        successor: super::RunId,
+        /// Why (`upgrade`, `continue-as-new after 20 model calls`, ...).
+        reason: String,
+        /// The version the successor runs under.
+        version: String,
+    },
+    /// A hand-over was asked of a run that waits for the host: nothing reaches the next model
+    /// call (where the run hands over) until the host acts.
+    #[error(
+        "run {run} cannot hand over yet: it waits for {waiting}; the request stays: once that is done the run hands \
+         over at its next model call, and calling the same method again returns the successor"
+    )]
+    NotAtBoundary {
+        /// The run.
+        run: String,
+        /// What it waits for.
+        waiting: String,
+    },
     /// An Unknown could not be resolved.
     #[error("cannot resolve effect {effect}: {detail}")]
     Resolve {

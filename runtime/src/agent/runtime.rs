@@ -7,9 +7,10 @@ use super::run_error::{RestoreRefused, RunError};
 use super::tracker::RunShared;
 use crate::chat::Message;
 use crate::env::Env;
-use crate::interaction::protocol::InteractionInput;
+use super::versions::Versions;
+use crate::interaction::protocol::{InteractionInput, Lineage};
+use crate::interaction::state::ParentState;
 use crate::interaction::wire::Wire;
-use crate::kernel::binding::DeploymentSet;
 use crate::kernel::capability::CapabilitySet;
 use crate::kernel::commit::{Committer, MemoryCommitter};
 use crate::kernel::effect::EffectPhase;
@@ -65,7 +66,10 @@ pub struct Runtime {
 }
 
 pub(crate) struct RuntimeInner {
+    /// The version new runs start under (also `versions`' first).
     pub(crate) agent: Agent,
+    /// Every registered version of the agent (`versions.rs`).
+    pub(crate) versions: Arc<Versions>,
     pub(crate) engine: Engine,
     pub(crate) committer: Arc<dyn Committer>,
     pub(crate) env: Env,
@@ -111,23 +115,48 @@ impl Runtime {
     /// Runs `agent` over any store and environment (a simulated one, for example).
     pub fn with_store(agent: Agent, committer: Arc<dyn Committer>, env: Env) -> Runtime {
         agent.inner.hub.set_env(env.clone());
-        let listener = Arc::new(Listener { agent: agent.clone(), env: env.clone(), engine: Mutex::new(None) });
-        let mut resolver = DeploymentSet::new();
-        for d in agent.deployments() {
-            resolver.insert(d.clone());
-        }
+        let versions = Arc::new(Versions::new(agent.clone()));
+        let listener = Arc::new(Listener { versions: versions.clone(), env: env.clone(), engine: Mutex::new(None) });
         let engine = Engine::new(EngineConfig {
             env: env.clone(),
             committer: committer.clone(),
-            resolver: Arc::new(resolver),
+            resolver: versions.clone(),
             root: RootConfig { budget: Budget::unlimited(), capabilities: CapabilitySet::empty(), limits: TreeLimits::default() },
             listeners: vec![listener.clone()],
         });
         *listener.engine.lock().unwrap_or_else(PoisonError::into_inner) = Some(engine.clone());
-        Runtime { inner: Arc::new(RuntimeInner { agent, engine, committer, env, listener }) }
+        Runtime { inner: Arc::new(RuntimeInner { agent, versions, engine, committer, env, listener }) }
     }
 
-    /// The agent this runtime runs.
+    /// Adds another version of the agent (same name, another [`version`](super::AgentBuilder::version)),
+    /// so that runs it started are resumed under it; new runs still start under the version
+    /// the runtime was built with. Registering the same agent twice is harmless; another
+    /// configuration under a version already registered, or another agent, is refused.
+    ///
+    /// ```
+    /// use keel::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
+    /// let v1 = Agent::builder("support").version("1").model(ScriptedModel::new().then_text("v1")).build()?;
+    /// let v2 = Agent::builder("support").version("2").model(ScriptedModel::new().then_text("v2")).build()?;
+    /// let runtime = Runtime::in_memory(v2)?; // new runs start under version 2
+    /// runtime.register(&v1)?; // runs stored under version 1 resume under version 1
+    /// assert_eq!(runtime.versions(), vec!["2".to_owned(), "1".to_owned()]);
+    /// # Ok(()) })
+    /// # }
+    /// ```
+    pub fn register(&self, agent: &Agent) -> Result<(), RunError> {
+        self.inner.versions.register(agent)?;
+        agent.inner.hub.set_env(self.inner.env.clone());
+        Ok(())
+    }
+
+    /// The registered versions, the one new runs start under first.
+    pub fn versions(&self) -> Vec<String> {
+        self.inner.versions.all().iter().map(|a| a.version().to_owned()).collect()
+    }
+
+    /// The agent new runs start under.
     pub fn agent(&self) -> &Agent {
         &self.inner.agent
     }
@@ -144,10 +173,14 @@ impl Runtime {
 
     /// Starts a run with a whole conversation (the last message usually from the user).
     pub async fn start_messages(&self, messages: Vec<Message>) -> Result<Run, RunError> {
-        let input = InteractionInput::new(messages).to_payload().map_err(|e| RunError::Input(e.to_string()))?;
-        let handle = self.inner.engine.start(self.inner.agent.deployment().clone(), input).await.map_err(|e| engine_error("(new run)", e))?;
-        let shared = self.inner.agent.inner.hub.get_or_create(handle.id());
-        Ok(Run::new(self.clone(), handle, shared))
+        let agent = &self.inner.agent;
+        let input = InteractionInput::new(messages)
+            .with_lineage(Lineage::first(agent.version()))
+            .to_payload()
+            .map_err(|e| RunError::Input(e.to_string()))?;
+        let handle = self.inner.engine.start(agent.deployment().clone(), input).await.map_err(|e| engine_error("(new run)", e))?;
+        let shared = agent.inner.hub.get_or_create(handle.id());
+        Ok(Run::new(self.clone(), handle, shared, agent.clone()))
     }
 
     /// Starts a run under an id chosen in advance ([`RunId::from_key`]), for work queues that
@@ -155,24 +188,34 @@ impl Runtime {
     /// [`RunError::AlreadyExists`] (the store refuses a start over an existing head): use
     /// [`resume`](Runtime::resume) for a run that exists.
     pub async fn start_with_id(&self, id: &RunId, user_message: impl Into<String>) -> Result<Run, RunError> {
-        let input = InteractionInput::new(vec![Message::user(user_message)]).to_payload().map_err(|e| RunError::Input(e.to_string()))?;
+        let agent = &self.inner.agent;
+        let input = InteractionInput::new(vec![Message::user(user_message)])
+            .with_lineage(Lineage::first(agent.version()))
+            .to_payload()
+            .map_err(|e| RunError::Input(e.to_string()))?;
         let handle = self
             .inner
             .engine
-            .start_root(id.process_id().clone(), self.inner.agent.deployment().clone(), input)
+            .start_root(id.process_id().clone(), agent.deployment().clone(), input)
             .await
             .map_err(|e| engine_error(id.process_id().as_str(), e))?;
-        let shared = self.inner.agent.inner.hub.get_or_create(handle.id());
-        Ok(Run::new(self.clone(), handle, shared))
+        let shared = agent.inner.hub.get_or_create(handle.id());
+        Ok(Run::new(self.clone(), handle, shared, agent.clone()))
     }
 
     /// Continues a stored run under a new writer (after an exit or a crash).
     ///
     /// Returns once every call that was in flight when the previous writer stopped is visible
     /// to the host: settled by its policy ([`UnknownPolicy`](super::UnknownPolicy)), or held
-    /// and listed by [`Run::unknowns`] with a [`RunEvent::Unknown`](super::RunEvent::Unknown) event. A run stored by a
-    /// different agent configuration or version is refused with [`RestoreRefused`], naming
-    /// both deployments; a run that calls another model than this agent with
+    /// and listed by [`Run::unknowns`] with a [`RunEvent::Unknown`](super::RunEvent::Unknown) event.
+    ///
+    /// The run continues under the version it recorded when it started, whichever version
+    /// new runs start under ([`register`](Runtime::register) the older ones). A run whose
+    /// version is not registered is refused with [`RunError::VersionNotRegistered`], listing
+    /// the registered versions; a run stored by another configuration under a registered
+    /// version is refused with [`RestoreRefused`], naming both deployments.
+    ///
+    /// A run that calls another model than this agent is refused with
     /// [`ModelChanged`](super::ModelChanged), naming both models, unless the agent
     /// [allows a model switch](super::AgentBuilder::allow_model_switch).
     pub async fn resume(&self, id: &RunId) -> Result<Run, RunError> {
@@ -194,12 +237,8 @@ impl Runtime {
         if snapshot.digest() != head.cut.digest || snapshot.root_id != *root {
             return Err(damaged("it does not match its digest or run id".into()));
         }
-        let stored = snapshot.root().deployment_ref.clone();
-        let current = self.inner.agent.deployment_ref().clone();
-        if stored != current {
-            return Err(RestoreRefused::new(id.to_string(), stored, current, &self.inner.agent.model_identity().to_string()).into());
-        }
-        super::model_switch::check_models(&id.to_string(), &snapshot, &self.inner.agent.inner.models)?;
+        let agent = self.agent_of(id, &snapshot)?;
+        super::model_switch::check_models(&id.to_string(), &snapshot, &agent.inner.models)?;
         let in_flight: BTreeSet<EffectId> = snapshot
             .processes()
             .iter()
@@ -208,18 +247,47 @@ impl Runtime {
             .filter(|e| e.phase == EffectPhase::Pending)
             .map(|e| e.id.clone())
             .collect();
-        let shared = self.inner.agent.inner.hub.reset(root);
+        let shared = agent.inner.hub.reset(root);
         // Switches recorded before this resume were reported by their writer.
         shared.lock().note_switches(&snapshot);
         let handle = self
             .inner
             .engine
-            .restore(self.inner.agent.deployment().clone(), snapshot)
+            .restore(agent.deployment().clone(), snapshot)
             .await
             .map_err(|e| engine_error(root.as_str(), e))?;
-        let run = Run::new(self.clone(), handle, shared.clone());
+        let run = Run::new(self.clone(), handle, shared.clone(), agent);
         recovered(&shared, &in_flight).await;
         Ok(run)
+    }
+
+    /// The registered agent a stored run continues under: the one of its exact deployment.
+    fn agent_of(&self, id: &RunId, snapshot: &TreeSnapshot) -> Result<Agent, RunError> {
+        let versions = &self.inner.versions;
+        let stored = &snapshot.root().deployment_ref;
+        if let Some(agent) = versions.by_ref(stored) {
+            return Ok(agent);
+        }
+        let recorded = ParentState::from_execution_state(&snapshot.root().committed_state).ok().and_then(|s| s.lineage);
+        let primary = &self.inner.agent;
+        let same_name = stored.name().as_str() == primary.name();
+        // Compared with the registered agent of the run's own version when there is one.
+        let nearest = match recorded.as_ref().map(|l| l.version.as_str()) {
+            Some(version) if same_name => match versions.by_version(version) {
+                Some(agent) => agent,
+                None => {
+                    return Err(RunError::VersionNotRegistered {
+                        run: id.to_string(),
+                        agent: primary.name().to_owned(),
+                        version: version.to_owned(),
+                        registered: versions.listed(),
+                    })
+                }
+            },
+            _ => primary.clone(),
+        };
+        let model = nearest.model_identity().to_string();
+        Err(RestoreRefused::new(id.to_string(), stored.clone(), nearest.deployment_ref().clone(), &model).into())
     }
 }
 
@@ -260,7 +328,7 @@ pub(crate) fn stopped_error(error: &crate::kernel::owner::RuntimeError) -> RunEr
 
 /// Projects every acknowledged head into its run and applies Unknown policies.
 struct Listener {
-    agent: Agent,
+    versions: Arc<Versions>,
     env: Env,
     engine: Mutex<Option<Engine>>,
 }
@@ -271,9 +339,11 @@ impl EventListener for Listener {
             return; // this runtime was dropped: a newer one owns its runs
         }
         if event.name == names::RUNTIME_STOPPED && event.relation.is_root() {
-            if let Some(run) = self.agent.inner.hub.get(&event.process_id) {
-                let cause = event.payload.get("cause").and_then(|c| c.as_str()).unwrap_or("runtime stopped");
-                run.stop(cause.to_owned());
+            for agent in self.versions.all() {
+                if let Some(run) = agent.inner.hub.get(&event.process_id) {
+                    let cause = event.payload.get("cause").and_then(|c| c.as_str()).unwrap_or("runtime stopped");
+                    run.stop(cause.to_owned());
+                }
             }
         }
     }
@@ -282,11 +352,18 @@ impl EventListener for Listener {
         let Some(engine) = self.engine.lock().unwrap_or_else(PoisonError::into_inner).clone() else {
             return; // this runtime was dropped: a newer one owns its runs
         };
-        let run = self.agent.inner.hub.get_or_create(&head.root_id);
-        let act = run.project(head, &self.agent.inner.policies);
+        // The registered version whose deployment the run's root runs.
+        let Some(agent) = self.versions.by_ref(&head.root().deployment_ref) else { return };
+        let run = agent.inner.hub.get_or_create(&head.root_id);
+        let act = run.project(head, &agent.inner.policies);
         for unknown in act {
-            let task = apply_policy(engine.clone(), self.agent.clone(), run.clone(), unknown);
+            let task = apply_policy(engine.clone(), agent.clone(), run.clone(), unknown);
             drop(self.env.executor.spawn(Box::pin(task)));
+        }
+        // A run that handed over: its successor starts without the host (continue-as-new
+        // goes on by itself; `Run::successor` finds it, or starts it if this could not).
+        if let Some(task) = super::upgrade::successor_task(&engine, &self.versions, &agent, &run, head) {
+            drop(self.env.executor.spawn(task));
         }
     }
 }

@@ -134,6 +134,10 @@ pub(crate) struct RunState {
     switches_reported: BTreeMap<ProcessId, usize>,
     /// The root's model record in the last head (the result lists its switches).
     pub(crate) root_model: Option<ModelRecord>,
+    /// A hand-over the host asked for, made at the root's next model call (`handover`).
+    pub(crate) handover: Option<super::handover::HandoverRequest>,
+    /// Whether this runtime already started (or tried) the successor of a run that handed over.
+    pub(crate) successor_started: bool,
     wakers: Vec<Waker>,
 }
 

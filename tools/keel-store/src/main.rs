@@ -108,7 +108,7 @@ fn list(store: &Store) -> Result<(), Failure> {
         match &tree.head {
             Ok(head) => {
                 let status = match decode(head) {
-                    Ok(snapshot) => snapshot.root().status.as_str().to_owned(),
+                    Ok(snapshot) => run_line(&snapshot),
                     Err(e) => {
                         damaged += 1;
                         format!("DAMAGED ({e})")
@@ -132,6 +132,30 @@ fn list(store: &Store) -> Result<(), Failure> {
         Some(torn) => Err(damage(torn)),
         None => Ok(()),
     }
+}
+
+/// The agent, its version and links, then the status of a tree's root: `agent NAME version V
+/// [(continues RUN: REASON)]  STATUS[  continued as RUN]`.
+fn run_line(snapshot: &TreeSnapshot) -> String {
+    let root = snapshot.root();
+    let mut line = format!("agent {}", root.deployment_ref.name());
+    // The Interaction state records the lineage of runs the agent facade started.
+    let lineage = keel::interaction::state::ParentState::from_execution_state(&root.committed_state).ok().and_then(|s| s.lineage);
+    match lineage {
+        Some(l) => {
+            line.push_str(&format!(" version {}", l.version));
+            if let (Some(p), Some(r)) = (l.predecessor, l.reason) {
+                line.push_str(&format!(" (continues {p}: {r})"));
+            }
+        }
+        None => line.push_str(" (version not recorded)"),
+    }
+    line.push_str(&format!("  {}", root.status.as_str()));
+    let failure = root.finish.as_ref().and_then(|f| f.termination.failure.as_ref());
+    if let Some((successor, _, version)) = failure.and_then(|f| keel::agent::parse_handover_message(&root.id, f.message.as_str())) {
+        line.push_str(&format!("  continued as {successor} (version {version})"));
+    }
+    line
 }
 
 fn parse_root(root: &str) -> Result<ProcessId, Failure> {

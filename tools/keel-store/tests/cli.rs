@@ -449,3 +449,47 @@ fn paths_of_the_wrong_kind_say_what_is_wrong_and_create_nothing() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("only a file store"), "{}", stderr(&o));
 }
+
+/// `list` names each run's agent and recorded version, and links an upgraded run and its
+/// successor both ways.
+#[test]
+fn list_shows_agent_version_and_the_upgrade_links() {
+    let dir = TempDir::new("store-versions");
+    let path = dir.0.join("store");
+    let concierge = |version: &str, script: ScriptedModel| {
+        Agent::builder("concierge").version(version).model(script).tool(AskHuman::new("ask_user", "Ask the user.")).build().unwrap()
+    };
+    let v1 = || concierge("1.0.0", ScriptedModel::new().call_tool("ask_user", r#"{"question":"Which city?"}"#).then_text("v1"));
+    let v2 = || concierge("2.0.0", ScriptedModel::new().then_text("v2"));
+    let block_on = |f: std::pin::Pin<Box<dyn std::future::Future<Output = (ProcessId, ProcessId)>>>| {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    };
+    // Version 1 deployed: the run parks on its question.
+    let (old, _) = block_on(Box::pin(async {
+        let runtime = retry_while_a_spawning_child_holds(|| Runtime::on_disk(v1(), &path)).unwrap();
+        let run = runtime.start("Book.").await.unwrap();
+        assert!(matches!(run.idle().await.unwrap(), Idle::NeedsInput(_)));
+        (run.id().process_id().clone(), run.id().process_id().clone())
+    }));
+    // Version 2 deployed beside version 1: the run is upgraded after its answer.
+    let (old, new) = block_on(Box::pin(async {
+        let runtime = retry_while_a_spawning_child_holds(|| Runtime::on_disk(v2(), &path)).unwrap();
+        runtime.register(&v1()).unwrap();
+        let run = runtime.resume(&old.to_string().parse().unwrap()).await.unwrap();
+        assert!(run.upgrade(&v2()).await.is_err(), "waits for the answer");
+        let question = run.pending_inputs().remove(0);
+        run.answer_text(&question, "Oslo").await.unwrap();
+        let next = run.upgrade(&v2()).await.unwrap();
+        assert_eq!(next.result().await.unwrap().text(), "v2");
+        (old, next.id().process_id().clone())
+    }));
+    let list = run(&["list", "--file", path.to_str().unwrap()]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    let text = stdout(&list);
+    let line_of = |root: &ProcessId| text.lines().find(|l| l.starts_with(root.as_str())).unwrap_or_else(|| panic!("{root} in {text}")).to_owned();
+    let old_line = line_of(&old);
+    assert!(old_line.contains("agent concierge version 1.0.0  failed"), "{old_line}");
+    assert!(old_line.ends_with(&format!("continued as {new} (version 2.0.0)")), "{old_line}");
+    let new_line = line_of(&new);
+    assert!(new_line.contains(&format!("agent concierge version 2.0.0 (continues {old}: upgrade)  completed")), "{new_line}");
+}

@@ -1,6 +1,7 @@
 //! The Interaction's Start input.
 
 use crate::chat::{Message, Options, Request};
+use super::Lineage;
 use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::interaction::wire::Wire;
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
@@ -8,8 +9,10 @@ use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJs
 /// The complete caller-supplied starting context: messages and options, never tools (the
 /// Deployment freezes tools, so model-visible definitions cannot drift per Process).
 ///
-/// Wire form: `{"messages":[Message],"options"?:Options}`; `options` is omitted when default
-/// (an explicit `{}` decodes to the same value, as in [`Request`]).
+/// Wire form: `{"messages":[Message],"options"?:Options,"lineage"?:Lineage}`; `options` is
+/// omitted when default (an explicit `{}` decodes to the same value, as in [`Request`]);
+/// `lineage` (the host's version, the run this one continues) is kept in the state and never
+/// reaches the model.
 ///
 /// Valid when `{messages, options}` is a valid request: at least one message, every message
 /// valid, system messages only in the leading prefix, options valid.
@@ -17,11 +20,18 @@ use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJs
 pub struct InteractionInput {
     pub messages: Vec<Message>,
     pub options: Options,
+    pub lineage: Option<Lineage>,
 }
 
 impl InteractionInput {
     pub fn new(messages: Vec<Message>) -> InteractionInput {
-        InteractionInput { messages, options: Options::default() }
+        InteractionInput { messages, options: Options::default(), lineage: None }
+    }
+
+    /// The same input with its lineage recorded.
+    pub fn with_lineage(mut self, lineage: Lineage) -> InteractionInput {
+        self.lineage = Some(lineage);
+        self
     }
 
     /// The initial WorkingContext: these messages and options, no tools, automatic choice.
@@ -35,7 +45,11 @@ impl Wire for InteractionInput {
     const WHAT: &'static str = "interaction input";
 
     fn validate(&self) -> Result<(), InteractionError> {
-        self.working_context().validate().map_err(|e| InteractionError::new(ErrorKind::InvalidInput, e.to_string()))
+        self.working_context().validate().map_err(|e| InteractionError::new(ErrorKind::InvalidInput, e.to_string()))?;
+        match &self.lineage {
+            Some(lineage) => lineage.validate(),
+            None => Ok(()),
+        }
     }
 
     /// A start input is a whole context, so it is bounded per message (each message fits one
@@ -52,7 +66,8 @@ impl Wire for InteractionInput {
 impl ToJson for InteractionInput {
     fn to_json(&self) -> Json {
         let b = ObjectBuilder::new().field("messages", &self.messages);
-        if self.options.is_default() { b } else { b.field("options", &self.options) }.build()
+        let b = if self.options.is_default() { b } else { b.field("options", &self.options) };
+        b.opt_field("lineage", self.lineage.as_ref()).build()
     }
 }
 
@@ -60,7 +75,11 @@ impl FromJson for InteractionInput {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;
         let input =
-            InteractionInput { messages: r.required("messages")?, options: r.optional("options")?.unwrap_or_default() };
+            InteractionInput {
+                messages: r.required("messages")?,
+                options: r.optional("options")?.unwrap_or_default(),
+                lineage: r.optional("lineage")?,
+            };
         r.finish()?;
         input.validate()?;
         Ok(input)

@@ -8,7 +8,7 @@ use crate::interaction::artifact::{Artifact, Artifacts};
 use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::chat::Usage;
 use crate::interaction::output::{read_usage, Output};
-use crate::interaction::protocol::InteractionInput;
+use crate::interaction::protocol::{InteractionInput, Lineage};
 use crate::interaction::wire::{read_nonempty_list, Wire};
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
 use crate::kernel::waist::ExecutionState;
@@ -18,7 +18,7 @@ use crate::kernel::waist::ExecutionState;
 /// Full wire form (the [`Wire`] codec: tests, fuzzing): `{"phase":Phase,"working_context":Request,
 /// "model_call_count":u32,"usage"?:Usage,"advertised_tool_names"?:[S],"tool_round"?:ToolRound,
 /// "pending_steer"?:PendingSteer,"artifact_records"?:[Artifact],"final_output"?:Output,
-/// "model"?:ModelRecord}`.
+/// "model"?:ModelRecord, "lineage"?:Lineage}`.
 /// Optional lists are omitted when empty and an explicit `[]` is rejected, so restore →
 /// snapshot is byte-identical.
 ///
@@ -52,6 +52,9 @@ pub struct ParentState {
     /// The model the run calls and its switches; absent until the first Step of a Definition
     /// that names its model (and always absent for one that does not).
     pub model: Option<super::ModelRecord>,
+    /// The start input's lineage (version, predecessor), kept unchanged for the run's life;
+    /// never part of a model request.
+    pub lineage: Option<Lineage>,
 }
 
 impl ParentState {
@@ -71,6 +74,7 @@ impl ParentState {
             artifact_records: Vec::new(),
             final_output: None,
             model: None,
+            lineage: input.lineage.clone(),
         }
     }
 
@@ -150,6 +154,7 @@ impl ParentState {
             .nonempty_field("artifact_records", &self.artifact_records)
             .opt_value("final_output", final_output)
             .opt_field("model", self.model.as_ref())
+            .opt_field("lineage", self.lineage.as_ref())
             .build()
     }
 }
@@ -173,6 +178,7 @@ fn decode_members(
         artifact_records: read_nonempty_list(&mut r, "artifact_records")?,
         final_output: r.optional("final_output")?,
         model: r.optional("model")?,
+        lineage: r.optional("lineage")?,
     };
     r.finish()?;
     Ok(state)
