@@ -197,6 +197,9 @@ pub struct AgentBuilder {
     output: Option<OutputSpec>,
     /// Set by `context_policy` (in `context_policy.rs`).
     pub(super) context: ContextPolicy,
+    /// Set by `budget` and `prices` (in `budget.rs`).
+    pub(super) budget: crate::interaction::budget::Budget,
+    pub(super) prices: crate::interaction::budget::Prices,
 }
 
 impl AgentBuilder {
@@ -219,6 +222,8 @@ impl AgentBuilder {
             instructions: None,
             output: None,
             context: ContextPolicy::default(),
+            budget: crate::interaction::budget::Budget::default(),
+            prices: crate::interaction::budget::Prices::default(),
         }
     }
 
@@ -554,8 +559,10 @@ impl AgentBuilder {
                 .opt_field("instructions", system.as_ref())
                 .opt_value("output_schema", output_schema)
                 .opt_value("context", (!self.context.is_keep_all()).then(|| self.context.to_json()))
+                .opt_value("budget", super::budget::budget_json(&self.budget, &self.prices))
                 .build(),
         );
+        let budget = super::budget::budget_config(&agent, self.budget, self.prices.clone(), model_identity.model())?;
         let definition = Definition::new(DefinitionConfig {
             name: agent.clone(),
             description,
@@ -567,6 +574,7 @@ impl AgentBuilder {
             delegates,
             completion_validator: validator,
             max_context_bytes: self.max_context_bytes,
+            budget,
         })
         .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
         let dispatcher = ModelDispatcher::new(definition.model_manifest(), model)

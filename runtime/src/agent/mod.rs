@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 mod build_error;
+mod budget;
 mod builder;
 mod context_policy;
 mod deltas;
@@ -83,6 +84,7 @@ mod typed_tests;
 
 pub use build_error::BuildError;
 pub use builder::{Agent, AgentBuilder, ToolWrapper};
+pub use crate::interaction::budget::{Budget, Price, Prices};
 pub use context_policy::ContextPolicy;
 pub use events::{Events, RunEvent, UnknownKind};
 pub use human::AskHuman;

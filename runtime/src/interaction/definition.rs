@@ -27,13 +27,13 @@ use std::sync::Arc;
 
 /// The descriptor input schema: the shape of [`InteractionInput`] (strict decoding does the rest).
 const INPUT_SCHEMA: &str = r#"{"type":"object","required":["messages"],"additionalProperties":false,
-"properties":{"messages":{"type":"array","minItems":1},"options":{"type":"object"}}}"#;
+"properties":{"messages":{"type":"array","minItems":1},"options":{"type":"object"},"budget":{"type":"object"}}}"#;
 
 /// The descriptor output schema: the shape of [`super::output::Output`].
 const OUTPUT_SCHEMA: &str = r#"{"type":"object","required":["source","model_calls"],"additionalProperties":false,
 "properties":{"source":{"enum":["model_response","direct_tool_results"]},"model_response":{"type":"object"},
 "direct_tool_results":{"type":"array","minItems":1},"model_calls":{"type":"integer","minimum":1},
-"usage":{"type":"object"}}}"#;
+"usage":{"type":"object"},"spending":{"type":"object"}}}"#;
 
 /// The descriptor signal schema: the only external Signal a parent accepts is a steer (tool
 /// input answers go to the tool child's mailbox).
@@ -60,6 +60,8 @@ pub(crate) struct Rules {
     pub(crate) validator: Option<CompletionValidator>,
     /// Normalized: the default when configured as 0.
     pub(crate) max_context_bytes: u64,
+    /// The run's budget, prices and default model name.
+    pub(crate) budget: super::budget::BudgetConfig,
 }
 
 impl Rules {
@@ -103,6 +105,7 @@ impl Definition {
                 0 => crate::limits::DEFAULT_MAX_CONTEXT_BYTES,
                 n => n,
             },
+            budget: config.budget,
         };
         let definition = Definition { descriptor, rules: Arc::new(rules) };
         definition.model_manifest().validate().map_err(|e| e.with_kind(ErrorKind::InvalidDefinitionConfig))?;

@@ -8,8 +8,10 @@ use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJs
 /// The complete caller-supplied starting context: messages and options, never tools (the
 /// Deployment freezes tools, so model-visible definitions cannot drift per Process).
 ///
-/// Wire form: `{"messages":[Message],"options"?:Options}`; `options` is omitted when default
-/// (an explicit `{}` decodes to the same value, as in [`Request`]).
+/// Wire form: `{"messages":[Message],"options"?:Options,"budget"?:Limits}`; `options` is omitted
+/// when default (an explicit `{}` decodes to the same value, as in [`Request`]); `budget` is the
+/// grant a parent gives a delegate (its share of what remains of the parent's limits), set by
+/// the parent only (a model-written `budget` is replaced).
 ///
 /// Valid when `{messages, options}` is a valid request: at least one message, every message
 /// valid, system messages only in the leading prefix, options valid.
@@ -17,11 +19,13 @@ use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJs
 pub struct InteractionInput {
     pub messages: Vec<Message>,
     pub options: Options,
+    /// The limits granted by a parent (a delegate's share of the tree's budget).
+    pub budget: Option<crate::interaction::budget::Limits>,
 }
 
 impl InteractionInput {
     pub fn new(messages: Vec<Message>) -> InteractionInput {
-        InteractionInput { messages, options: Options::default() }
+        InteractionInput { messages, options: Options::default(), budget: None }
     }
 
     /// The initial WorkingContext: these messages and options, no tools, automatic choice.
@@ -52,15 +56,19 @@ impl Wire for InteractionInput {
 impl ToJson for InteractionInput {
     fn to_json(&self) -> Json {
         let b = ObjectBuilder::new().field("messages", &self.messages);
-        if self.options.is_default() { b } else { b.field("options", &self.options) }.build()
+        let b = if self.options.is_default() { b } else { b.field("options", &self.options) };
+        b.opt_field("budget", self.budget.as_ref()).build()
     }
 }
 
 impl FromJson for InteractionInput {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;
-        let input =
-            InteractionInput { messages: r.required("messages")?, options: r.optional("options")?.unwrap_or_default() };
+        let input = InteractionInput {
+            messages: r.required("messages")?,
+            options: r.optional("options")?.unwrap_or_default(),
+            budget: r.optional("budget")?,
+        };
         r.finish()?;
         input.validate()?;
         Ok(input)
