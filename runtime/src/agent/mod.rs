@@ -78,6 +78,8 @@ mod model_identity_tests;
 #[cfg(test)]
 mod outcome_tests;
 #[cfg(test)]
+mod budget_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod typed_tests;

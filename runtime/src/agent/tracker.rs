@@ -21,6 +21,8 @@ use crate::kernel::effect::{Effect, EffectPhase};
 use crate::kernel::ids::{EffectId, ProcessId, WaitId};
 use crate::kernel::result::ProcessResult;
 use crate::kernel::snapshot::TreeSnapshot;
+use crate::chat::Usage;
+use crate::interaction::budget::Spending;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
@@ -116,6 +118,16 @@ pub(crate) struct RunState {
     /// Answers delivered by this runtime: wait → answer canonical text. Consulted only once
     /// the answered tool child has left the head (the head itself decides while it is there).
     pub(crate) answered: BTreeMap<WaitId, String>,
+    /// Each live Interaction Process's own total (its calls and the delegates it folded), as
+    /// last projected: a change is a `UsageUpdated` event.
+    usage: BTreeMap<ProcessId, Usage>,
+    /// The root's total and spending in the latest head (what a [`RunResult`] of any ending
+    /// reports).
+    pub(crate) root_spent: (Usage, Spending),
+    /// The run's running total in the latest head: every live Interaction Process's own total
+    /// (a delegate's is folded into its parent's when the parent consumes its result, and the
+    /// delegate leaves the head in the same commit, so nothing counts twice).
+    pub(crate) run_usage: Usage,
     wakers: Vec<Waker>,
 }
 
@@ -359,6 +371,7 @@ impl RunState {
             }
         }
         self.unknowns.retain(|id, _| unknown_now.contains(id));
+        self.project_usage(head);
         self.inputs = pending_tool_inputs(head)
             .unwrap_or_default()
             .into_iter()
@@ -384,10 +397,36 @@ impl RunState {
                     output: finish.output.clone(),
                 };
                 self.result = Some(result.clone());
-                self.push(RunEvent::Finished(RunResult::new(result)));
+                self.push(RunEvent::Finished(RunResult::new(result, self.root_spent)));
             }
         }
         act
+    }
+}
+
+impl RunState {
+    /// Reports every Interaction Process whose total changed, with the run's running total.
+    fn project_usage(&mut self, head: &TreeSnapshot) {
+        let mut now = BTreeMap::new();
+        let mut run = Usage::default();
+        for p in head.processes() {
+            if p.committed_state.kind.as_str() != ParentState::KIND {
+                continue;
+            }
+            let Ok(state) = ParentState::from_execution_state(&p.committed_state) else { continue };
+            run = run.saturating_add(state.usage);
+            if p.id == head.root().id {
+                self.root_spent = (state.usage, state.spending);
+            }
+            now.insert(p.id.clone(), state.usage);
+        }
+        self.run_usage = run;
+        for (process, usage) in &now {
+            if self.usage.get(process) != Some(usage) {
+                self.push(RunEvent::UsageUpdated { process: process.clone(), usage: *usage, run });
+            }
+        }
+        self.usage = now;
     }
 }
 
