@@ -73,13 +73,13 @@ fn a_model_call_that_does_not_fit_the_token_budget_fails_the_run_with_figures_an
             .version("1")
             .model(model)
             .tool(echo())
-            .budget(Budget::new().total_tokens(1100).reserve_output_tokens(5))
+            .budget(Budget::new().total_tokens(1050).reserve_output_tokens(5))
             .build()
             .unwrap();
         let run = Runtime::with_store(agent, Arc::new(MemoryCommitter::new()), env()).start("Hi.").await.unwrap();
         let failure = failure_of(run.result().await);
         assert_eq!(failure.code(), "interaction.budget.total_tokens");
-        assert!(failure.message().contains("total_tokens limit 1100, spent 1010"), "{}", failure.message());
+        assert!(failure.message().contains("total_tokens limit 1050, spent 1010"), "{}", failure.message());
         assert_eq!(calls.load(Ordering::SeqCst), 1, "the second call was never made");
         assert_eq!(failure.usage(), Usage::new(1000, 10), "a failed run reports what it spent");
         assert_eq!(failure.result().tool_calls(), 1);
@@ -148,7 +148,7 @@ fn a_delegate_works_within_its_share_of_the_parent_budget_and_a_failed_one_is_ch
             .version("1")
             .description("Helps.")
             .model(child_model)
-            .budget(Budget::new().total_tokens(1_000_000).reserve_output_tokens(5))
+            .budget(Budget::new().total_tokens(1_000_000).reserve_output_tokens(100))
             .build()
             .unwrap();
         let task = r#"{"messages":[{"role":"user","parts":[{"type":"text","text":"Find it."}]}]}"#;
@@ -169,7 +169,7 @@ fn a_delegate_works_within_its_share_of_the_parent_budget_and_a_failed_one_is_ch
             }
         }
         // 40 tokens remained after the parent's first call: less than the helper's first
-        // reservation, so the helper never called its model and failed on its budget.
+        // reservation (100 output tokens), so the helper never called its model and failed on its budget.
         assert_eq!(child_calls.load(Ordering::SeqCst), 0);
         let failure = failure_of(run.result().await);
         assert_eq!(failure.code(), "interaction.budget.total_tokens", "{failure}");

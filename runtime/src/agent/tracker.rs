@@ -422,7 +422,8 @@ impl RunState {
         }
         self.run_usage = run;
         for (process, usage) in &now {
-            if self.usage.get(process) != Some(usage) {
+            // A Process appears with zero tokens: only a change is news.
+            if self.usage.get(process).copied().unwrap_or_default() != *usage {
                 self.push(RunEvent::UsageUpdated { process: process.clone(), usage: *usage, run });
             }
         }

@@ -66,9 +66,9 @@ impl Price {
     pub fn cost_micros(&self, usage: Usage) -> u64 {
         let cached = u128::from(usage.cache_read_tokens.min(usage.input_tokens));
         let fresh = u128::from(usage.input_tokens) - cached;
-        let nano = fresh * u128::from(self.input)
-            + cached * u128::from(self.cached_input)
-            + u128::from(usage.output_tokens) * u128::from(self.output);
+        let nano = (fresh * u128::from(self.input))
+            .saturating_add(cached * u128::from(self.cached_input))
+            .saturating_add(u128::from(usage.output_tokens) * u128::from(self.output));
         u64::try_from(nano.div_ceil(1_000_000)).unwrap_or(u64::MAX)
     }
 

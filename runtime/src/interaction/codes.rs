@@ -90,6 +90,11 @@ mod tests {
             ("interaction.completion.decision_invalid", FailureKind::Contract),
             ("interaction.tool.start_failed", FailureKind::Execution),
             ("interaction.tool.process_failed", FailureKind::Execution),
+            ("interaction.budget.input_tokens", FailureKind::Execution),
+            ("interaction.budget.output_tokens", FailureKind::Execution),
+            ("interaction.budget.total_tokens", FailureKind::Execution),
+            ("interaction.budget.cost_micros", FailureKind::Execution),
+            ("interaction.budget.tool_calls", FailureKind::Execution),
         ];
         assert_eq!(ALL.len(), expected.len());
         for (code, (name, kind)) in ALL.iter().zip(expected) {
