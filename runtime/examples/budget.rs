@@ -26,11 +26,20 @@ impl ModelClient for Metered {
     }
 }
 
+/// $0.50 per million input tokens, $1.50 per million output tokens. Each agent prices its own
+/// calls: a delegate under a cost limit needs a price for its model too.
+fn prices() -> Prices {
+    Prices::new().model("small-model", Price::per_million_usd_micros(500_000, 1_500_000))
+}
+
 fn coordinator(budget: Budget) -> Result<Agent, BuildError> {
     let researcher = Agent::builder("researcher")
         .version("1.0.0")
         .description("Finds facts.")
         .model(Metered(ScriptedModel::new().then_text("About 2.1 million."), Usage::new(400, 20)))
+        // Its calls reserve 200 output tokens too (a delegate reserves by its own budget).
+        .budget(Budget::new().reserve_output_tokens(200))
+        .prices(prices())
         .build()?;
     let task = r#"{"messages":[{"role":"user","parts":[{"type":"text","text":"How many people live in Paris?"}]}]}"#;
     Agent::builder("coordinator")
@@ -38,8 +47,7 @@ fn coordinator(budget: Budget) -> Result<Agent, BuildError> {
         .model(Metered(ScriptedModel::new().call_tool("research", task).then_text("Paris: about 2.1 million."), Usage::new(1_000, 50)))
         .delegate("research", "Ask the researcher.", researcher)
         .budget(budget)
-        // $0.50 per million input tokens, $1.50 per million output tokens.
-        .prices(Prices::new().model("small-model", Price::per_million_usd_micros(500_000, 1_500_000)))
+        .prices(prices())
         .build()
 }
 

@@ -537,11 +537,12 @@ impl BudgetConfig {
     }
 
     /// The reservation of a model call over a context of `context_bytes` made with
-    /// `options`; `Err` names a model without a price while a cost limit is set.
-    pub fn reservation(&self, context_bytes: u64, options: &Options) -> Result<Amounts, String> {
+    /// `options` under `limits` (the run's own, tightened by a grant); `Err` names a model
+    /// without a price while a cost limit applies.
+    pub fn reservation(&self, limits: &Limits, context_bytes: u64, options: &Options) -> Result<Amounts, String> {
         let input = context_bytes.div_ceil(BYTES_PER_INPUT_TOKEN);
         let output = self.budget.output_reservation(options);
-        let cost = match (self.price(options), self.budget.limits.cost_micros) {
+        let cost = match (self.price(options), limits.cost_micros) {
             (Some(p), _) => p.cost_micros(Usage::new(input, output)),
             (None, None) => 0,
             (None, Some(_)) => {
@@ -608,13 +609,16 @@ mod tests {
     fn reservation_uses_max_output_tokens_and_needs_a_price_for_a_cost_limit() {
         let mut config = BudgetConfig { budget: Budget::new().total_tokens(1000), model: "m".into(), ..Default::default() };
         let options = Options { max_output_tokens: Some(100), ..Options::default() };
-        let r = config.reservation(41, &options).unwrap();
+        let limits = config.budget.limits();
+        let r = config.reservation(&limits, 41, &options).unwrap();
         assert_eq!((r.input_tokens, r.output_tokens, r.total_tokens, r.cost_micros), (11, 100, 111, 0));
-        assert_eq!(config.reservation(0, &Options::default()).unwrap().output_tokens, u64::from(DEFAULT_RESERVE_OUTPUT_TOKENS));
-        config.budget = config.budget.cost_usd_micros(10);
-        let e = config.reservation(41, &options).unwrap_err();
+        let default = config.reservation(&limits, 0, &Options::default()).unwrap();
+        assert_eq!(default.output_tokens, u64::from(DEFAULT_RESERVE_OUTPUT_TOKENS));
+        // A cost limit granted by a parent needs a price as much as the run's own.
+        let granted = limits.min(Budget::new().cost_usd_micros(10).limits());
+        let e = config.reservation(&granted, 41, &options).unwrap_err();
         assert!(e.contains("price for model `m`"), "{e}");
         config.prices = Prices::new().model("m", Price::per_million_usd_micros(1_000_000, 1_000_000));
-        assert_eq!(config.reservation(41, &options).unwrap().cost_micros, 111);
+        assert_eq!(config.reservation(&granted, 41, &options).unwrap().cost_micros, 111);
     }
 }

@@ -80,7 +80,7 @@ impl Machine<'_> {
         let limits = self.limits();
         if !limits.is_unlimited() {
             let options = &self.s.working_context.options;
-            let reserved = match self.rules.budget.reservation(self.s.working_context.sealed_bytes(), options) {
+            let reserved = match self.rules.budget.reservation(&limits, self.s.working_context.sealed_bytes(), options) {
                 Ok(r) => r,
                 Err(text) => return Ok(self.fail(codes::failure(codes::BUDGET_COST, &text))),
             };
