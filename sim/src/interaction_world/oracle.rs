@@ -19,7 +19,7 @@
 //!   — checked by the host as it acts;
 //! * `expect.*` — the scenario's own expectations; `same_output` — a crash run settled from
 //!   truth, restored from compacted cuts, ends like the fault-free run without compaction;
-//! * `budget_respected`, `budget_settled_once` — see `budget.rs`;
+//! * `budget_respected` — see `budget.rs`;
 //! * `log_compaction_same_head` — on every eighth seed, after the run (`run.rs`): the run's
 //!   commits replayed into a compacted, reopened file log end at the memory store's heads
 //!   (`crate::log_compaction`).
