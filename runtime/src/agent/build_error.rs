@@ -136,6 +136,14 @@ pub enum BuildError {
         /// What is wrong.
         detail: String,
     },
+    /// The budget cannot be applied.
+    #[error("agent `{agent}`: {detail}")]
+    Budget {
+        /// The agent.
+        agent: String,
+        /// What to change.
+        detail: String,
+    },
     /// The underlying Interaction refused the configuration.
     #[error("agent `{agent}`: {detail}")]
     Interaction {

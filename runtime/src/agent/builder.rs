@@ -223,6 +223,9 @@ pub struct AgentBuilder {
     pub(super) allow_model_switch: bool,
     /// Set by `continue_as_new` (in `continue_as_new.rs`).
     pub(super) continuation: Option<ContinueAsNew>,
+    /// Set by `budget` and `prices` (in `budget.rs`).
+    pub(super) budget: crate::interaction::budget::Budget,
+    pub(super) prices: crate::interaction::budget::Prices,
 }
 
 impl AgentBuilder {
@@ -248,6 +251,8 @@ impl AgentBuilder {
             trace_content: false,
             allow_model_switch: false,
             continuation: None,
+            budget: crate::interaction::budget::Budget::default(),
+            prices: crate::interaction::budget::Prices::default(),
         }
     }
 
@@ -611,9 +616,11 @@ impl AgentBuilder {
                 .opt_value("output_schema", output_schema)
                 .opt_value("context", (!self.context.is_keep_all()).then(|| self.context.to_json()))
                 .opt_value("continue_as_new", self.continuation.map(ContinueAsNew::to_json))
+                .opt_value("budget", super::budget::budget_json(&self.budget, &self.prices))
                 .build(),
         );
         let run_model = RunModel { identity: model_identity.clone(), allow_switch: self.allow_model_switch };
+        let budget = super::budget::budget_config(&agent, self.budget, self.prices.clone(), model_identity.model())?;
         let definition = Definition::new_with_model(DefinitionConfig {
             name: agent.clone(),
             description,
@@ -625,6 +632,7 @@ impl AgentBuilder {
             delegates,
             completion_validator: validator,
             max_context_bytes: self.max_context_bytes,
+            budget,
         }, Some(run_model.clone()))
         .map_err(|e| BuildError::Interaction { agent: agent.clone(), detail: e.to_string() })?;
         let dispatcher = ModelDispatcher::new(definition.model_manifest(), model)

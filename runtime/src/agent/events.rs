@@ -78,6 +78,16 @@ pub enum RunEvent {
         /// This call's tokens (the run's sum is [`RunResult::usage`](super::RunResult::usage)).
         usage: crate::chat::Usage,
     },
+    /// A run's token total changed: a model call of `process` settled, or `process` folded a
+    /// delegate's run. Follows the [`ModelResponse`](RunEvent::ModelResponse) that caused it.
+    UsageUpdated {
+        /// The Process whose total changed (the run's root, or a delegate).
+        process: ProcessId,
+        /// That Process's total: its own model calls and the delegate runs it folded.
+        usage: crate::chat::Usage,
+        /// The whole run's running total: the root's and every delegate's still running.
+        run: crate::chat::Usage,
+    },
     /// A model call settled with an error.
     ModelFailed {
         /// The calling Process.

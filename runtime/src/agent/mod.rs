@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 mod build_error;
+mod budget;
 mod builder;
 mod context_policy;
 mod continue_as_new;
@@ -83,6 +84,8 @@ mod model_identity_tests;
 #[cfg(test)]
 mod outcome_tests;
 #[cfg(test)]
+mod budget_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod typed_tests;
@@ -91,6 +94,7 @@ mod versions_tests;
 
 pub use build_error::BuildError;
 pub use builder::{Agent, AgentBuilder, ToolWrapper};
+pub use crate::interaction::budget::{Budget, Price, Prices};
 pub use context_policy::ContextPolicy;
 pub use continue_as_new::{ContinueAsNew, DEFAULT_KEEP_LAST_MESSAGES};
 pub use handover::parse_message as parse_handover_message;

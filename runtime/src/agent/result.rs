@@ -3,6 +3,7 @@
 use super::typed_output::{decode_output, OutputError};
 use crate::chat::{Message, Usage};
 use crate::interaction::model::ModelIdentity;
+use crate::interaction::budget::Spending;
 use crate::interaction::output::Output;
 use crate::interaction::state::{ModelRecord, ModelSwitch};
 use crate::interaction::wire::Wire;
@@ -20,11 +21,14 @@ use crate::kernel::status::Status;
 pub struct RunResult {
     result: ProcessResult,
     model: Option<ModelRecord>,
+    usage: Usage,
+    spending: Spending,
 }
 
 impl RunResult {
-    pub(crate) fn new(result: ProcessResult, model: Option<ModelRecord>) -> RunResult {
-        RunResult { result, model }
+    /// `model`: the root's model record; `spent`: the run's durable total and spending when it ended.
+    pub(crate) fn new(result: ProcessResult, model: Option<ModelRecord>, spent: (Usage, Spending)) -> RunResult {
+        RunResult { result, model, usage: spent.0, spending: spent.1 }
     }
 
     /// The model the run called last (as its state records it; `None` for a run stored before
@@ -112,12 +116,35 @@ impl RunResult {
         self.result.output.as_ref().and_then(|p| Output::from_payload(p).ok())
     }
 
-    /// The tokens of every model call of a completed run and of its delegates' runs, summed
-    /// (cache and reasoning parts included, as each provider reports them); zero for a run
-    /// without an output. The sum is part of the run's durable state, so a run resumed after
-    /// a crash reports the same total.
+    /// The tokens of every model call of the run and of its delegates' runs, summed (cache
+    /// and reasoning parts included, as each provider reports them), however the run ended.
+    /// The sum is part of the run's durable state, so a run resumed after a crash reports the
+    /// same total.
     pub fn usage(&self) -> Usage {
-        self.interaction_output().map(|o| o.usage).unwrap_or_default()
+        match self.interaction_output() {
+            Some(o) => o.usage,
+            None => self.usage,
+        }
+    }
+
+    /// The cost of the run's model calls and its delegates', in micro-dollars at the agent's
+    /// `Prices` (zero without prices), plus what was charged for delegates that ended without
+    /// reporting theirs (see `Budget`).
+    pub fn cost_usd_micros(&self) -> u64 {
+        let s = self.spending();
+        s.cost_micros.saturating_add(s.charged.cost_micros)
+    }
+
+    /// The tool calls the run and its delegates started.
+    pub fn tool_calls(&self) -> u64 {
+        self.spending().tool_calls
+    }
+
+    fn spending(&self) -> Spending {
+        match self.interaction_output() {
+            Some(o) => o.spending,
+            None => self.spending,
+        }
     }
 
     /// The kernel's Result.
@@ -194,6 +221,12 @@ impl RunFailure {
     /// Calls whose outcome was never settled when the run ended.
     pub fn unresolved(&self) -> &[EffectId] {
         self.result.unresolved()
+    }
+
+    /// The tokens the run spent before it ended (its delegates' included); see
+    /// [`RunResult::usage`].
+    pub fn usage(&self) -> Usage {
+        self.result.usage()
     }
 
     /// The whole result (status, reason, the kernel's Result).

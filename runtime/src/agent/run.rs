@@ -189,6 +189,13 @@ impl Run {
         self.shared.lock().unknowns.values().cloned().collect()
     }
 
+    /// The run's tokens so far, in the latest acknowledged state: the root's model calls, the
+    /// delegate runs it folded and every delegate still running. A run that failed or was
+    /// canceled keeps what it spent (also in [`RunFailure::usage`](super::RunFailure::usage)).
+    pub fn usage(&self) -> crate::chat::Usage {
+        self.shared.lock().run_usage
+    }
+
     /// Model deltas dropped so far because the delta queue was full.
     pub fn dropped_deltas(&self) -> u64 {
         self.shared.lock().dropped_total
@@ -345,7 +352,7 @@ impl Run {
             return Err(RunError::ContinuedAs { run: self.id().to_string(), successor: h.successor, reason: h.reason, version: h.version });
         }
         match (&state.result, &state.stopped) {
-            (Some(r), _) => RunResult::new(r.clone(), state.root_model.clone()).into_completed().map_err(RunError::NotCompleted),
+            (Some(r), _) => RunResult::new(r.clone(), state.root_model.clone(), state.root_spent).into_completed().map_err(RunError::NotCompleted),
             (None, Some(reason)) => Err(self.stopped(reason)),
             (None, None) => Err(RunError::Stopped("the run stopped".into())),
         }
@@ -367,7 +374,7 @@ impl Run {
         .await;
         let state = self.shared.lock();
         if let Some(r) = &state.result {
-            return Ok(Idle::Finished(RunResult::new(r.clone(), state.root_model.clone())));
+            return Ok(Idle::Finished(RunResult::new(r.clone(), state.root_model.clone(), state.root_spent)));
         }
         if let Some(reason) = &state.stopped {
             return Err(self.stopped(reason));

@@ -56,6 +56,7 @@ fn a_tool_round_reports_model_tool_and_finish_events_and_the_text() {
             .iter()
             .map(|e| match e {
                 RunEvent::ModelResponse { .. } => "model",
+                RunEvent::UsageUpdated { .. } => "usage",
                 RunEvent::ToolStarted { tool, .. } if tool == "get_weather" => "tool_started",
                 RunEvent::ToolSettled { tool, text, is_error: false, .. } if tool == "get_weather" && text == "sunny in Paris" => {
                     "tool_settled"
@@ -64,7 +65,16 @@ fn a_tool_round_reports_model_tool_and_finish_events_and_the_text() {
                 other => panic!("unexpected event {other:?}"),
             })
             .collect();
-        assert_eq!(kinds, ["model", "tool_started", "tool_settled", "model", "finished"]);
+        assert_eq!(kinds, ["model", "usage", "tool_started", "tool_settled", "model", "usage", "finished"]);
+        let totals: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                RunEvent::UsageUpdated { usage, run, .. } => Some((usage.total(), run.total())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(totals, [(2, 2), (4, 4)], "each settled call raises the process's and the run's running total");
+        assert_eq!(run.usage(), crate::chat::Usage::new(2, 2));
         match &events[0] {
             RunEvent::ModelResponse { tool_calls, usage, .. } => {
                 assert_eq!(tool_calls, &vec!["get_weather".to_owned()]);

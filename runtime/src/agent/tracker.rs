@@ -23,6 +23,8 @@ use crate::kernel::effect::{Effect, EffectPhase};
 use crate::kernel::ids::{EffectId, ProcessId, WaitId};
 use crate::kernel::result::ProcessResult;
 use crate::kernel::snapshot::TreeSnapshot;
+use crate::chat::Usage;
+use crate::interaction::budget::Spending;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
@@ -138,6 +140,16 @@ pub(crate) struct RunState {
     pub(crate) handover: Option<super::handover::HandoverRequest>,
     /// Whether this runtime already started (or tried) the successor of a run that handed over.
     pub(crate) successor_started: bool,
+    /// Each live Interaction Process's own total (its calls and the delegates it folded), as
+    /// last projected: a change is a `UsageUpdated` event.
+    usage: BTreeMap<ProcessId, Usage>,
+    /// The root's total and spending in the latest head (what a [`RunResult`] of any ending
+    /// reports).
+    pub(crate) root_spent: (Usage, Spending),
+    /// The run's running total in the latest head: every live Interaction Process's own total
+    /// (a delegate's is folded into its parent's when the parent consumes its result, and the
+    /// delegate leaves the head in the same commit, so nothing counts twice).
+    pub(crate) run_usage: Usage,
     wakers: Vec<Waker>,
 }
 
@@ -422,6 +434,7 @@ impl RunState {
             }
         }
         self.unknowns.retain(|id, _| unknown_now.contains(id));
+        self.project_usage(head);
         self.inputs = pending_tool_inputs(head)
             .unwrap_or_default()
             .into_iter()
@@ -449,12 +462,39 @@ impl RunState {
                     output: finish.output.clone(),
                 };
                 self.result = Some(result.clone());
-                let result = RunResult::new(result, self.root_model.clone());
+                let result = RunResult::new(result, self.root_model.clone(), self.root_spent);
                 self.trace.finished(&result);
                 self.push(RunEvent::Finished(result));
             }
         }
         act
+    }
+}
+
+impl RunState {
+    /// Reports every Interaction Process whose total changed, with the run's running total.
+    fn project_usage(&mut self, head: &TreeSnapshot) {
+        let mut now = BTreeMap::new();
+        let mut run = Usage::default();
+        for p in head.processes() {
+            if p.committed_state.kind.as_str() != ParentState::KIND {
+                continue;
+            }
+            let Ok(state) = ParentState::from_execution_state(&p.committed_state) else { continue };
+            run = run.saturating_add(state.usage);
+            if p.id == head.root().id {
+                self.root_spent = (state.usage, state.spending);
+            }
+            now.insert(p.id.clone(), state.usage);
+        }
+        self.run_usage = run;
+        for (process, usage) in &now {
+            // A Process appears with zero tokens: only a change is news.
+            if self.usage.get(process).copied().unwrap_or_default() != *usage {
+                self.push(RunEvent::UsageUpdated { process: process.clone(), usage: *usage, run });
+            }
+        }
+        self.usage = now;
     }
 }
 

@@ -30,6 +30,17 @@ pub const TOOL_START_FAILED: FailureCode = FailureCode::new("interaction.tool.st
 /// A tool child ended without completing.
 pub const TOOL_PROCESS_FAILED: FailureCode = FailureCode::new("interaction.tool.process_failed", Execution);
 
+/// The next model call's reservation would pass the input-token budget.
+pub const BUDGET_INPUT_TOKENS: FailureCode = FailureCode::new("interaction.budget.input_tokens", Execution);
+/// The next model call's reservation would pass the output-token budget.
+pub const BUDGET_OUTPUT_TOKENS: FailureCode = FailureCode::new("interaction.budget.output_tokens", Execution);
+/// The next model call's reservation would pass the total-token budget.
+pub const BUDGET_TOTAL_TOKENS: FailureCode = FailureCode::new("interaction.budget.total_tokens", Execution);
+/// The next model call's reservation would pass the cost budget (or its model has no price).
+pub const BUDGET_COST: FailureCode = FailureCode::new("interaction.budget.cost_micros", Execution);
+/// The next tool call would pass the tool-call budget.
+pub const BUDGET_TOOL_CALLS: FailureCode = FailureCode::new("interaction.budget.tool_calls", Execution);
+
 /// Every code above.
 pub const ALL: &[FailureCode] = &[
     LIMIT_MODEL_CALLS,
@@ -41,6 +52,11 @@ pub const ALL: &[FailureCode] = &[
     COMPLETION_DECISION_INVALID,
     TOOL_START_FAILED,
     TOOL_PROCESS_FAILED,
+    BUDGET_INPUT_TOKENS,
+    BUDGET_OUTPUT_TOKENS,
+    BUDGET_TOTAL_TOKENS,
+    BUDGET_COST,
+    BUDGET_TOOL_CALLS,
 ];
 
 /// A Failure for `code` whose message is normalized by the Interaction rules
@@ -74,6 +90,11 @@ mod tests {
             ("interaction.completion.decision_invalid", FailureKind::Contract),
             ("interaction.tool.start_failed", FailureKind::Execution),
             ("interaction.tool.process_failed", FailureKind::Execution),
+            ("interaction.budget.input_tokens", FailureKind::Execution),
+            ("interaction.budget.output_tokens", FailureKind::Execution),
+            ("interaction.budget.total_tokens", FailureKind::Execution),
+            ("interaction.budget.cost_micros", FailureKind::Execution),
+            ("interaction.budget.tool_calls", FailureKind::Execution),
         ];
         assert_eq!(ALL.len(), expected.len());
         for (code, (name, kind)) in ALL.iter().zip(expected) {

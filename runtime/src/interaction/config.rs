@@ -33,6 +33,8 @@ pub struct DefinitionConfig {
     /// [`crate::limits::DEFAULT_MAX_CONTEXT_BYTES`]; at most
     /// [`crate::limits::MAX_CONTEXT_BYTES_CEILING`].
     pub max_context_bytes: u64,
+    /// Limits on tokens, cost and tool calls ([`super::budget`]); unlimited by default.
+    pub budget: super::budget::BudgetConfig,
 }
 
 impl std::fmt::Debug for DefinitionConfig {

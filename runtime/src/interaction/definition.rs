@@ -27,13 +27,13 @@ use std::sync::Arc;
 
 /// The descriptor input schema: the shape of [`InteractionInput`] (strict decoding does the rest).
 const INPUT_SCHEMA: &str = r#"{"type":"object","required":["messages"],"additionalProperties":false,
-"properties":{"messages":{"type":"array","minItems":1},"options":{"type":"object"},"lineage":{"type":"object"}}}"#;
+"properties":{"messages":{"type":"array","minItems":1},"options":{"type":"object"},"lineage":{"type":"object"},"budget":{"type":"object"}}}"#;
 
 /// The descriptor output schema: the shape of [`super::output::Output`].
 const OUTPUT_SCHEMA: &str = r#"{"type":"object","required":["source","model_calls"],"additionalProperties":false,
 "properties":{"source":{"enum":["model_response","direct_tool_results"]},"model_response":{"type":"object"},
 "direct_tool_results":{"type":"array","minItems":1},"model_calls":{"type":"integer","minimum":1},
-"usage":{"type":"object"}}}"#;
+"usage":{"type":"object"},"spending":{"type":"object"}}}"#;
 
 /// The descriptor signal schema: the only external Signal a parent accepts is a steer (tool
 /// input answers go to the tool child's mailbox).
@@ -62,6 +62,8 @@ pub(crate) struct Rules {
     pub(crate) max_context_bytes: u64,
     /// The model its runs record (see [`Definition::new_with_model`]).
     pub(crate) model: Option<RunModel>,
+    /// The run's budget, prices and default model name.
+    pub(crate) budget: super::budget::BudgetConfig,
 }
 
 impl Rules {
@@ -113,6 +115,7 @@ impl Definition {
                 n => n,
             },
             model,
+            budget: config.budget,
         };
         let definition = Definition { descriptor, rules: Arc::new(rules) };
         definition.model_manifest().validate().map_err(|e| e.with_kind(ErrorKind::InvalidDefinitionConfig))?;

@@ -4,6 +4,7 @@
 use super::error::{ErrorKind, InteractionError};
 use super::wire::Wire;
 use crate::chat::{Response, ToolResult, Usage};
+use crate::interaction::budget::Spending;
 use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
 use std::collections::BTreeSet;
 
@@ -63,9 +64,9 @@ pub enum Completion {
 /// The final semantic result.
 ///
 /// Wire form: `{"source":CompletionSource,"model_response"?:Response,
-/// "direct_tool_results"?:[ToolResult],"model_calls":u32,"usage"?:Usage}`, with exactly the
-/// member that `source` names (the other is rejected); `usage` is omitted when zero (an
-/// explicit zero is rejected, so bytes stay canonical).
+/// "direct_tool_results"?:[ToolResult],"model_calls":u32,"usage"?:Usage,"spending"?:Spending}`,
+/// with exactly the member that `source` names (the other is rejected); `usage` and `spending`
+/// are omitted when zero (an explicit zero is rejected, so bytes stay canonical).
 ///
 /// Valid when `model_calls > 0` and:
 /// * `model_response`: the response is valid, has a message and a finish reason, and its
@@ -80,20 +81,29 @@ pub struct Output {
     /// The tokens of every model call of this run and of its delegates' runs, summed
     /// ([`Usage::saturating_add`]).
     pub usage: Usage,
+    /// Cost, tool calls and charges of this run and its delegates' runs, summed
+    /// ([`crate::interaction::budget::Spending`]).
+    pub spending: Spending,
 }
 
 impl Output {
     pub fn model_response(response: Response, model_calls: u32) -> Output {
-        Output { completion: Completion::ModelResponse(response), model_calls, usage: Usage::default() }
+        Output { completion: Completion::ModelResponse(response), model_calls, usage: Usage::default(), spending: Spending::default() }
     }
 
     pub fn direct_tool_results(results: Vec<ToolResult>, model_calls: u32) -> Output {
-        Output { completion: Completion::DirectToolResults(results), model_calls, usage: Usage::default() }
+        Output { completion: Completion::DirectToolResults(results), model_calls, usage: Usage::default(), spending: Spending::default() }
     }
 
     /// The same Output with the run's summed `usage`.
     pub fn with_usage(mut self, usage: Usage) -> Output {
         self.usage = usage;
+        self
+    }
+
+    /// The same Output with the run's summed `spending`.
+    pub fn with_spending(mut self, spending: Spending) -> Output {
+        self.spending = spending;
         self
     }
 
@@ -171,6 +181,7 @@ impl ToJson for Output {
             Completion::DirectToolResults(r) => b.field("direct_tool_results", r),
         }
         .opt_field("usage", (self.usage != Usage::default()).then_some(&self.usage))
+        .opt_field("spending", (!self.spending.is_zero()).then_some(&self.spending))
         .build()
     }
 }
@@ -187,8 +198,9 @@ impl FromJson for Output {
             CompletionSource::DirectToolResults => Completion::DirectToolResults(r.required("direct_tool_results")?),
         };
         let usage = read_usage(&mut r)?;
+        let spending = crate::interaction::budget::read_spending(&mut r)?;
         r.finish()?;
-        let output = Output { completion, model_calls, usage };
+        let output = Output { completion, model_calls, usage, spending };
         output.validate()?;
         Ok(output)
     }

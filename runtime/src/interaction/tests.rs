@@ -88,7 +88,7 @@ fn output_rules() {
         let o = Output::model_response(Response { finish_reason: Some(reason), ..final_response("x") }, 1);
         assert!(o.validate().is_ok());
     }
-    let o = Output { completion: Completion::DirectToolResults(vec![ok_result("c", "t", "x")]), model_calls: u32::MAX, usage: Default::default() };
+    let o = Output { completion: Completion::DirectToolResults(vec![ok_result("c", "t", "x")]), model_calls: u32::MAX, usage: Default::default(), spending: Default::default() };
     assert_round_trip(&o);
 }
 

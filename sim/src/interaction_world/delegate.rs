@@ -134,6 +134,10 @@ pub fn build(cx: &Arc<Context>) -> Result<Deployments, BuildError> {
         max_concurrent_tool_calls: if has_tools { spec.max_concurrent_tool_calls } else { 0 },
         delegates,
         completion_validator: (spec.model.validator_rejections > 0).then(|| validator(spec.model.validator_rejections)),
+        budget: keel::interaction::budget::BudgetConfig {
+            budget: spec.budget.unwrap_or_default(),
+            ..Default::default()
+        },
         ..DefinitionConfig::default()
     };
     let parent = interaction(cx, "root", "root", &spec.model, config, &mut performers)?;

@@ -197,6 +197,19 @@ pub fn generate(seed: u64) -> (Spec, SwarmOptions) {
         spec.max_model_calls += 1;
     }
     o.insert("parallel_inputs".into(), parallel_inputs.to_string());
+    // Budgets: sometimes wide enough for the whole script, sometimes exhausted part-way (a
+    // scripted call reports 1 + 1 tokens and reserves context bytes / 4 + 8).
+    if rng.percent(30) {
+        let mut b = keel::interaction::budget::Budget::new().reserve_output_tokens(8);
+        if rng.percent(70) {
+            b = b.total_tokens(rng.range_inclusive(40, 4000));
+        }
+        if rng.percent(50) {
+            b = b.tool_calls(rng.range_inclusive(0, 4));
+        }
+        o.insert("budget".into(), format!("{:?}", b.limits()));
+        spec.budget = Some(b);
+    }
     o.insert("p.crash".into(), format!("{crash}/1000"));
     o.insert("p.lose_ack".into(), format!("{lose}/1000"));
     o.insert("p.fail_before".into(), format!("{fail}/1000"));

@@ -25,6 +25,7 @@
 //! * `run` — `run_on_madsim` / `run_on_tokio`; `scenarios` — the Scenario impls, the bundled
 //!   files and the file loader; `declared` — what a scenario file sets out to exercise.
 
+mod budget;
 mod context;
 pub mod declared;
 mod delegate;

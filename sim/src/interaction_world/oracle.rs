@@ -19,6 +19,7 @@
 //!   — checked by the host as it acts;
 //! * `expect.*` — the scenario's own expectations; `same_output` — a crash run settled from
 //!   truth, restored from compacted cuts, ends like the fault-free run without compaction;
+//! * `budget_respected` — see `budget.rs`;
 //! * `log_compaction_same_head` — on every eighth seed, after the run (`run.rs`): the run's
 //!   commits replayed into a compacted, reopened file log end at the memory store's heads
 //!   (`crate::log_compaction`).
@@ -100,6 +101,9 @@ pub fn check(cx: &Context, host: &Host, root: Option<&ProcessId>, summary: &Summ
     c.checks += checks;
     model_requests(&mut c, cx, host);
     left_unknowns(&mut c, cx, host, root, &decoded);
+    let (violations, checks) = super::budget::check(&cx.spec, &decoded);
+    c.violations.extend(violations);
+    c.checks += checks;
     expectations(&mut c, cx, summary);
     let (ledger, checks) = cx.ledger.findings();
     c.violations.extend(ledger);

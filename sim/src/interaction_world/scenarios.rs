@@ -285,6 +285,7 @@ fn read_transcript(path: &Path) -> Result<Option<keel::transcript::Transcript>, 
 /// `--scenario NAME` find them from any directory. `sim/tests/interaction_scenarios.rs` checks
 /// this list against the directory.
 pub const BUNDLED_FILES: &[(&str, &str)] = &[
+    ("budget-shared", include_str!("../../scenarios/budget-shared.json")),
     ("cancel-during-model-call", include_str!("../../scenarios/cancel-during-model-call.json")),
     ("cancel-during-tool-batch", include_str!("../../scenarios/cancel-during-tool-batch.json")),
     ("deferred-tools", include_str!("../../scenarios/deferred-tools.json")),

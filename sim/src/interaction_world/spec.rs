@@ -359,6 +359,8 @@ pub struct Spec {
     pub unknown_policy: UnknownPolicy,
     pub faults: FaultSpec,
     pub expect: Expect,
+    /// The root's budget (tokens, tool calls); its delegate works within the grant.
+    pub budget: Option<keel::interaction::budget::Budget>,
     /// Whether the Engine retires consumed finished children (on; not part of the file
     /// format: only runs comparing a spec with its uncompacted twin turn it off).
     pub compaction: bool,
@@ -390,6 +392,7 @@ impl Spec {
             faults: FaultSpec::default(),
             expect: Expect { same_output_under_crash: true, ..Expect::default() },
             compaction: true,
+            budget: None,
         }
     }
 

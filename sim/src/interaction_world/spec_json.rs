@@ -133,6 +133,9 @@ fn spec(v: &Json) -> Result<Spec, DecodeError> {
     if let Some(n) = opt(&mut r, "max_model_calls", u32_of)? {
         s.max_model_calls = n;
     }
+    if let Some(b) = opt(&mut r, "budget", budget)? {
+        s.budget = Some(b);
+    }
     if let Some(n) = opt(&mut r, "max_concurrent_tool_calls", u32_of)? {
         s.max_concurrent_tool_calls = n;
     }
@@ -166,6 +169,23 @@ fn spec(v: &Json) -> Result<Spec, DecodeError> {
 
 /// Cross-member rules: tool names unique, advertised names are deferred tools, the delegate
 /// name collides with no tool, tools and the concurrency limit go together.
+/// `{"total_tokens"?:u64,"tool_calls"?:u64,"reserve_output_tokens"?:u32}`.
+fn budget(v: &Json) -> Result<keel::interaction::budget::Budget, DecodeError> {
+    let mut r = ObjectReader::new(v)?;
+    let mut b = keel::interaction::budget::Budget::new();
+    if let Some(n) = opt(&mut r, "total_tokens", u64_of)? {
+        b = b.total_tokens(n);
+    }
+    if let Some(n) = opt(&mut r, "tool_calls", u64_of)? {
+        b = b.tool_calls(n);
+    }
+    if let Some(n) = opt(&mut r, "reserve_output_tokens", u32_of)? {
+        b = b.reserve_output_tokens(n);
+    }
+    finish(r)?;
+    Ok(b)
+}
+
 fn check_references(s: &Spec) -> Result<(), DecodeError> {
     let mut names = std::collections::BTreeSet::new();
     for t in s.all_tools() {

@@ -81,6 +81,16 @@ impl Machine<'_> {
 
     /// Seals what this Step appended to the working context into one segment (O(appended));
     /// a context over `max_context_bytes` is the failure to return instead.
+    /// The limits this run applies now.
+    fn limits(&self) -> crate::interaction::budget::Limits {
+        self.s.limits(self.rules.budget.budget.limits())
+    }
+
+    /// What counts against the limits now.
+    fn spent(&self) -> crate::interaction::budget::Amounts {
+        self.s.spending.amounts(self.s.usage)
+    }
+
     fn seal(&mut self) -> Result<Option<Failure>, StepError> {
         self.s.working_context.seal().map_err(|e| invalid(format!("working context: {e}")))?;
         if self.s.working_context.sealed_bytes() > self.rules.max_context_bytes {
@@ -113,6 +123,10 @@ impl Execution for ParentExecution {
             Phase::Completed => return Err(invalid("completed execution cannot advance")),
         };
         if matches!(transition, Transition::Fail { .. }) {
+            // A failing Step keeps the last valid state, but what it settled was spent: the
+            // failed run's usage counts the call that failed it.
+            self.state.usage = m.s.usage;
+            self.state.spending = m.s.spending;
             return Ok(transition);
         }
         if let Some(failure) = m.seal()? {

@@ -76,6 +76,18 @@ impl Machine<'_> {
         if let Some(failure) = self.seal()? {
             return Ok(self.fail(failure));
         }
+        // The call is reserved before it is declared: it starts only if it fits every limit.
+        let limits = self.limits();
+        if !limits.is_unlimited() {
+            let options = &self.s.working_context.options;
+            let reserved = match self.rules.budget.reservation(&limits, self.s.working_context.sealed_bytes(), options) {
+                Ok(r) => r,
+                Err(text) => return Ok(self.fail(codes::failure(codes::BUDGET_COST, &text))),
+            };
+            if let Some(exhausted) = limits.first_exceeded(self.spent(), reserved) {
+                return Ok(self.fail(exhausted.failure("the next model call's reservation")));
+            }
+        }
         let sequence = self.s.model_call_count + 1;
         let effect = ModelCallEffect {
             model_call_sequence: sequence,
@@ -108,6 +120,9 @@ impl Machine<'_> {
         };
         // Every settled call's tokens count, whatever the run does with the answer.
         self.s.usage = self.s.usage.saturating_add(response.usage);
+        if let Some(price) = self.rules.budget.price(&self.s.working_context.options) {
+            self.s.spending.cost_micros = self.s.spending.cost_micros.saturating_add(price.cost_micros(response.usage));
+        }
         if let Some(messages) = replacement {
             self.s.working_context.replace(messages);
             self.s
@@ -148,7 +163,9 @@ impl Machine<'_> {
         }
         self.s.phase = Phase::ReadyModel;
         if self.s.pending_steer.is_none() {
-            let output = Output::model_response(response, self.s.model_call_count).with_usage(self.s.usage);
+            let output = Output::model_response(response, self.s.model_call_count)
+                .with_usage(self.s.usage)
+                .with_spending(self.s.spending);
             return self.evaluate_completion(output, vec![message]);
         }
         // The steer overrides completion: the answer becomes history, never a candidate.

@@ -9,7 +9,8 @@ use crate::interaction::delegate::Delegate;
 use crate::interaction::diagnostic::normalize_str;
 use crate::interaction::ids::{delegate_child_key, tool_child_key};
 use crate::interaction::output::Output;
-use crate::json::FromJson;
+use crate::interaction::budget::{Amounts, Limits, Spending};
+use crate::json::{FromJson, Json, ToJson};
 use crate::interaction::protocol::{validate_advertised_names, SettledToolResult, ToolCallInput};
 use crate::interaction::state::{BatchInvocation, BatchKind, ChildBatch, Phase, ToolRound};
 use crate::interaction::window::{next_segment, Segment};
@@ -52,6 +53,21 @@ fn delegate_input(delegate: &Delegate, call: &ToolCall) -> Result<Payload, Strin
         format!("error: delegated worker arguments violate the delegated worker input contract: {}", e.diagnostic())
     })?;
     Payload::from_json(value).map_err(|e| format!("error: delegated worker arguments are not valid JSON: {e}"))
+}
+
+/// The delegate's input with the parent's `grant` as its `budget` member. Only a parent sets
+/// it: a `budget` the model wrote is dropped.
+fn with_grant(input: Payload, grant: Option<&Limits>) -> Result<Payload, String> {
+    let Json::Object(object) = input.value() else { return Ok(input) };
+    if grant.is_none() && !object.contains_key("budget") {
+        return Ok(input);
+    }
+    let mut object = object.clone();
+    object.remove("budget");
+    if let Some(grant) = grant {
+        object.insert("budget".to_owned(), grant.to_json());
+    }
+    Payload::from_json(Json::Object(object)).map_err(|e| format!("error: delegated worker input with its budget: {e}"))
 }
 
 /// The order a batch folds in: invocation (= call) order.
@@ -133,9 +149,20 @@ impl Machine<'_> {
         let calls = self.calls()?;
         let next = self.round()?.next_index();
         let max = usize::try_from(rules.max_concurrent_tool_calls).unwrap_or(usize::MAX);
+        let limits = self.limits();
+        let mut spent = self.spent();
+        let mut started = 0u64;
         let batch = self.batch_mut()?;
         let mut effects = Vec::new();
         while occupied(batch) < max && planned(batch) < batch.invocations.len() {
+            // Each tool call is counted once, when it is started.
+            let one = Amounts { tool_calls: 1, ..Amounts::default() };
+            if let Some(exhausted) = limits.first_exceeded(spent, one) {
+                let failure = exhausted.failure("the next tool call");
+                return Ok(self.fail(failure));
+            }
+            spent = spent.saturating_add(one);
+            started += 1;
             let j = planned(batch);
             let index = next + j;
             let call = calls.get(index).ok_or_else(|| invalid("batch beyond the calls"))?.clone();
@@ -153,11 +180,13 @@ impl Machine<'_> {
             batch.invocations[j].child_key = Some(key);
             batch.next_start_index += 1;
         }
+        let active = batch.active_count();
+        self.s.spending.tool_calls = self.s.spending.tool_calls.saturating_add(started);
         if !effects.is_empty() {
             self.s.phase = Phase::AwaitingChildStarts;
             return Ok(Transition::Continue { consumed: self.consumed, effects });
         }
-        if batch.active_count() > 0 {
+        if active > 0 {
             return self.declare_wait();
         }
         self.fold_batch(Vec::new())?;
@@ -171,10 +200,18 @@ impl Machine<'_> {
         let sequence = self.s.model_call_count;
         let mut invocations = Vec::with_capacity(run.len());
         let mut effects = Vec::new();
-        for call in run {
+        let inputs: Vec<Result<Payload, String>> = run
+            .iter()
+            .map(|call| {
+                let delegate = rules.delegate(&call.name).ok_or_else(|| invalid("a delegate run names no delegate"))?;
+                Ok(delegate_input(delegate, call))
+            })
+            .collect::<Result<_, StepError>>()?;
+        let grant = self.delegate_grant(inputs.iter().filter(|i| i.is_ok()).count());
+        for (call, input) in run.iter().zip(inputs) {
             let delegate = rules.delegate(&call.name).ok_or_else(|| invalid("a delegate run names no delegate"))?;
             let mut invocation = BatchInvocation::default();
-            match delegate_input(delegate, call) {
+            match input.and_then(|input| with_grant(input, grant.as_ref())) {
                 Err(text) => invocation.result = Some(error_result(call, &text)),
                 Ok(input) => {
                     let key = delegate_child_key(sequence, call)?;
@@ -202,6 +239,15 @@ impl Machine<'_> {
         }
         self.s.phase = Phase::AwaitingChildStarts;
         Ok(Some(Transition::Continue { consumed: self.consumed, effects }))
+    }
+
+    /// Each of `started` delegates started together gets an equal share of what remains of
+    /// every limit; `None` without limits. Recomputed when the batch is folded (the parent's
+    /// spending does not change while it waits for the batch).
+    fn delegate_grant(&self, started: usize) -> Option<Limits> {
+        let limits = self.limits();
+        (!limits.is_unlimited() && started > 0)
+            .then(|| limits.share_of_remaining(self.spent(), u64::try_from(started).unwrap_or(u64::MAX)))
     }
 
     /// The child wait the batch needs now (W), recomputed from the state.
@@ -316,6 +362,11 @@ impl Machine<'_> {
         let calls = self.calls()?;
         let next = self.round()?.next_index();
         let mut delegate_usage = Usage::default();
+        let mut delegate_spending = Spending::default();
+        let grant = {
+            let batch = self.batch()?;
+            self.delegate_grant(batch.invocations.iter().filter(|i| i.child_key.is_some()).count())
+        };
         let batch = self.batch_mut()?;
         let kind = batch.kind;
         if batch.wait_id.as_ref() != Some(&satisfied.wait_id) || satisfied.key != spec.key {
@@ -377,6 +428,10 @@ impl Machine<'_> {
                     settled
                 }
                 BatchKind::Delegate if status != Status::Completed => {
+                    // It reported no spending: the whole grant it was given counts.
+                    if let Some(g) = &grant {
+                        delegate_spending.charged = delegate_spending.charged.saturating_add(g.as_charge());
+                    }
                     let mut text = format!(
                         "error: delegated worker child ended with {} ({})",
                         status.as_str(),
@@ -402,6 +457,7 @@ impl Machine<'_> {
                     // they belong to this run's tree total.
                     if let Ok(child) = Output::from_json(output.value()) {
                         delegate_usage = delegate_usage.saturating_add(child.usage);
+                        delegate_spending = delegate_spending.saturating_add(child.spending);
                     }
                     artifacts.push(Artifact::new(sequence, index_u32(next + j)?, &call.id, &call.name, output)?);
                     SettledToolResult::new(result, false)
@@ -417,6 +473,7 @@ impl Machine<'_> {
         }
         batch.wait_id = None;
         self.s.usage = self.s.usage.saturating_add(delegate_usage);
+        self.s.spending = self.s.spending.saturating_add(delegate_spending);
         match kind {
             BatchKind::Tool => self.schedule_tools(),
             BatchKind::Delegate => {
@@ -463,7 +520,9 @@ impl Machine<'_> {
         let direct = round.direct_result_eligible && self.s.pending_steer.is_none();
         self.s.phase = Phase::ReadyModel;
         if direct {
-            let output = Output::direct_tool_results(round.results, self.s.model_call_count).with_usage(self.s.usage);
+            let output = Output::direct_tool_results(round.results, self.s.model_call_count)
+                .with_usage(self.s.usage)
+                .with_spending(self.s.spending);
             return self.evaluate_completion(output, context);
         }
         self.s.working_context.extend(context);

@@ -9,10 +9,12 @@ use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJs
 /// The complete caller-supplied starting context: messages and options, never tools (the
 /// Deployment freezes tools, so model-visible definitions cannot drift per Process).
 ///
-/// Wire form: `{"messages":[Message],"options"?:Options,"lineage"?:Lineage}`; `options` is
-/// omitted when default (an explicit `{}` decodes to the same value, as in [`Request`]);
-/// `lineage` (the host's version, the run this one continues) is kept in the state and never
-/// reaches the model.
+/// Wire form: `{"messages":[Message],"options"?:Options,"lineage"?:Lineage,"budget"?:Limits}`;
+/// `options` is omitted when default (an explicit `{}` decodes to the same value, as in
+/// [`Request`]); `lineage` (the host's version, the run this one continues) is kept in the
+/// state and never reaches the model; `budget` is the grant a parent gives a delegate (its
+/// share of what remains of the parent's limits), set by the parent only (a model-written
+/// `budget` is replaced).
 ///
 /// Valid when `{messages, options}` is a valid request: at least one message, every message
 /// valid, system messages only in the leading prefix, options valid.
@@ -21,11 +23,13 @@ pub struct InteractionInput {
     pub messages: Vec<Message>,
     pub options: Options,
     pub lineage: Option<Lineage>,
+    /// The limits granted by a parent (a delegate's share of the tree's budget).
+    pub budget: Option<crate::interaction::budget::Limits>,
 }
 
 impl InteractionInput {
     pub fn new(messages: Vec<Message>) -> InteractionInput {
-        InteractionInput { messages, options: Options::default(), lineage: None }
+        InteractionInput { messages, options: Options::default(), lineage: None, budget: None }
     }
 
     /// The same input with its lineage recorded.
@@ -67,7 +71,7 @@ impl ToJson for InteractionInput {
     fn to_json(&self) -> Json {
         let b = ObjectBuilder::new().field("messages", &self.messages);
         let b = if self.options.is_default() { b } else { b.field("options", &self.options) };
-        b.opt_field("lineage", self.lineage.as_ref()).build()
+        b.opt_field("lineage", self.lineage.as_ref()).opt_field("budget", self.budget.as_ref()).build()
     }
 }
 
@@ -79,6 +83,7 @@ impl FromJson for InteractionInput {
                 messages: r.required("messages")?,
                 options: r.optional("options")?.unwrap_or_default(),
                 lineage: r.optional("lineage")?,
+                budget: r.optional("budget")?,
             };
         r.finish()?;
         input.validate()?;

@@ -92,7 +92,7 @@ fn delta() -> ModelResponseDelta {
 }
 
 fn input() -> InteractionInput {
-    InteractionInput { messages: rich_context().messages, options: rich_context().options, lineage: None }
+    InteractionInput { messages: rich_context().messages, options: rich_context().options, lineage: None, budget: None }
 }
 
 // ---------------------------------------------------------------- wire shapes
@@ -746,7 +746,7 @@ proptest! {
 
     #[test]
     fn input_idempotent(context in arb_context()) {
-        idempotent(&InteractionInput { messages: context.messages, options: context.options, lineage: None })?;
+        idempotent(&InteractionInput { messages: context.messages, options: context.options, lineage: None, budget: None })?;
     }
 
     /// Every accepted value rejects an unknown member in every strict object.

@@ -7,6 +7,7 @@ use super::context::{ContextHead, WorkingContext};
 use crate::interaction::artifact::{Artifact, Artifacts};
 use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::chat::Usage;
+use crate::interaction::budget::{read_spending, Limits, Spending};
 use crate::interaction::output::{read_usage, Output};
 use crate::interaction::protocol::{InteractionInput, Lineage};
 use crate::interaction::wire::{read_nonempty_list, Wire};
@@ -16,9 +17,10 @@ use crate::kernel::waist::ExecutionState;
 /// The complete, self-sufficient state of one parent Interaction Execution.
 ///
 /// Full wire form (the [`Wire`] codec: tests, fuzzing): `{"phase":Phase,"working_context":Request,
-/// "model_call_count":u32,"usage"?:Usage,"advertised_tool_names"?:[S],"tool_round"?:ToolRound,
+/// "model_call_count":u32,"usage"?:Usage,"spending"?:Spending,"granted"?:Limits,
+/// "advertised_tool_names"?:[S],"tool_round"?:ToolRound,
 /// "pending_steer"?:PendingSteer,"artifact_records"?:[Artifact],"final_output"?:Output,
-/// "model"?:ModelRecord, "lineage"?:Lineage}`.
+/// "model"?:ModelRecord,"lineage"?:Lineage}`.
 /// Optional lists are omitted when empty and an explicit `[]` is rejected, so restore →
 /// snapshot is byte-identical.
 ///
@@ -39,6 +41,12 @@ pub struct ParentState {
     /// The tokens of every model response settled so far and of every delegate run folded so
     /// far (their own sums), added when the settlement is adopted; omitted when zero.
     pub usage: Usage,
+    /// Cost, tool calls and charges beside `usage` ([`crate::interaction::budget`]), summed
+    /// like it; omitted when zero.
+    pub spending: Spending,
+    /// The limits a parent granted this run as its delegate (from the input); `None` for a
+    /// run started by a host.
+    pub granted: Option<Limits>,
     /// Deferred tools made visible so far, append-only, in commit order.
     pub advertised_tool_names: Vec<String>,
     /// Exists only in the child phases.
@@ -68,6 +76,8 @@ impl ParentState {
             working_context: WorkingContext::new(input.messages.clone(), input.options.clone()),
             model_call_count: 0,
             usage: Usage::default(),
+            spending: Spending::default(),
+            granted: input.budget,
             advertised_tool_names: Vec::new(),
             tool_round: None,
             pending_steer: None,
@@ -75,6 +85,14 @@ impl ParentState {
             final_output: None,
             model: None,
             lineage: input.lineage.clone(),
+        }
+    }
+
+    /// The limits this run applies: its own budget's, tightened by a parent's grant.
+    pub fn limits(&self, own: Limits) -> Limits {
+        match self.granted {
+            Some(g) => own.min(g),
+            None => own,
         }
     }
 
@@ -148,6 +166,8 @@ impl ParentState {
             .value("working_context", context)
             .field("model_call_count", &self.model_call_count)
             .opt_field("usage", (self.usage != Usage::default()).then_some(&self.usage))
+            .opt_field("spending", (!self.spending.is_zero()).then_some(&self.spending))
+            .opt_field("granted", self.granted.as_ref())
             .nonempty_field("advertised_tool_names", &self.advertised_tool_names)
             .opt_field("tool_round", self.tool_round.as_ref())
             .opt_field("pending_steer", self.pending_steer.as_ref())
@@ -172,6 +192,8 @@ fn decode_members(
         working_context,
         model_call_count: r.required("model_call_count")?,
         usage: read_usage(&mut r)?,
+        spending: read_spending(&mut r)?,
+        granted: r.optional("granted")?,
         advertised_tool_names: read_nonempty_list(&mut r, "advertised_tool_names")?,
         tool_round: r.optional("tool_round")?,
         pending_steer: r.optional("pending_steer")?,

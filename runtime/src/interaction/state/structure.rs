@@ -82,6 +82,12 @@ impl ParentState {
                         output.model_calls, self.model_call_count
                     )));
                 }
+                if output.spending != self.spending {
+                    return Err(invalid(format!(
+                        "final_output.spending {:?} differs from the state's spending {:?}",
+                        output.spending, self.spending
+                    )));
+                }
                 if output.usage != self.usage {
                     return Err(invalid(format!(
                         "final_output.usage {:?} differs from the state's usage {:?}",

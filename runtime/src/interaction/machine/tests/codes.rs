@@ -3,6 +3,7 @@
 //! texts.
 
 use super::*;
+use crate::interaction::budget::{Budget as RunBudget, BudgetConfig, Price, Prices};
 use crate::interaction::codes;
 use crate::interaction::completion::{CompletionCandidate, CompletionDecision};
 use crate::kernel::failure::FailureCode;
@@ -26,6 +27,18 @@ fn failing(error: ModelError) -> Harness {
 
 fn validating(answer_text: &str, validator: crate::interaction::completion::CompletionValidator) -> Harness {
     harness(vec![answer(answer_text)], move |c| c.completion_validator = Some(validator))
+}
+
+/// A run calling the weather tool under `budget` (priced: 1 micro-dollar per million tokens).
+fn budgeted(budget: RunBudget) -> Harness {
+    let weather = calls_response(vec![call("c1", "weather", "{}")]);
+    harness(vec![weather], move |c| {
+        c.budget = BudgetConfig {
+            budget,
+            prices: Prices::new().model("m", Price::per_million_usd_micros(1, 1)),
+            model: "m".into(),
+        }
+    })
 }
 
 /// The failed root's Failure, after checking the kernel's oracle over the run.
@@ -60,6 +73,12 @@ fn every_stable_failure_code_ends_a_real_run_with_its_kind() {
         ),
         // One step cannot both dispatch and complete: the tool child is stopped by its budget.
         (codes::TOOL_PROCESS_FAILED, harness(vec![weather()], |c| c.tool_budget = Some(Budget::finite(1, 100, 100)))),
+        // A zero limit: the first model call's reservation (or the first tool call) passes it.
+        (codes::BUDGET_INPUT_TOKENS, budgeted(RunBudget::new().input_tokens(0))),
+        (codes::BUDGET_OUTPUT_TOKENS, budgeted(RunBudget::new().output_tokens(0))),
+        (codes::BUDGET_TOTAL_TOKENS, budgeted(RunBudget::new().total_tokens(0))),
+        (codes::BUDGET_COST, budgeted(RunBudget::new().cost_usd_micros(0))),
+        (codes::BUDGET_TOOL_CALLS, budgeted(RunBudget::new().tool_calls(0))),
     ];
     let mut seen = BTreeSet::new();
     for (code, h) in &cases {
