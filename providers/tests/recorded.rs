@@ -3,11 +3,13 @@
 //! public repositories (`tests/fixtures/SOURCES.md` names each origin) and replayed on
 //! 127.0.0.1 with chunk boundaries inside JSON values. Call by call: each recorded stream is
 //! decoded into text, reasoning, tool calls, finish reason and usage, and what the client sends
-//! back on the next call (calls, results, signed thinking) is checked against the recording.
+//! back on the next call (calls, results, signed thinking) is checked against the recording;
+//! and through the real Interaction on the real Engine (a recorded call running the test's
+//! weather tool, a recorded signed thinking stream kept in the run's answer).
 
 mod common;
 
-use common::{fixture, pacing, serve, KEY};
+use common::{fixture, pacing, run, serve, Model, KEY};
 use futures::StreamExt;
 use keel::chat::{Accumulator, FinishReason, Message, Request, Response, ToolDefinition, ToolOutput, ToolResult, Usage};
 use keel::interaction::model::ModelError;
@@ -15,6 +17,7 @@ use keel_providers::anthropic::{AnthropicClient, AnthropicConfig};
 use keel_providers::openai::{OpenAiClient, OpenAiConfig};
 use keel_providers::testing::{FixtureServer, ReplayBody};
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 fn openai(server: &FixtureServer, model: &str) -> OpenAiClient {
     let config = OpenAiConfig::compatible(format!("{}/v1", server.url()), model, pacing(&common::env())).with_api_key(KEY);
@@ -182,7 +185,40 @@ async fn openai_compatible_azure_a_first_chunk_without_choices() {
     server.check_done().unwrap();
 }
 
+#[tokio::test]
+async fn openai_recorded_streams_through_the_engine() {
+    // DeepSeek's recorded weather call runs the test's weather tool; the recorded OpenAI text
+    // stream is the answer after the result.
+    let server = serve(&["openai/recorded_deepseek_tool_call.json", "openai/recorded_text.json"]).await;
+    let model = Model::Stream(Arc::new(openai(&server, "deepseek-reasoner")));
+    let response = run(model, vec![Message::user("What is the weather in San Francisco?")]).await.response();
+    let text = response.message.unwrap().text();
+    assert!(text.starts_with("**Holiday Name:** Harmony Day"), "{text}");
+    assert_eq!(response.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(response.usage, Usage::new(16, 300));
+    server.check_done().unwrap();
+    let body = sent(&server, 1);
+    let messages = body["messages"].as_array().expect("messages");
+    assert_eq!(messages[1]["tool_calls"][0]["id"], "call_00_ioIn7yN9p1ZOMNpDLwd4MgAF", "{body}");
+    assert_eq!(messages[1]["tool_calls"][0]["function"]["arguments"], "{\"location\": \"San Francisco\"}");
+    assert_eq!(messages[2]["tool_call_id"], "call_00_ioIn7yN9p1ZOMNpDLwd4MgAF");
+}
+
 // ---- Anthropic Messages ----
+
+#[tokio::test]
+async fn anthropic_a_recorded_thinking_stream_through_the_engine() {
+    let server = serve(&["anthropic/recorded_thinking_stream.json"]).await;
+    let model = Model::Stream(Arc::new(anthropic(&server, "claude-sonnet-4-0", 4096)));
+    let response = run(model, vec![Message::user("How do I cross the street?")]).await.response();
+    let message = response.message.unwrap();
+    assert!(message.text().starts_with("Here are the basic steps for safely crossing the street:"));
+    let reasoning: Vec<_> = message.reasoning().collect();
+    assert_eq!(reasoning.len(), 1, "the signed thinking block is kept in the run's answer");
+    assert!(reasoning[0].signature.as_deref().is_some_and(|s| s.starts_with("EvMCCkYICxgCKkCHP2cSuEdcJK/0rF")));
+    assert_eq!(response.usage, Usage::new(43, 282));
+    server.check_done().unwrap();
+}
 
 #[tokio::test]
 async fn anthropic_a_recorded_streamed_tool_round() {
