@@ -204,6 +204,30 @@ async fn openai_recorded_streams_through_the_engine() {
     assert_eq!(messages[2]["tool_call_id"], "call_00_ioIn7yN9p1ZOMNpDLwd4MgAF");
 }
 
+#[tokio::test]
+async fn openai_compatible_deepseek_reasoning_of_a_tool_turn_is_sent_back_when_asked() {
+    // DeepSeek's thinking mode refuses the request after a tool-call turn unless that turn's
+    // reasoning comes back as `reasoning_content`; the setting sends it, the default does not.
+    for send in [false, true] {
+        let server = serve(&["openai/recorded_deepseek_tool_call.json", "openai/recorded_text.json"]).await;
+        let mut config = OpenAiConfig::compatible(format!("{}/v1", server.url()), "deepseek-reasoner", pacing(&common::env())).with_api_key(KEY);
+        if send {
+            config = config.with_reasoning_sent_back();
+        }
+        let model = Model::Stream(Arc::new(OpenAiClient::new(config).expect("client")));
+        run(model, vec![Message::user("What is the weather in San Francisco?")]).await.response();
+        server.check_done().unwrap();
+        let body = sent(&server, 1);
+        let turn = &body["messages"][1];
+        assert!(turn["tool_calls"].is_array(), "{body}");
+        match turn.get("reasoning_content") {
+            Some(Value::String(text)) if send => assert!(!text.is_empty(), "the recorded reasoning comes back"),
+            None if !send => {}
+            other => panic!("send = {send}: reasoning_content {other:?}"),
+        }
+    }
+}
+
 // ---- Anthropic Messages ----
 
 #[tokio::test]

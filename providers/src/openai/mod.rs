@@ -62,6 +62,11 @@ pub struct OpenAiConfig {
     /// mode's rules; the answer is checked by the agent anyway). Turn it off for a server that
     /// rejects `response_format`: the schema still reaches the model in the system message.
     pub structured_output: bool,
+    /// Send the reasoning text of each earlier assistant turn that called tools back as its
+    /// `reasoning_content` (off by default). DeepSeek's thinking mode requires it once a turn
+    /// called tools (without it the next request is refused with 400); servers that do not
+    /// know the member may refuse it, and turns without tool calls never carry it.
+    pub send_reasoning: bool,
     /// Retries, timeouts, and the clock and rng they run on.
     pub pacing: Pacing,
 }
@@ -81,6 +86,7 @@ impl OpenAiConfig {
             legacy_max_tokens: false,
             stream_usage: true,
             structured_output: true,
+            send_reasoning: false,
             pacing,
         }
     }
@@ -92,6 +98,13 @@ impl OpenAiConfig {
     pub fn from_env(default_model: impl Into<String>, pacing: Pacing) -> OpenAiConfig {
         let (base_url, model) = env_endpoint(default_model.into());
         OpenAiConfig::compatible(base_url, model, pacing)
+    }
+
+    /// The same configuration sending reasoning back as `reasoning_content` (see
+    /// [`send_reasoning`](OpenAiConfig::send_reasoning)): for DeepSeek's thinking mode with tools.
+    pub fn with_reasoning_sent_back(mut self) -> OpenAiConfig {
+        self.send_reasoning = true;
+        self
     }
 
     /// The same configuration with an explicit key.
@@ -110,6 +123,7 @@ impl std::fmt::Debug for OpenAiConfig {
             .field("legacy_max_tokens", &self.legacy_max_tokens)
             .field("stream_usage", &self.stream_usage)
             .field("structured_output", &self.structured_output)
+            .field("send_reasoning", &self.send_reasoning)
             .field("pacing", &self.pacing)
             .finish()
     }
@@ -163,7 +177,7 @@ impl OpenAiClient {
     /// [`complete`](Self::complete), asking for an answer matching `output_schema` when the
     /// configuration allows it ([`OpenAiConfig::structured_output`]).
     pub async fn complete_with(&self, request: &Request, output_schema: Option<&Json>) -> Result<Response, ProviderError> {
-        let mut body = request::body(request, &self.config.model, self.config.legacy_max_tokens, None)?;
+        let mut body = request::body_with(request, &self.config.model, self.config.legacy_max_tokens, self.config.send_reasoning, None)?;
         self.response_format(&mut body, output_schema)?;
         let (response, sent_at) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
         let bytes = self.transport.read_body(response, sent_at).await?;
@@ -179,7 +193,7 @@ impl OpenAiClient {
     /// [`open_stream`](Self::open_stream), asking for an answer matching `output_schema` when
     /// the configuration allows it ([`OpenAiConfig::structured_output`]).
     pub async fn open_stream_with(&self, request: &Request, output_schema: Option<&Json>) -> Result<ModelDeltaStream<'static>, ProviderError> {
-        let mut body = request::body(request, &self.config.model, self.config.legacy_max_tokens, Some(self.config.stream_usage))?;
+        let mut body = request::body_with(request, &self.config.model, self.config.legacy_max_tokens, self.config.send_reasoning, Some(self.config.stream_usage))?;
         self.response_format(&mut body, output_schema)?;
         let (response, _) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
         Ok(crate::stream::deltas(self.transport.chunks(response), stream::OpenAiEvents::default()))

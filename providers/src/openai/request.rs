@@ -7,11 +7,24 @@ use keel::chat::{Message, Part, Request, Role, ToolChoice};
 use serde_json::{json, Map, Value};
 
 /// The request body. `model` is used when the request names none; `legacy_max_tokens` sends
-/// `max_tokens` instead of `max_completion_tokens` (for older compatible servers).
+/// `max_tokens` instead of `max_completion_tokens` (for older compatible servers);
+/// `send_reasoning` puts the reasoning text of an assistant message that called tools back as
+/// its `reasoning_content` (see [`OpenAiConfig::send_reasoning`](super::OpenAiConfig::send_reasoning)).
 pub(crate) fn body(request: &Request, model: &str, legacy_max_tokens: bool, stream: Option<bool>) -> Result<Value, ProviderError> {
+    body_with(request, model, legacy_max_tokens, false, stream)
+}
+
+/// [`body`] with the choice of sending reasoning back.
+pub(crate) fn body_with(
+    request: &Request,
+    model: &str,
+    legacy_max_tokens: bool,
+    send_reasoning: bool,
+    stream: Option<bool>,
+) -> Result<Value, ProviderError> {
     let mut messages = Vec::with_capacity(request.messages.len());
     for message in &request.messages {
-        push_message(&mut messages, message)?;
+        push_message(&mut messages, message, send_reasoning)?;
     }
     let options = &request.options;
     let mut body = Map::new();
@@ -86,7 +99,7 @@ fn one_choice(body: &Map<String, Value>) -> Result<(), ProviderError> {
 
 /// Appends `message`; a keel tool message carrying several results becomes one `tool`
 /// message per result, in order, as the API requires.
-fn push_message(out: &mut Vec<Value>, message: &Message) -> Result<(), ProviderError> {
+fn push_message(out: &mut Vec<Value>, message: &Message, send_reasoning: bool) -> Result<(), ProviderError> {
     match message.role {
         Role::System => out.push(json!({"role": "system", "content": message.text()})),
         Role::User => out.push(json!({"role": "user", "content": message.text()})),
@@ -101,6 +114,21 @@ fn push_message(out: &mut Vec<Value>, message: &Message) -> Result<(), ProviderE
                 .collect();
             if !calls.is_empty() {
                 m.insert("tool_calls".into(), Value::Array(calls));
+                // Only a turn that called tools: DeepSeek needs those turns' reasoning in every
+                // later request and ignores the others'.
+                if send_reasoning {
+                    let reasoning: String = message
+                        .parts
+                        .iter()
+                        .filter_map(|p| match p {
+                            Part::Reasoning(r) if r.signature.is_none() && r.redacted.is_none() && r.encrypted.is_none() => Some(r.text.as_str()),
+                            _ => None,
+                        })
+                        .collect();
+                    if !reasoning.is_empty() {
+                        m.insert("reasoning_content".into(), Value::String(reasoning));
+                    }
+                }
             }
             out.push(Value::Object(m));
         }
@@ -209,6 +237,23 @@ mod tests {
         let body = body(&request, "m", false, None).unwrap();
         assert_eq!(body["messages"][1], json!({"role": "assistant", "content": "4."}));
         assert!(!body.to_string().contains("2+2 is 4."));
+    }
+
+    #[test]
+    fn reasoning_of_a_turn_that_called_tools_is_sent_back_only_when_asked() {
+        let call = ToolCall::new("call_1", "weather", r#"{"city":"Paris"}"#);
+        let with_call = Message::new(
+            Role::Assistant,
+            vec![Part::Reasoning(keel::chat::Reasoning::text("Look it ")), Part::Reasoning(keel::chat::Reasoning::text("up.")), Part::ToolCall(call)],
+        );
+        let answer = Message::new(Role::Assistant, vec![Part::Reasoning(keel::chat::Reasoning::text("Done.")), Part::text("18 C.")]);
+        let result = Message::tool_results(vec![ToolResult::ok("call_1", "weather", ToolOutput::text("18 C"))]);
+        let request = Request::new(vec![Message::user("Weather?"), with_call, result, answer, Message::user("And tomorrow?")]);
+        let sent = body_with(&request, "m", false, true, None).unwrap();
+        assert_eq!(sent["messages"][1]["reasoning_content"], json!("Look it up."));
+        assert!(sent["messages"][3].get("reasoning_content").is_none(), "a turn without tool calls keeps its reasoning");
+        let plain = body(&request, "m", false, None).unwrap();
+        assert!(!plain.to_string().contains("reasoning_content"), "off by default");
     }
 
     #[test]

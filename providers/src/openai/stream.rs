@@ -82,7 +82,7 @@ impl EventParser for OpenAiEvents {
                 }
                 // Reasoning some compatible servers stream beside the answer (DeepSeek, vLLM:
                 // `reasoning_content`; others: `reasoning`): kept as one reasoning part, never
-                // answer text, and never sent back (DeepSeek refuses it in input).
+                // answer text; sent back only with `OpenAiConfig::send_reasoning`.
                 for key in ["reasoning_content", "reasoning"] {
                     // `reasoning` is an object on some servers: only its text form is taken.
         let text = if key == "reasoning" { d.get(key).and_then(Value::as_str) } else { opt_str(PROVIDER, d, key, what)? };
