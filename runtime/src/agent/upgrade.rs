@@ -54,14 +54,16 @@ impl Run {
     /// use keel::prelude::*;
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
-    /// let agent = |version: &str, answer: &str| {
+    /// let agent = |version: &str, model: ScriptedModel| {
     ///     Agent::builder("concierge")
     ///         .version(version)
-    ///         .model(ScriptedModel::new().call_tool("ask_user", r#"{"question":"Which city?"}"#).then_text(answer))
+    ///         .model(model)
     ///         .tool(AskHuman::new("ask_user", "Asks the user a question."))
     ///         .build()
     /// };
-    /// let (v1, v2) = (agent("1", "Booked by v1.")?, agent("2", "Booked by v2.")?);
+    /// // Version 1 asks which city; version 2 takes over once the answer is in.
+    /// let v1 = agent("1", ScriptedModel::new().call_tool("ask_user", r#"{"question":"Which city?"}"#).then_text("Booked by v1."))?;
+    /// let v2 = agent("2", ScriptedModel::new().then_text("Booked by v2."))?;
     /// let runtime = Runtime::in_memory(v1)?;
     /// runtime.register(&v2)?;
     /// let run = runtime.start("Book me a hotel.").await?;
