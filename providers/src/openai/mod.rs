@@ -177,7 +177,7 @@ impl OpenAiClient {
     /// [`complete`](Self::complete), asking for an answer matching `output_schema` when the
     /// configuration allows it ([`OpenAiConfig::structured_output`]).
     pub async fn complete_with(&self, request: &Request, output_schema: Option<&Json>) -> Result<Response, ProviderError> {
-        let mut body = request::body_with(request, &self.config.model, self.config.legacy_max_tokens, self.config.send_reasoning, None)?;
+        let mut body = request::body(request, &self.config.model, self.config.legacy_max_tokens, self.config.send_reasoning, None)?;
         self.response_format(&mut body, output_schema)?;
         let (response, sent_at) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
         let bytes = self.transport.read_body(response, sent_at).await?;
@@ -193,7 +193,7 @@ impl OpenAiClient {
     /// [`open_stream`](Self::open_stream), asking for an answer matching `output_schema` when
     /// the configuration allows it ([`OpenAiConfig::structured_output`]).
     pub async fn open_stream_with(&self, request: &Request, output_schema: Option<&Json>) -> Result<ModelDeltaStream<'static>, ProviderError> {
-        let mut body = request::body_with(request, &self.config.model, self.config.legacy_max_tokens, self.config.send_reasoning, Some(self.config.stream_usage))?;
+        let mut body = request::body(request, &self.config.model, self.config.legacy_max_tokens, self.config.send_reasoning, Some(self.config.stream_usage))?;
         self.response_format(&mut body, output_schema)?;
         let (response, _) = self.transport.send(&self.url, &self.headers(), body.to_string().into_bytes()).await?;
         Ok(crate::stream::deltas(self.transport.chunks(response), stream::OpenAiEvents::default()))

@@ -10,12 +10,7 @@ use serde_json::{json, Map, Value};
 /// `max_tokens` instead of `max_completion_tokens` (for older compatible servers);
 /// `send_reasoning` puts the reasoning text of an assistant message that called tools back as
 /// its `reasoning_content` (see [`OpenAiConfig::send_reasoning`](super::OpenAiConfig::send_reasoning)).
-pub(crate) fn body(request: &Request, model: &str, legacy_max_tokens: bool, stream: Option<bool>) -> Result<Value, ProviderError> {
-    body_with(request, model, legacy_max_tokens, false, stream)
-}
-
-/// [`body`] with the choice of sending reasoning back.
-pub(crate) fn body_with(
+pub(crate) fn body(
     request: &Request,
     model: &str,
     legacy_max_tokens: bool,
@@ -183,7 +178,7 @@ mod tests {
 
     #[test]
     fn maps_every_member_and_splits_tool_results() {
-        let body = body(&request(ToolChoice::Required), "default", false, Some(true)).unwrap();
+        let body = body(&request(ToolChoice::Required), "default", false, false, Some(true)).unwrap();
         let expected = json!({
             "model": "m",
             "messages": [
@@ -210,16 +205,16 @@ mod tests {
 
     #[test]
     fn tool_choice_and_legacy_max_tokens() {
-        let choice = |c| body(&request(c), "d", true, None).unwrap().get("tool_choice").cloned();
+        let choice = |c| body(&request(c), "d", true, false, None).unwrap().get("tool_choice").cloned();
         assert_eq!(choice(ToolChoice::Auto), None);
         assert_eq!(choice(ToolChoice::None), Some(json!("none")));
         assert_eq!(choice(ToolChoice::Tool("w".into())), Some(json!({"type": "function", "function": {"name": "w"}})));
-        let b = body(&request(ToolChoice::Auto), "d", true, None).unwrap();
+        let b = body(&request(ToolChoice::Auto), "d", true, false, None).unwrap();
         assert_eq!(b.get("max_tokens"), Some(&json!(64)));
         assert!(b.get("max_completion_tokens").is_none() && b.get("stream").is_none());
         let mut no_tools = request(ToolChoice::None);
         no_tools.tools.clear();
-        let b = body(&no_tools, "d", false, None).unwrap();
+        let b = body(&no_tools, "d", false, false, None).unwrap();
         assert!(b.get("tools").is_none() && b.get("tool_choice").is_none(), "no tool_choice without tools");
     }
 
@@ -234,7 +229,7 @@ mod tests {
             ],
         );
         let request = Request::new(vec![Message::user("2+2?"), assistant, Message::user("And 3+3?")]);
-        let body = body(&request, "m", false, None).unwrap();
+        let body = body(&request, "m", false, false, None).unwrap();
         assert_eq!(body["messages"][1], json!({"role": "assistant", "content": "4."}));
         assert!(!body.to_string().contains("2+2 is 4."));
     }
@@ -249,10 +244,10 @@ mod tests {
         let answer = Message::new(Role::Assistant, vec![Part::Reasoning(keel::chat::Reasoning::text("Done.")), Part::text("18 C.")]);
         let result = Message::tool_results(vec![ToolResult::ok("call_1", "weather", ToolOutput::text("18 C"))]);
         let request = Request::new(vec![Message::user("Weather?"), with_call, result, answer, Message::user("And tomorrow?")]);
-        let sent = body_with(&request, "m", false, true, None).unwrap();
+        let sent = body(&request, "m", false, true, None).unwrap();
         assert_eq!(sent["messages"][1]["reasoning_content"], json!("Look it up."));
         assert!(sent["messages"][3].get("reasoning_content").is_none(), "a turn without tool calls keeps its reasoning");
-        let plain = body(&request, "m", false, None).unwrap();
+        let plain = body(&request, "m", false, false, None).unwrap();
         assert!(!plain.to_string().contains("reasoning_content"), "off by default");
     }
 
@@ -264,7 +259,7 @@ mod tests {
         {
             let mut r = request(ToolChoice::Auto);
             r.options.extra.as_mut().unwrap().insert("n".into(), n.clone());
-            match body(&r, "d", false, Some(true)) {
+            match body(&r, "d", false, false, Some(true)) {
                 Err(e) if refused => {
                     assert!(matches!(e, ProviderError::Request { .. }) && e.to_string().contains("n must be 1"), "{n:?}: {e}")
                 }
@@ -278,7 +273,7 @@ mod tests {
     fn an_extra_member_may_not_override_a_typed_one() {
         let mut r = request(ToolChoice::Auto);
         r.options.extra.as_mut().unwrap().insert("stream".into(), Json::Bool(false));
-        let e = body(&r, "d", false, Some(true)).unwrap_err();
+        let e = body(&r, "d", false, false, Some(true)).unwrap_err();
         assert!(e.to_string().contains("options.extra.stream collides"), "{e}");
     }
 }
