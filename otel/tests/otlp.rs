@@ -2,7 +2,8 @@
 //! a receiver on 127.0.0.1 that decodes every export with `opentelemetry-proto`.
 //!
 //! No OpenTelemetry Collector is installable from the registries CI has (Debian ships only the
-//! Go SDK's sources, PyPI and npm no collector), so the receiver is `keel_otel::testing`'s.
+//! Go SDK's sources, PyPI and npm no collector), so this receiver is `keel_otel::testing`'s,
+//! which sees every exported byte; `tests/phoenix.rs` exports to a real trace store.
 
 use keel::prelude::*;
 use keel_otel::testing::{OtlpReceiver, ReceivedSpan};
