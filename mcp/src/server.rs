@@ -5,7 +5,7 @@ use crate::error::McpError;
 use crate::rmcp_transport::{Endpoint, RmcpTransport};
 use crate::tool::{McpTool, NotSentRetry};
 use crate::transport::{list_all, McpTransport};
-use keel::agent::ToolOptions;
+use keel::agent::{ToolOptions, UnknownPolicy};
 use keel::env::Clock;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -390,6 +390,7 @@ impl McpTools {
     pub fn keel_tools(&self) -> Vec<(McpTool, ToolOptions)> {
         self.chosen()
             .map(|info| {
+                let options = self.options.get(&info.name).cloned().unwrap_or_default();
                 let tool = McpTool::new(
                     self.server.clone(),
                     format!("{}{}", self.prefix, info.name),
@@ -398,8 +399,9 @@ impl McpTools {
                     self.clock.clone(),
                     self.retry.clone(),
                     self.generation,
+                    options.unknown_policy() == UnknownPolicy::Retry,
                 );
-                (tool, self.options.get(&info.name).cloned().unwrap_or_default())
+                (tool, options)
             })
             .collect()
     }
