@@ -321,7 +321,7 @@ struct InFlight {
 }
 
 enum Next {
-    Answer(Result<ServerResult, ServiceError>),
+    Answer(Box<Result<ServerResult, ServiceError>>),
     Asked(Asked),
 }
 
@@ -337,7 +337,7 @@ impl InFlight {
         let next = {
             let wait = async {
                 tokio::select! {
-                    answer = &mut self.response => Next::Answer(answer),
+                    answer = &mut self.response => Next::Answer(Box::new(answer)),
                     Some(asked) = self.asked.recv() => Next::Asked(asked),
                 }
             };
@@ -352,15 +352,15 @@ impl InFlight {
             }
         };
         match next {
-            Next::Answer(Ok(ServerResult::CallToolResult(result))) => serde_json::to_value(&result)
-                .map(|v| CallStep::Answered(CallAnswer(v)))
-                .map_err(|e| TransportError::Lost(format!("unreadable answer: {e}"))),
-            // The server answered something else: it did answer, so the call is settled as
-            // an error the model sees, never retried.
-            Next::Answer(Ok(other)) => {
-                Err(TransportError::Refused { code: 0, message: format!("tools/call was answered with {}", kind(&other)) })
-            }
-            Next::Answer(Err(e)) => Err(classify(&self.endpoint, e)),
+            Next::Answer(answer) => match *answer {
+                Ok(ServerResult::CallToolResult(result)) => serde_json::to_value(&result)
+                    .map(|v| CallStep::Answered(CallAnswer(v)))
+                    .map_err(|e| TransportError::Lost(format!("unreadable answer: {e}"))),
+                // The server answered something else: it did answer, so the call is settled
+                // as an error the model sees, never retried.
+                Ok(other) => Err(TransportError::Refused { code: 0, message: format!("tools/call was answered with {}", kind(&other)) }),
+                Err(e) => Err(classify(&self.endpoint, e)),
+            },
             Next::Asked(Asked { question, reply }) => {
                 let resume: crate::transport::Resume = Box::new(move |answer: ElicitationAnswer| {
                     Box::pin(async move {

@@ -391,7 +391,7 @@ impl McpTools {
         self.chosen()
             .map(|info| {
                 let options = self.options.get(&info.name).cloned().unwrap_or_default();
-                let tool = McpTool::new(
+                let mut tool = McpTool::new(
                     self.server.clone(),
                     format!("{}{}", self.prefix, info.name),
                     info.clone(),
@@ -399,8 +399,8 @@ impl McpTools {
                     self.clock.clone(),
                     self.retry.clone(),
                     self.generation,
-                    options.unknown_policy() == UnknownPolicy::Retry,
                 );
+                tool.retry_safe = options.unknown_policy() == UnknownPolicy::Retry;
                 (tool, options)
             })
             .collect()

@@ -67,8 +67,8 @@ pub struct McpTool {
     retry: NotSentRetry,
     /// The list generation at which the definition was last checked.
     checked: AtomicU64,
-    /// Declared safe to send twice (Unknown policy `Retry`).
-    retry_safe: bool,
+    /// Declared safe to send twice (Unknown policy `Retry`); set by `McpTools::keel_tools`.
+    pub(crate) retry_safe: bool,
     /// Calls in flight waiting for the answer to their server's question, by key (with the
     /// order they paused in, to drop the oldest first).
     paused: Mutex<BTreeMap<String, (u64, PausedCall)>>,
@@ -85,7 +85,6 @@ impl McpTool {
         clock: Arc<dyn Clock>,
         retry: NotSentRetry,
         generation: u64,
-        retry_safe: bool,
     ) -> McpTool {
         // An input schema that does not convert is shown as `{}` only if conversion fails,
         // which a serde_json object never does; keel's build then checks the schema itself.
@@ -99,7 +98,7 @@ impl McpTool {
             clock,
             retry,
             checked: AtomicU64::new(generation),
-            retry_safe,
+            retry_safe: false,
             paused: Mutex::new(BTreeMap::new()),
             paused_count: AtomicU64::new(0),
         }
