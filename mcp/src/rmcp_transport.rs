@@ -449,3 +449,37 @@ fn kind(result: &ServerResult) -> String {
         .map(|keys| format!("an unexpected result ({keys})"))
         .unwrap_or_else(|| "an unexpected result".to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routes(ids: &[Option<i64>]) -> (Routes, Vec<tokio::sync::mpsc::UnboundedReceiver<Asked>>) {
+        let mut routes = Routes::default();
+        let mut receivers = Vec::new();
+        for (n, id) in ids.iter().enumerate() {
+            let (questions, rx) = tokio::sync::mpsc::unbounded_channel();
+            routes.calls.insert(n as u64, Route { request: id.map(RequestId::Number), questions });
+            receivers.push(rx);
+        }
+        (routes, receivers)
+    }
+
+    fn target(routes: &Routes, origin: Option<i64>) -> Result<Option<RequestId>, String> {
+        routes.target(origin.map(RequestId::Number).as_ref()).map(|r| r.request.clone())
+    }
+
+    #[test]
+    fn a_question_goes_to_the_call_whose_stream_it_came_on_else_to_the_only_call() {
+        let (two, _rx) = routes(&[Some(1), Some(2)]);
+        assert_eq!(target(&two, Some(2)), Ok(Some(RequestId::Number(2))));
+        assert!(target(&two, None).unwrap_err().contains("cannot tell which call asks"));
+        let (one, _rx) = routes(&[Some(7)]);
+        assert_eq!(target(&one, None), Ok(Some(RequestId::Number(7))));
+        // The asking call's id is not recorded yet: the one call without an id.
+        let (racing, _rx) = routes(&[Some(1), None]);
+        assert_eq!(target(&racing, Some(5)), Ok(None));
+        let (none, _rx) = routes(&[]);
+        assert!(target(&none, None).unwrap_err().contains("no tools/call"));
+    }
+}
