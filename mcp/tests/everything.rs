@@ -284,3 +284,43 @@ async fn stdio_restart_while_asked_resends_a_retry_safe_call_and_reuses_the_answ
     assert!(!results[0].1 && results[0].2.contains("- Name: Ada Lovelace"), "{results:?}");
     assert!(run.pending_inputs().is_empty(), "the identical question was answered with the answer already given");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamable_http_decline_and_a_restart_while_asked() {
+    let Some(script) = server_script() else { return };
+    let connect = |url: String| async move {
+        McpServer::http(url).name("everything-http").call_timeout(Some(Duration::from_secs(60))).connect().await.unwrap().select([ASK]).unwrap()
+    };
+    let mut server = HttpServer::start(&script).await;
+    let tools = connect(server.url.clone()).await;
+    // A decline reaches the server over the call's response stream.
+    let run = Runtime::in_memory(agent(&tools, ask_then_done())).unwrap().start("go").await.unwrap();
+    let (request, _) = asked(&run).await;
+    run.answer(&request, ElicitationAnswer::Decline.to_json()).await.unwrap();
+    assert_eq!(tokio::time::timeout(Duration::from_secs(60), run.result()).await.expect("finished in time").unwrap().text(), "done");
+    let results = settled(&run).await;
+    assert!(!results[0].1 && results[0].2.contains("User declined"), "{results:?}");
+
+    // Asked again, then the process and the server go away; a new runtime on the same store
+    // with a new server gets the answer: the call is Unknown, not sent again.
+    let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
+    let env = || keel::env::TokioEnv::current().expect("a tokio runtime").env();
+    let id = {
+        let runtime = Runtime::with_store(agent(&tools, ask_then_done()), store.clone(), env());
+        let run = runtime.start("go").await.unwrap();
+        asked(&run).await;
+        run.id()
+    };
+    drop(tools);
+    server.child.start_kill().unwrap();
+    let _ = server.child.wait().await;
+    let server = HttpServer::start(&script).await;
+    let tools = connect(server.url.clone()).await;
+    let run = Runtime::with_store(agent(&tools, ask_then_done()), store, env()).resume(&id).await.unwrap();
+    let (request, _) = asked(&run).await;
+    run.answer(&request, ada().to_json()).await.unwrap();
+    let idle = tokio::time::timeout(Duration::from_secs(60), run.idle()).await.expect("idle in time").unwrap();
+    let Idle::NeedsResolution(held) = idle else { panic!("expected the call held as Unknown, got {idle:?}") };
+    assert_eq!(held.len(), 1);
+    assert_eq!(tools.sessions_opened(), 1, "nothing sent again");
+}
