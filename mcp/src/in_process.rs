@@ -1,12 +1,15 @@
 //! An MCP server in the same process, behind the [`McpTransport`] seam: no I/O, no tokio, no
 //! threads, every answer ready at once. The simulator and tests drive MCP tools with it and
 //! inject the faults a real server meets (a call refused before it was sent, an answer lost
-//! after the call ran, the server down, its tool list changed), deterministically.
+//! after the call ran, the server down, its tool list changed), deterministically. A tool can
+//! ask the user a question before it answers ([`InProcessServer::asking`]), as a server's
+//! `elicitation/create` does.
 
-use crate::transport::{CallAnswer, McpTransport, ToolPage, TransportError};
+use crate::elicitation::ElicitationAnswer;
+use crate::transport::{CallAnswer, CallStep, ElicitationQuestion, McpTransport, PausedCall, ToolPage, TransportError};
 use keel::env::BoxFuture;
 use serde_json::{Map, Value};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What the in-process server does to the next call (in injection order).
@@ -23,6 +26,16 @@ pub enum Fault {
 /// A tool's code in the in-process server: arguments in, a `CallToolResult` object out.
 pub type Handler = dyn Fn(&str, &Map<String, Value>) -> Value + Send + Sync;
 
+/// The code of a tool that asked first: its arguments and the user's answer in, a
+/// `CallToolResult` object out.
+pub type AnswerHandler = dyn Fn(&Map<String, Value>, &ElicitationAnswer) -> Value + Send + Sync;
+
+#[derive(Clone)]
+struct Asking {
+    question: ElicitationQuestion,
+    then: Arc<AnswerHandler>,
+}
+
 struct State {
     tools: Vec<Value>,
     page_size: usize,
@@ -31,6 +44,8 @@ struct State {
     faults: VecDeque<(Option<String>, Fault)>,
     up: bool,
     executed: Vec<(String, Value)>,
+    asking: BTreeMap<String, Asking>,
+    replies: Vec<(String, ElicitationAnswer)>,
 }
 
 /// An in-process MCP server. Clone it to keep a handle for injecting faults while an agent
@@ -46,7 +61,16 @@ impl InProcessServer {
     /// `annotations`) and answering calls with `handler`.
     pub fn new(tools: Vec<Value>, handler: impl Fn(&str, &Map<String, Value>) -> Value + Send + Sync + 'static) -> InProcessServer {
         InProcessServer {
-            state: Arc::new(Mutex::new(State { tools, page_size: 100, generation: 0, faults: VecDeque::new(), up: true, executed: Vec::new() })),
+            state: Arc::new(Mutex::new(State {
+                tools,
+                page_size: 100,
+                generation: 0,
+                faults: VecDeque::new(),
+                up: true,
+                executed: Vec::new(),
+                asking: BTreeMap::new(),
+                replies: Vec::new(),
+            })),
             handler: Arc::new(handler),
         }
     }
@@ -93,6 +117,24 @@ impl InProcessServer {
     pub fn executed(&self) -> Vec<(String, Value)> {
         self.state().executed.clone()
     }
+
+    /// A call of the tool `name` asks `question` once it runs, then answers with `then` given
+    /// the user's answer (instead of the server's handler). A fault queued for the call
+    /// applies when it answers.
+    pub fn asking(
+        self,
+        name: impl Into<String>,
+        question: ElicitationQuestion,
+        then: impl Fn(&Map<String, Value>, &ElicitationAnswer) -> Value + Send + Sync + 'static,
+    ) -> InProcessServer {
+        self.state().asking.insert(name.into(), Asking { question, then: Arc::new(then) });
+        self
+    }
+
+    /// Every answer to a question that reached the server, in order: tool name and answer.
+    pub fn replies(&self) -> Vec<(String, ElicitationAnswer)> {
+        self.state().replies.clone()
+    }
 }
 
 impl McpTransport for InProcessServer {
@@ -118,7 +160,7 @@ impl McpTransport for InProcessServer {
         Box::pin(async move { result })
     }
 
-    fn call_tool(&self, name: String, arguments: Map<String, Value>) -> BoxFuture<'_, Result<CallAnswer, TransportError>> {
+    fn call_tool(&self, name: String, arguments: Map<String, Value>) -> BoxFuture<'_, Result<CallStep, TransportError>> {
         let mut s = self.state();
         let result = if !s.up {
             Err(TransportError::NotSent("the in-process server is down".to_owned()))
@@ -133,11 +175,29 @@ impl McpTransport for InProcessServer {
                         Err(TransportError::Refused { code: -32602, message: format!("Tool {name} not found") })
                     } else {
                         s.executed.push((name.clone(), Value::Object(arguments.clone())));
-                        let answer = (self.handler)(&name, &arguments);
-                        if fault == Some(Fault::LoseAnswer) {
-                            Err(TransportError::Lost("injected: the answer was lost".to_owned()))
-                        } else {
-                            Ok(CallAnswer(answer))
+                        let lose = fault == Some(Fault::LoseAnswer);
+                        match s.asking.get(&name).cloned() {
+                            Some(asking) => {
+                                let state = self.state.clone();
+                                let resume: crate::transport::Resume = Box::new(move |answer: ElicitationAnswer| {
+                                    state.lock().unwrap_or_else(|p| p.into_inner()).replies.push((name, answer.clone()));
+                                    let result = (asking.then)(&arguments, &answer);
+                                    Box::pin(std::future::ready(if lose {
+                                        Err(TransportError::Lost("injected: the answer was lost".to_owned()))
+                                    } else {
+                                        Ok(CallStep::Answered(CallAnswer(result)))
+                                    }))
+                                });
+                                Ok(CallStep::Asked(PausedCall::new(asking.question, resume)))
+                            }
+                            None => {
+                                let answer = (self.handler)(&name, &arguments);
+                                if lose {
+                                    Err(TransportError::Lost("injected: the answer was lost".to_owned()))
+                                } else {
+                                    Ok(CallStep::Answered(CallAnswer(answer)))
+                                }
+                            }
                         }
                     }
                 }

@@ -34,6 +34,18 @@
 //! | not sent: the server could not be started or reached, the connection was refused, the session had already ended | yes, within [`NotSentRetry`] (default 3 attempts, 200 ms then 400 ms), each attempt starting the server again if it had exited | after the last attempt: a tool error the model sees (`not called: ...`) |
 //! | the server changed the tool's definition (announced by `notifications/tools/list_changed` or found after a restart) | not called | a tool error the model sees (`not called: ... changed the tool`) |
 //! | answer lost after the call was sent: the server process died, the session or connection was lost, no answer within the call timeout ([`DEFAULT_CALL_TIMEOUT`]) | **never by this crate** | **Unknown** (`ToolError::HostFailure`): held for the host (`run.unknowns()` / `run.resolve`) unless the tool's policy is `Retry` (declared retry-safe) or `ReportToModel` |
+//! | the server asks the user something during the call (`elicitation/create`, form mode) | no | the call pauses, in flight: an input request of the tool call ([`Elicitation`]); the host's `run.answer` ([`ElicitationAnswer`]: accept with content checked against the server's schema, decline, cancel) is sent and the call goes on; a question that cannot be put to the host (a schema that does not compile) is answered `cancel` |
+//! | the process ended while the call waited for the answer (its in-flight call and session are gone) | only if declared retry-safe | once answered, **Unknown** (`ToolError::HostFailure`), held like a lost answer; a retry-safe call is sent again and, while the server asks the identical questions again, gets the answers already given (a different question goes to the host) |
+//!
+//! # Questions from the server (elicitation)
+//!
+//! keel-mcp declares form elicitation. A server's `elicitation/create` during a `tools/call`
+//! (routed by the HTTP response stream it came on, else to the one call in flight on the
+//! session; a question that cannot be tied to one call is refused with a JSON-RPC error) pauses
+//! the keel call with an input request: the MCP call stays in flight in the tool's table of
+//! paused calls ([`MAX_PAUSED_CALLS`]), and the call timeout does not run while it waits. The
+//! question is committed like any input request; the in-flight call lives only in this
+//! process, hence the last row above.
 //!
 //! # Durability
 //!
@@ -54,6 +66,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod elicitation;
 mod error;
 mod ext;
 pub mod in_process;
@@ -62,9 +75,10 @@ mod server;
 mod tool;
 pub mod transport;
 
+pub use elicitation::{Elicitation, ElicitationAnswer};
 pub use error::McpError;
 pub use ext::McpExt;
 pub use rmcp_transport::RmcpTransport;
 pub use server::{McpServer, McpToolInfo, McpTools, ToolHints, DEFAULT_CALL_TIMEOUT};
-pub use tool::{McpTool, NotSentRetry};
-pub use transport::{CallAnswer, McpTransport, ToolPage, TransportError};
+pub use tool::{McpTool, NotSentRetry, MAX_PAUSED_CALLS};
+pub use transport::{CallAnswer, CallStep, ElicitationQuestion, McpTransport, PausedCall, Resume, ToolPage, TransportError};

@@ -5,7 +5,7 @@ use crate::error::McpError;
 use crate::rmcp_transport::{Endpoint, RmcpTransport};
 use crate::tool::{McpTool, NotSentRetry};
 use crate::transport::{list_all, McpTransport};
-use keel::agent::ToolOptions;
+use keel::agent::{ToolOptions, UnknownPolicy};
 use keel::env::Clock;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -390,7 +390,8 @@ impl McpTools {
     pub fn keel_tools(&self) -> Vec<(McpTool, ToolOptions)> {
         self.chosen()
             .map(|info| {
-                let tool = McpTool::new(
+                let options = self.options.get(&info.name).cloned().unwrap_or_default();
+                let mut tool = McpTool::new(
                     self.server.clone(),
                     format!("{}{}", self.prefix, info.name),
                     info.clone(),
@@ -399,7 +400,8 @@ impl McpTools {
                     self.retry.clone(),
                     self.generation,
                 );
-                (tool, self.options.get(&info.name).cloned().unwrap_or_default())
+                tool.retry_safe = options.unknown_policy() == UnknownPolicy::Retry;
+                (tool, options)
             })
             .collect()
     }

@@ -1,16 +1,27 @@
 //! One MCP tool as a keel [`Tool`]: each call's outcome mapped to keel's (a result, a tool
 //! error the model sees, or Unknown), never sending a call twice on its own.
+//!
+//! A server's question during a call pauses the keel call with an input request; the MCP call
+//! stays in flight in this tool's table of paused calls, keyed by the keel call attempt that
+//! paused, until the host's answer re-enters the tool.
 
+use crate::elicitation::{response_schema, Answered, Elicitation, ElicitationAnswer, PausedState};
 use crate::server::{difference, McpToolInfo};
-use crate::transport::{list_all, CallAnswer, McpTransport, TransportError};
+use crate::transport::{list_all, CallAnswer, CallStep, McpTransport, PausedCall, TransportError};
 use keel::chat::ToolOutput;
 use keel::env::{BoxFuture, Clock};
+use keel::interaction::attribution::ToolInvocation;
 use keel::json::Json;
-use keel::tool::{Invocation, Tool, ToolContext, ToolDefinitionInput, ToolError};
+use keel::tool::{Invocation, Tool, ToolContext, ToolDefinitionInput, ToolError, ToolInputRequest};
 use serde_json::Value;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The most paused calls one tool keeps; past it the oldest is dropped (its server is told
+/// the user canceled). A run canceled while its call waited leaves its entry behind.
+pub const MAX_PAUSED_CALLS: usize = 256;
 
 /// How a call that was not sent is tried again: `attempts` in all (the first included),
 /// waiting `initial_backoff`, then twice that, and so on, capped at 5 s.
@@ -56,6 +67,13 @@ pub struct McpTool {
     retry: NotSentRetry,
     /// The list generation at which the definition was last checked.
     checked: AtomicU64,
+    /// Declared safe to send twice (Unknown policy `Retry`); set by `McpTools::keel_tools`.
+    pub(crate) retry_safe: bool,
+    /// Calls in flight waiting for the answer to their server's question, by key (with the
+    /// order they paused in, to drop the oldest first).
+    paused: Mutex<BTreeMap<String, (u64, PausedCall)>>,
+    /// Numbers the keys of calls run without a keel attribution, and orders the table.
+    paused_count: AtomicU64,
 }
 
 impl McpTool {
@@ -71,7 +89,19 @@ impl McpTool {
         // An input schema that does not convert is shown as `{}` only if conversion fails,
         // which a serde_json object never does; keel's build then checks the schema itself.
         let schema = Json::from_serde_value(&info.input_schema).unwrap_or_else(|_| Json::object());
-        McpTool { server, keel_name, info, schema, transport, clock, retry, checked: AtomicU64::new(generation) }
+        McpTool {
+            server,
+            keel_name,
+            info,
+            schema,
+            transport,
+            clock,
+            retry,
+            checked: AtomicU64::new(generation),
+            retry_safe: false,
+            paused: Mutex::new(BTreeMap::new()),
+            paused_count: AtomicU64::new(0),
+        }
     }
 
     /// The server's name for the tool.
@@ -95,7 +125,7 @@ impl McpTool {
 
     /// One attempt: the session opened, the definition checked if the list may have changed,
     /// then the call sent.
-    async fn attempt(&self, arguments: &serde_json::Map<String, Value>) -> Result<CallAnswer, Attempt> {
+    async fn attempt(&self, arguments: &serde_json::Map<String, Value>) -> Result<CallStep, Attempt> {
         self.transport.open().await.map_err(Attempt::Transport)?;
         let generation = self.transport.list_generation();
         if generation != self.checked.load(Ordering::SeqCst) {
@@ -136,45 +166,167 @@ impl Tool for McpTool {
                 Ok(_) => return Err(ToolError::failed("the arguments must be a JSON object")),
                 Err(e) => return Err(ToolError::failed(format!("the arguments could not be read: {e}"))),
             };
-            let attempts = self.retry.attempts();
-            let mut attempt = 1;
-            loop {
-                if cx.is_cancelled() {
-                    // Nothing of this attempt was sent yet.
-                    return Err(ToolError::failed("the call was canceled before it was sent"));
-                }
-                match self.attempt(&arguments).await {
-                    Ok(answer) => return answer_to_outcome(&answer),
-                    Err(Attempt::Changed(what)) => {
-                        return Err(ToolError::failed(format!(
-                            "not called: the MCP server `{}` changed the tool `{}` since this agent was built ({what}); rebuild the agent against the server's current tools",
-                            self.server, self.info.name
-                        )))
-                    }
-                    Err(Attempt::Transport(TransportError::NotSent(message))) => {
-                        if attempt >= attempts {
-                            return Err(ToolError::failed(format!(
-                                "not called: the MCP server `{}` could not be reached ({attempts} attempts): {message}",
-                                self.server
-                            )));
+            // The answers given in this conversation with the server so far, and the ones to
+            // give again if a call sent anew asks the same questions.
+            let mut history = Vec::new();
+            let mut reuse = VecDeque::new();
+            let mut step = match cx.continuation() {
+                None => self.send(&arguments, &cx).await?,
+                Some(continuation) => {
+                    let state = PausedState::from_json(continuation.state().value())
+                        .ok_or_else(|| ToolError::host_failure("the saved state of this paused MCP call is unreadable"))?;
+                    let response = continuation.response().value().clone();
+                    let answer = ElicitationAnswer::from_json(&response)
+                        .ok_or_else(|| ToolError::host_failure("the answer to the MCP server's question is unreadable"))?;
+                    let mut answered = state.answered;
+                    answered.push(Answered { question: state.question, answer: response });
+                    match self.take_paused(&state.key) {
+                        Some(paused) => {
+                            history = answered;
+                            paused.answer(answer).await.map_err(|e| self.after_sent(e))?
                         }
-                        self.clock.sleep(self.retry.backoff(attempt)).await;
-                        attempt += 1;
+                        // The call that asked was in flight in a process that ended (or was
+                        // dropped from the table): it may have acted.
+                        None if self.retry_safe => {
+                            reuse = answered.into();
+                            self.send(&arguments, &cx).await?
+                        }
+                        None => {
+                            return Err(ToolError::host_failure(format!(
+                                "the call of `{}` on MCP server `{}` asked for input and was in flight in a process that has ended; it may have acted and is not sent again (declare the tool retry-safe to have it sent again, with the answers already given reused)",
+                                self.info.name, self.server
+                            )))
+                        }
                     }
-                    Err(Attempt::Transport(TransportError::Refused { code, message })) => {
-                        return Err(ToolError::failed(format!("the MCP server `{}` refused the call (error {code}): {message}", self.server)))
+                }
+            };
+            loop {
+                let paused = match step {
+                    CallStep::Answered(answer) => return answer_to_outcome(&answer),
+                    CallStep::Asked(paused) => paused,
+                };
+                // A call sent anew gets the earlier answers again, in order, while the server
+                // asks exactly the same questions; anything else goes to the host.
+                if reuse.front().is_some_and(|a: &Answered| &a.question == paused.question()) {
+                    let again = reuse.pop_front().expect("checked above");
+                    let answer = ElicitationAnswer::from_json(&again.answer)
+                        .ok_or_else(|| ToolError::host_failure("a saved answer to the MCP server's question is unreadable"))?;
+                    history.push(again);
+                    step = paused.answer(answer).await.map_err(|e| self.after_sent(e))?;
+                    continue;
+                }
+                reuse.clear();
+                match self.input_request(&paused, &cx, &history) {
+                    Ok((key, request)) => {
+                        self.keep_paused(key, paused);
+                        return Err(ToolError::InputRequired(request));
                     }
-                    // The call may have acted: Unknown. Never sent again here; the tool's
-                    // Unknown policy decides (held for the host unless declared retry-safe).
-                    Err(Attempt::Transport(TransportError::Lost(message))) => {
-                        return Err(ToolError::host_failure(format!(
-                            "the answer of MCP server `{}` to `{}` was lost after the call was sent: {message}",
-                            self.server, self.info.name
-                        )))
-                    }
+                    // A question keel cannot put to the host (a requested schema that does not
+                    // compile, too large): the server is told the user canceled.
+                    Err(_) => step = paused.answer(ElicitationAnswer::Cancel).await.map_err(|e| self.after_sent(e))?,
                 }
             }
         })
+    }
+}
+
+impl McpTool {
+    /// Sends the call: attempts that provably sent nothing are tried again within the
+    /// bounds; the first step of the call that was sent is returned.
+    async fn send(&self, arguments: &serde_json::Map<String, Value>, cx: &ToolContext) -> Result<CallStep, ToolError> {
+        let attempts = self.retry.attempts();
+        let mut attempt = 1;
+        loop {
+            if cx.is_cancelled() {
+                // Nothing of this attempt was sent yet.
+                return Err(ToolError::failed("the call was canceled before it was sent"));
+            }
+            match self.attempt(arguments).await {
+                Ok(step) => return Ok(step),
+                Err(Attempt::Changed(what)) => {
+                    return Err(ToolError::failed(format!(
+                        "not called: the MCP server `{}` changed the tool `{}` since this agent was built ({what}); rebuild the agent against the server's current tools",
+                        self.server, self.info.name
+                    )))
+                }
+                Err(Attempt::Transport(TransportError::NotSent(message))) => {
+                    if attempt >= attempts {
+                        return Err(ToolError::failed(format!(
+                            "not called: the MCP server `{}` could not be reached ({attempts} attempts): {message}",
+                            self.server
+                        )));
+                    }
+                    self.clock.sleep(self.retry.backoff(attempt)).await;
+                    attempt += 1;
+                }
+                Err(Attempt::Transport(other)) => return Err(self.after_sent(other)),
+            }
+        }
+    }
+
+    /// The outcome of a call whose request was handed over: a refusal is an error the model
+    /// sees; anything else lost the answer, so the call may have acted: Unknown. Never sent
+    /// again here; the tool's Unknown policy decides (held for the host unless declared
+    /// retry-safe).
+    fn after_sent(&self, error: TransportError) -> ToolError {
+        match error {
+            TransportError::Refused { code, message } => {
+                ToolError::failed(format!("the MCP server `{}` refused the call (error {code}): {message}", self.server))
+            }
+            TransportError::Lost(message) | TransportError::NotSent(message) => ToolError::host_failure(format!(
+                "the answer of MCP server `{}` to `{}` was lost after the call was sent: {message}",
+                self.server, self.info.name
+            )),
+        }
+    }
+
+    /// The keel input request for a server's question, and the key its paused call is kept
+    /// under: the keel call attempt that pauses (unique in the store), so an answer reaching
+    /// another process finds nothing instead of another call.
+    fn input_request(&self, paused: &PausedCall, cx: &ToolContext, history: &[Answered]) -> Result<(String, ToolInputRequest), String> {
+        let question = paused.question().clone();
+        let key = match ToolInvocation::from_context(cx) {
+            Some(invocation) => invocation.effect_id().as_str().to_owned(),
+            None => format!("local-{}", self.paused_count.fetch_add(1, Ordering::SeqCst)),
+        };
+        let elicitation = Elicitation {
+            server: self.server.clone(),
+            tool: self.info.name.clone(),
+            message: question.message.clone(),
+            requested_schema: question.requested_schema.clone(),
+        };
+        let prompt = elicitation.prompt()?;
+        let schema = Json::from_serde_value(&response_schema(&question.requested_schema)).map_err(|e| e.to_string())?;
+        let state = PausedState { key: key.clone(), question, answered: history.to_vec() }.to_json()?;
+        let request = ToolInputRequest::from_values(prompt, schema, state).map_err(|e| e.to_string())?;
+        Ok((key, request))
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, (u64, PausedCall)>> {
+        // Plain data: a panic while it was held leaves it whole.
+        self.paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn keep_paused(&self, key: String, paused: PausedCall) {
+        let order = self.paused_count.fetch_add(1, Ordering::SeqCst);
+        let mut table = self.table();
+        table.insert(key, (order, paused));
+        while table.len() > MAX_PAUSED_CALLS {
+            let oldest = table.iter().min_by_key(|(_, (order, _))| *order).map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => drop(table.remove(&k)),
+                None => break,
+            }
+        }
+    }
+
+    fn take_paused(&self, key: &str) -> Option<PausedCall> {
+        self.table().remove(key).map(|(_, paused)| paused)
+    }
+
+    /// How many calls wait for the answer to their server's question in this process.
+    pub fn paused_calls(&self) -> usize {
+        self.table().len()
     }
 }
 

@@ -2,7 +2,13 @@
 //! server through [`McpTransport`], so the outcome rules in [`crate::tool`] run unchanged over
 //! a real server ([`crate::rmcp_transport::RmcpTransport`], on rmcp and the real tokio) and
 //! over [`crate::in_process::InProcessServer`] (no I/O, no tokio: what the simulator drives).
+//!
+//! A call can pause: the server asks the user a question (`elicitation/create`) before it
+//! answers. [`McpTransport::call_tool`] then returns [`CallStep::Asked`] with the call still
+//! in flight inside a [`PausedCall`]; answering it sends the reply and waits for the call's
+//! next step.
 
+use crate::elicitation::ElicitationAnswer;
 use keel::env::BoxFuture;
 use serde_json::{Map, Value};
 
@@ -19,6 +25,56 @@ pub struct ToolPage {
 /// (`content`, `structuredContent`, `isError`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallAnswer(pub Value);
+
+/// A server's question to the user during a call (`elicitation/create`, form mode).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ElicitationQuestion {
+    /// What the server asks, for a person to read.
+    pub message: String,
+    /// The JSON Schema of the content an accepting answer carries (an object schema).
+    pub requested_schema: Value,
+}
+
+/// What a call has reached: its answer, or a question of the server it waits on.
+pub enum CallStep {
+    /// The `tools/call` answer.
+    Answered(CallAnswer),
+    /// The server asked the user something; the call waits, in flight, for the reply.
+    Asked(PausedCall),
+}
+
+/// What [`PausedCall::answer`] leads to: the call's next step.
+pub type Resume = Box<dyn FnOnce(ElicitationAnswer) -> BoxFuture<'static, Result<CallStep, TransportError>> + Send>;
+
+/// A call in flight that waits for the answer to its server's question. Answer it with
+/// [`answer`](Self::answer); dropping it unanswered replies `cancel` to the server.
+pub struct PausedCall {
+    question: ElicitationQuestion,
+    resume: Resume,
+}
+
+impl PausedCall {
+    /// A paused call: `resume` sends the reply and waits for what comes next.
+    pub fn new(question: ElicitationQuestion, resume: Resume) -> PausedCall {
+        PausedCall { question, resume }
+    }
+
+    /// What the server asked.
+    pub fn question(&self) -> &ElicitationQuestion {
+        &self.question
+    }
+
+    /// Sends `answer` to the server and waits for the call's next step.
+    pub fn answer(self, answer: ElicitationAnswer) -> BoxFuture<'static, Result<CallStep, TransportError>> {
+        (self.resume)(answer)
+    }
+}
+
+impl std::fmt::Debug for PausedCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PausedCall").field("question", &self.question).finish_non_exhaustive()
+    }
+}
 
 /// Why a request got no answer, in the classes the outcome rules need.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -51,8 +107,9 @@ pub trait McpTransport: Send + Sync + 'static {
     /// One page of `tools/list`, starting at `cursor`.
     fn list_tools(&self, cursor: Option<String>) -> BoxFuture<'_, Result<ToolPage, TransportError>>;
 
-    /// One `tools/call` of `name` with `arguments`.
-    fn call_tool(&self, name: String, arguments: Map<String, Value>) -> BoxFuture<'_, Result<CallAnswer, TransportError>>;
+    /// One `tools/call` of `name` with `arguments`, until it answers or its server asks the
+    /// user something ([`CallStep::Asked`]: the call stays in flight).
+    fn call_tool(&self, name: String, arguments: Map<String, Value>) -> BoxFuture<'_, Result<CallStep, TransportError>>;
 
     /// A number that grows whenever the server's tool list may have changed since it was
     /// last read: a `notifications/tools/list_changed` arrived, or the server was restarted

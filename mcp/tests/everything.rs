@@ -6,7 +6,9 @@ mod support;
 
 use futures::StreamExt;
 use keel::prelude::*;
-use keel_mcp::{McpError, McpExt, McpServer, McpTools, NotSentRetry};
+use keel::kernel::commit::{Committer, MemoryCommitter};
+use keel_mcp::{Elicitation, ElicitationAnswer, McpError, McpExt, McpServer, McpTools, NotSentRetry};
+use std::sync::Arc;
 use std::time::Duration;
 use support::{kill, server_script, HttpServer};
 
@@ -159,4 +161,166 @@ async fn streamable_http_calls_tools_and_a_killed_server_leaves_the_call_unknown
     };
     assert_eq!(held.len(), 1);
     assert_eq!(tools.sessions_opened(), 1, "not sent again");
+}
+
+// ---- The server's question during a call (elicitation) ----
+
+const ASK: &str = "trigger-elicitation-request";
+
+/// The run's one pending input: the server's question.
+async fn asked(run: &Run) -> (InputRequest, Elicitation) {
+    let idle = tokio::time::timeout(Duration::from_secs(60), run.idle()).await.expect("idle in time").unwrap();
+    let Idle::NeedsInput(requests) = idle else { panic!("expected the server's question as an input request, got {idle:?}") };
+    assert_eq!(requests.len(), 1);
+    let question = Elicitation::from_request(&requests[0]).expect("an MCP question");
+    assert_eq!((question.tool.as_str(), question.message.as_str()), (ASK, "Please provide inputs for the following fields:"));
+    assert_eq!(question.requested_schema["required"], serde_json::json!(["name"]));
+    (requests[0].clone(), question)
+}
+
+fn ada() -> ElicitationAnswer {
+    ElicitationAnswer::Accept(keel::json::parse(br#"{"name":"Ada Lovelace","check":true,"integer":7}"#).unwrap())
+}
+
+fn ask_then_done() -> ScriptedModel {
+    ScriptedModel::new().call_tool(ASK, "{}").then_text("done")
+}
+
+/// Asks, refuses an answer outside the server's schema, accepts one inside it, and returns the
+/// tool's result text.
+async fn ask_and_answer(tools: &McpTools) -> String {
+    let run = Runtime::in_memory(agent(tools, ask_then_done())).unwrap().start("go").await.unwrap();
+    let (request, _) = asked(&run).await;
+    let no_name = ElicitationAnswer::Accept(keel::json::parse(br#"{"check":true}"#).unwrap());
+    assert!(matches!(run.answer(&request, no_name.to_json()).await, Err(AnswerError::Invalid { .. })), "name is required");
+    let too_big = ElicitationAnswer::Accept(keel::json::parse(br#"{"name":"Ada","integer":1000}"#).unwrap());
+    assert!(matches!(run.answer(&request, too_big.to_json()).await, Err(AnswerError::Invalid { .. })), "integer is at most 100");
+    assert!(run.answer(&request, ada().to_json()).await.unwrap());
+    assert_eq!(tokio::time::timeout(Duration::from_secs(60), run.result()).await.expect("finished in time").unwrap().text(), "done");
+    let results = settled(&run).await;
+    assert_eq!(results.len(), 1);
+    assert!(!results[0].1, "{results:?}");
+    results[0].2.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_server_question_is_answered_with_run_answer() {
+    let Some(script) = server_script() else { return };
+    let tools = stdio(&script).connect().await.unwrap().select([ASK]).unwrap();
+    let text = ask_and_answer(&tools).await;
+    assert!(text.contains("User provided the requested information") && text.contains("- Name: Ada Lovelace") && text.contains("- Favorite Integer: 7"), "{text}");
+    assert_eq!(tools.sessions_opened(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamable_http_server_question_is_answered_with_run_answer() {
+    let Some(script) = server_script() else { return };
+    let server = HttpServer::start(&script).await;
+    let tools = McpServer::http(&server.url).name("everything-http").call_timeout(Some(Duration::from_secs(60))).connect().await.unwrap();
+    let tools = tools.select([ASK, "echo"]).unwrap();
+    let text = ask_and_answer(&tools).await;
+    assert!(text.contains("- Name: Ada Lovelace") && text.contains("Agreed to terms: true"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_declined_question_reaches_the_server() {
+    let Some(script) = server_script() else { return };
+    let tools = stdio(&script).connect().await.unwrap().select([ASK]).unwrap();
+    let run = Runtime::in_memory(agent(&tools, ask_then_done())).unwrap().start("go").await.unwrap();
+    let (request, _) = asked(&run).await;
+    run.answer(&request, ElicitationAnswer::Decline.to_json()).await.unwrap();
+    assert_eq!(tokio::time::timeout(Duration::from_secs(60), run.result()).await.expect("finished in time").unwrap().text(), "done");
+    let results = settled(&run).await;
+    assert!(!results[0].1 && results[0].2.contains("User declined to provide the requested information"), "{results:?}");
+}
+
+/// A run asked by the server, its runtime and server process gone (as when the process
+/// exits), resumed by a new runtime on the same store with a newly started server, and
+/// answered there.
+async fn restarted_while_asked(script: &str, retry_safe: bool) -> (Run, McpTools) {
+    let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
+    let env = || keel::env::TokioEnv::current().expect("a tokio runtime").env();
+    let connect = || async {
+        let tools = stdio(script).connect().await.unwrap().select([ASK]).unwrap();
+        if retry_safe { tools.retry_safe([ASK]).unwrap() } else { tools }
+    };
+    let tools = connect().await;
+    let first = tools.process_id().await.expect("a running server");
+    let id = {
+        let runtime = Runtime::with_store(agent(&tools, ask_then_done()), store.clone(), env());
+        let run = runtime.start("go").await.unwrap();
+        asked(&run).await;
+        run.id()
+    };
+    drop(tools);
+    let tools = connect().await;
+    assert_ne!(tools.process_id().await, Some(first), "a new server process");
+    let runtime = Runtime::with_store(agent(&tools, ask_then_done()), store, env());
+    let run = runtime.resume(&id).await.unwrap();
+    let (request, _) = asked(&run).await; // the committed question is still pending
+    run.answer(&request, ada().to_json()).await.unwrap();
+    (run, tools)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_restart_while_asked_leaves_the_call_unknown_and_unsent() {
+    let Some(script) = server_script() else { return };
+    let (run, tools) = restarted_while_asked(&script, false).await;
+    let idle = tokio::time::timeout(Duration::from_secs(60), run.idle()).await.expect("idle in time").unwrap();
+    let Idle::NeedsResolution(held) = idle else { panic!("expected the call held as Unknown, got {idle:?}") };
+    assert_eq!(held.len(), 1);
+    run.resolve(&held[0], Resolution::Failed("outcome unknown".into())).await.unwrap();
+    assert_eq!(run.result().await.unwrap().text(), "done");
+    assert_eq!(tools.sessions_opened(), 1, "only the listing's session: nothing was sent again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_restart_while_asked_resends_a_retry_safe_call_and_reuses_the_answer() {
+    let Some(script) = server_script() else { return };
+    let (run, _tools) = restarted_while_asked(&script, true).await;
+    let result = tokio::time::timeout(Duration::from_secs(60), run.result()).await.expect("finished in time").unwrap();
+    assert_eq!(result.text(), "done");
+    let results = settled(&run).await;
+    assert!(!results[0].1 && results[0].2.contains("- Name: Ada Lovelace"), "{results:?}");
+    assert!(run.pending_inputs().is_empty(), "the identical question was answered with the answer already given");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamable_http_decline_and_a_restart_while_asked() {
+    let Some(script) = server_script() else { return };
+    let connect = |url: String| async move {
+        McpServer::http(url).name("everything-http").call_timeout(Some(Duration::from_secs(60))).connect().await.unwrap().select([ASK]).unwrap()
+    };
+    let mut server = HttpServer::start(&script).await;
+    let tools = connect(server.url.clone()).await;
+    // A decline reaches the server over the call's response stream.
+    let run = Runtime::in_memory(agent(&tools, ask_then_done())).unwrap().start("go").await.unwrap();
+    let (request, _) = asked(&run).await;
+    run.answer(&request, ElicitationAnswer::Decline.to_json()).await.unwrap();
+    assert_eq!(tokio::time::timeout(Duration::from_secs(60), run.result()).await.expect("finished in time").unwrap().text(), "done");
+    let results = settled(&run).await;
+    assert!(!results[0].1 && results[0].2.contains("User declined"), "{results:?}");
+
+    // Asked again, then the process and the server go away; a new runtime on the same store
+    // with a new server gets the answer: the call is Unknown, not sent again.
+    let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
+    let env = || keel::env::TokioEnv::current().expect("a tokio runtime").env();
+    let id = {
+        let runtime = Runtime::with_store(agent(&tools, ask_then_done()), store.clone(), env());
+        let run = runtime.start("go").await.unwrap();
+        asked(&run).await;
+        run.id()
+    };
+    drop(tools);
+    server.child.start_kill().unwrap();
+    let _ = server.child.wait().await;
+    let server = HttpServer::start(&script).await;
+    let tools = connect(server.url.clone()).await;
+    let run = Runtime::with_store(agent(&tools, ask_then_done()), store, env()).resume(&id).await.unwrap();
+    let (request, _) = asked(&run).await;
+    run.answer(&request, ada().to_json()).await.unwrap();
+    let idle = tokio::time::timeout(Duration::from_secs(60), run.idle()).await.expect("idle in time").unwrap();
+    let Idle::NeedsResolution(held) = idle else { panic!("expected the call held as Unknown, got {idle:?}") };
+    assert_eq!(held.len(), 1);
+    assert_eq!(tools.sessions_opened(), 1, "nothing sent again");
 }

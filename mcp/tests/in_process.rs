@@ -5,7 +5,7 @@ use futures::StreamExt;
 use keel::kernel::commit::{Committer, MemoryCommitter};
 use keel::prelude::*;
 use keel_mcp::in_process::{Fault, InProcessServer};
-use keel_mcp::{McpError, McpExt, McpServer, McpTools, NotSentRetry};
+use keel_mcp::{Elicitation, ElicitationAnswer, ElicitationQuestion, McpError, McpExt, McpServer, McpTools, NotSentRetry};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -207,4 +207,126 @@ async fn a_resume_against_a_changed_tool_list_is_refused() {
     let run = runtime.resume(&id).await.unwrap();
     assert_eq!(run.unknowns().len(), 1);
     assert_eq!(server.executed().len(), 1, "resuming sent nothing");
+}
+
+// ---- A server's question during a call (elicitation) ----
+
+fn booking_server() -> InProcessServer {
+    let tools = vec![json!({"name": "book", "description": "Books a table.", "inputSchema": {"type": "object", "properties": {"guests": {"type": "integer"}}}})];
+    let question = ElicitationQuestion {
+        message: "Which date?".into(),
+        requested_schema: json!({"type": "object", "properties": {"date": {"type": "string", "minLength": 10}}, "required": ["date"]}),
+    };
+    InProcessServer::new(tools, |_, _| json!({"content": [{"type": "text", "text": "no question asked"}]})).asking("book", question, |args, answer| {
+        let text = match answer {
+            ElicitationAnswer::Accept(content) => {
+                format!("booked for {} guests on {}", args["guests"], content.get("date").and_then(Json::as_str).unwrap_or("?"))
+            }
+            other => format!("not booked: the user chose {}", other.action()),
+        };
+        json!({"content": [{"type": "text", "text": text}]})
+    })
+}
+
+fn book_then_done() -> ScriptedModel {
+    ScriptedModel::new().call_tool("book", r#"{"guests":4}"#).then_text("done")
+}
+
+/// The run's one pending input, which must be the server's question.
+async fn asked(run: &Run) -> (InputRequest, Elicitation) {
+    let requests = match run.idle().await.unwrap() {
+        Idle::NeedsInput(requests) => requests,
+        other => panic!("expected the server's question as an input request, got {other:?}"),
+    };
+    assert_eq!(requests.len(), 1);
+    let elicitation = Elicitation::from_request(&requests[0]).expect("an MCP question");
+    (requests[0].clone(), elicitation)
+}
+
+fn date(text: &str) -> ElicitationAnswer {
+    ElicitationAnswer::Accept(keel::json::parse(format!(r#"{{"date":"{text}"}}"#).as_bytes()).unwrap())
+}
+
+#[tokio::test]
+async fn a_server_question_is_an_input_request_answered_with_run_answer() {
+    let server = booking_server();
+    let tools = connect(&server).await.unwrap();
+    let run = Runtime::in_memory(agent(&tools, book_then_done())).unwrap().start("go").await.unwrap();
+    let (request, question) = asked(&run).await;
+    assert_eq!((question.server.as_str(), question.tool.as_str(), question.message.as_str()), ("mem", "book", "Which date?"));
+    assert_eq!(question.requested_schema["required"], json!(["date"]));
+    // Checked against the server's schema before anything is committed or sent.
+    match run.answer(&request, date("soon").to_json()).await {
+        Err(AnswerError::Invalid { .. }) => {}
+        other => panic!("expected the short date refused, got {other:?}"),
+    }
+    assert!(server.replies().is_empty());
+    assert!(run.answer(&request, date("2026-12-24").to_json()).await.unwrap());
+    assert_eq!(run.result().await.unwrap().text(), "done");
+    assert_eq!(settled(&run).await, [("book".to_owned(), false, "booked for 4 guests on 2026-12-24".to_owned())]);
+    assert_eq!(server.replies(), [("book".to_owned(), date("2026-12-24"))]);
+    assert_eq!(server.executed().len(), 1);
+}
+
+#[tokio::test]
+async fn a_declined_or_canceled_question_reaches_the_server_and_the_call_goes_on() {
+    for answer in [ElicitationAnswer::Decline, ElicitationAnswer::Cancel] {
+        let server = booking_server();
+        let tools = connect(&server).await.unwrap();
+        let run = Runtime::in_memory(agent(&tools, book_then_done())).unwrap().start("go").await.unwrap();
+        let (request, _) = asked(&run).await;
+        run.answer(&request, answer.to_json()).await.unwrap();
+        assert_eq!(run.result().await.unwrap().text(), "done");
+        let expected = format!("not booked: the user chose {}", answer.action());
+        assert_eq!(settled(&run).await, [("book".to_owned(), false, expected)]);
+        assert_eq!(server.replies(), [("book".to_owned(), answer)]);
+    }
+}
+
+/// Starts a run that waits on the server's question, then drops its runtime (its paused MCP
+/// call with it, as a process exit would) and resumes it in a new runtime on the same store.
+async fn restarted_while_asked(server: &InProcessServer, retry_safe: bool) -> Run {
+    let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
+    let env = || keel::env::TokioEnv::current().expect("a tokio runtime").env();
+    let build = |tools: McpTools| if retry_safe { tools.retry_safe(["book"]).unwrap() } else { tools };
+    let tools = build(connect(server).await.unwrap());
+    let id = {
+        let runtime = Runtime::with_store(agent(&tools, book_then_done()), store.clone(), env());
+        let run = runtime.start("go").await.unwrap();
+        asked(&run).await;
+        run.id()
+    };
+    drop(tools);
+    let tools = build(connect(server).await.unwrap());
+    let runtime = Runtime::with_store(agent(&tools, book_then_done()), store, env());
+    let run = runtime.resume(&id).await.unwrap();
+    let (request, _) = asked(&run).await; // the question was committed: still pending
+    run.answer(&request, date("2026-12-24").to_json()).await.unwrap();
+    run
+}
+
+#[tokio::test]
+async fn after_a_restart_the_answered_call_is_unknown_and_not_sent_again() {
+    let server = booking_server();
+    let run = restarted_while_asked(&server, false).await;
+    let held = match run.idle().await.unwrap() {
+        Idle::NeedsResolution(held) => held,
+        other => panic!("expected the call held as Unknown, got {other:?}"),
+    };
+    assert_eq!(held.len(), 1);
+    assert_eq!(server.executed().len(), 1, "not sent again");
+    assert!(server.replies().is_empty(), "the call that asked is gone with its process");
+    run.resolve(&held[0], Resolution::Failed("outcome unknown".into())).await.unwrap();
+    assert_eq!(run.result().await.unwrap().text(), "done");
+}
+
+#[tokio::test]
+async fn after_a_restart_a_retry_safe_call_is_sent_again_and_the_same_question_gets_the_same_answer() {
+    let server = booking_server();
+    let run = restarted_while_asked(&server, true).await;
+    assert_eq!(run.result().await.unwrap().text(), "done");
+    assert_eq!(settled(&run).await, [("book".to_owned(), false, "booked for 4 guests on 2026-12-24".to_owned())]);
+    assert_eq!(server.executed().len(), 2, "sent again once");
+    assert_eq!(server.replies(), [("book".to_owned(), date("2026-12-24"))], "the answer given once, reused");
+    assert!(run.pending_inputs().is_empty());
 }

@@ -2,12 +2,13 @@
 //! in-process MCP server (the `McpTransport` seam, no I/O), under seeded crashes, lost
 //! acknowledgements, failed commits and tool faults, while the server itself refuses a send or
 //! loses a request or an answer of the held tool, as drawn from the seed. The oracle checks each call answered
-//! exactly once, no call of a held tool run twice, Unknowns kept until settled.
+//! exactly once, no call of a held tool run twice, Unknowns kept until settled. A second
+//! campaign's tool asks the user a question first (elicitation), answered by the harness's host.
 
 use keel::env::{BoxFuture, Clock, MadsimEnv, Rng, Timestamp};
 use keel::prelude::*;
 use keel_mcp::in_process::{Fault, InProcessServer};
-use keel_mcp::{McpExt, McpServer, NotSentRetry};
+use keel_mcp::{ElicitationAnswer, ElicitationQuestion, McpExt, McpServer, NotSentRetry};
 use keel_sim::harness::{Campaign, Faults};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -83,4 +84,46 @@ fn mcp_tools_under_seeded_faults() {
     println!("{report}");
     report.assert_ok();
     report.assert_every_fault_fired();
+}
+
+/// An agent whose MCP tool asks the user before it answers (an in-process server built per
+/// run, so a restore finds no paused call: the answered call is then Unknown and held).
+fn asking_agent() -> AgentBuilder {
+    let tools = vec![json!({"name": "book", "description": "Books a table.", "inputSchema": {"type": "object", "properties": {"guests": {"type": "integer"}}}})];
+    let question = ElicitationQuestion {
+        message: "Which date?".into(),
+        requested_schema: json!({"type": "object", "properties": {"date": {"type": "string"}}, "required": ["date"]}),
+    };
+    let server = InProcessServer::new(tools, |_, _| json!({"content": []})).asking("book", question, |_, answer| {
+        let text = match answer {
+            ElicitationAnswer::Accept(content) => format!("booked on {}", content.get("date").and_then(keel::json::Json::as_str).unwrap_or("?")),
+            other => format!("not booked ({})", other.action()),
+        };
+        json!({"content": [{"type": "text", "text": text}]})
+    });
+    let clock: Arc<dyn Clock> = match MadsimEnv::current() {
+        Ok(env) => {
+            if env.next_u64() % 2 == 1 {
+                server.inject_for("book", Fault::LoseAnswer);
+            }
+            Arc::new(env)
+        }
+        Err(_) => Arc::new(Probe),
+    };
+    let connect = McpServer::http("in-process").name("mem").connect_with(Arc::new(server), clock);
+    let tools = futures::executor::block_on(connect).expect("the in-process server lists its tools");
+    Agent::builder("mcp-ask-sim").version("1").mcp(&tools).max_model_calls(4)
+}
+
+#[test]
+fn mcp_server_questions_under_seeded_faults() {
+    let script = ScriptedModel::new().call_tool("book", r#"{"guests":2}"#).then_text("Booked.");
+    let report = Campaign::new(asking_agent, script)
+        .name("mcp-ask")
+        .seeds(0..150)
+        .faults(Faults::all())
+        .answer_json(r#"{"action":"accept","content":{"date":"2026-12-24"}}"#)
+        .run();
+    println!("{report}");
+    report.assert_ok();
 }
