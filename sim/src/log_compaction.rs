@@ -9,6 +9,16 @@
 //! fails if the replayed memory store does not end where the run's store ended: then the
 //! replay is not the run's.
 //!
+//! On half the sampled seeds the replay also meets a **torn append** (the store fault
+//! `store.torn_write`): from a seeded request on, the first request that installs a commit has
+//! its append stop part way (a seeded share of its bytes reaches the disk), its `fdatasync`
+//! fail and the cut back to the last acknowledged frame fail too, as when the process dies
+//! there (`FileCommitter::tear_next_append`). The file store is dropped and reopened (its real
+//! recovery), and `torn_write_loses_only_unacknowledged` fails if the refused commit is
+//! visible after the reopen or if the reopened store lacks any commit acknowledged before it
+//! (its head and history must be the memory store's before that request); the writer's retry
+//! of the request then goes on as usual.
+//!
 //! The check runs after the run, outside the simulated runtime, and reads only the recorded
 //! requests, so it changes no trace. Real file I/O `fsync`s every commit, so only the seeds
 //! [`selected`] picks pay for it.
@@ -25,6 +35,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The invariant's name in reports.
 pub const INVARIANT: &str = "log_compaction_same_head";
+/// The torn-append invariant's name in reports.
+pub const TORN_INVARIANT: &str = "torn_write_loses_only_unacknowledged";
+/// The `faults_fired` key of a torn append.
+pub const TORN_WRITE: &str = "store.torn_write";
 
 /// Whether `seed`'s run is checked: every eighth seed, since each replayed commit costs a real
 /// `fsync` (the cost stays a small share of a campaign's wall time).
@@ -38,6 +52,9 @@ pub struct Plan {
     /// The requests (0-based, increasing, distinct) after which `compact_now` runs.
     pub compact_after: Vec<usize>,
     pub options: FileOptions,
+    /// A torn append: the first request from index `.0` on that installs a commit has only
+    /// `.1`‰ (below 1000) of its frame's bytes reach the disk.
+    pub tear: Option<(usize, u16)>,
 }
 
 impl Plan {
@@ -56,7 +73,9 @@ impl Plan {
         } else {
             FileOptions::default()
         };
-        Plan { compact_after, options }
+        // Drawn last, so the compaction plan of a seed is what it was before torn appends.
+        let tear = (rng.percent(50) && n > 0).then(|| (rng.below(n) as usize, rng.below(1000) as u16));
+        Plan { compact_after, options, tear }
     }
 }
 
@@ -72,6 +91,9 @@ pub enum Sabotage {
     /// Before every reopen that follows a compaction, the log's last byte is cut off (its last
     /// frame, a compacted tree, is then torn, and the reopen drops that tree).
     CorruptLastFrameAfterCompaction,
+    /// The plan's torn append reaches the disk whole (the refused commit is then visible after
+    /// the reopen).
+    WholeTornAppend,
 }
 
 /// What a replay did (beside its violations), for tests and reports.
@@ -81,6 +103,8 @@ pub struct Replayed {
     /// Compactions on demand plus automatic ones.
     pub compactions: u64,
     pub reopens: u64,
+    /// Torn appends (0 or 1).
+    pub torn_writes: u64,
 }
 
 /// Checks `requests` (the run's requests that reached its store, in store order) against
@@ -92,9 +116,12 @@ pub fn check_run(seed: u64, requests: &[CommitRequest], run_store: &MemoryCommit
 
 /// [`check_run`] recorded in `report`: one more invariant checked, and its violations.
 pub fn check_into(report: &mut RunReport, seed: u64, requests: &[CommitRequest], run_store: &MemoryCommitter) {
-    let (violations, _) = check_run(seed, requests, run_store);
+    let (violations, replayed) = check_run(seed, requests, run_store);
     report.invariants_checked += 1;
     report.violations.extend(violations);
+    if replayed.torn_writes > 0 {
+        *report.faults_fired.entry(TORN_WRITE.to_owned()).or_insert(0) += replayed.torn_writes;
+    }
 }
 
 /// [`check_run`] with an explicit plan and sabotage; without `run_store` the replay's
@@ -113,12 +140,12 @@ pub fn check_with(
         Ok(dir) => {
             let (details, replayed) = replay(&dir.0, requests, run_store, plan, sabotage);
             let name = dir.0.display().to_string();
-            (details.into_iter().map(|d| d.replace(&name, "<replay dir>")).collect(), replayed)
+            (details.into_iter().map(|(invariant, d)| (invariant, d.replace(&name, "<replay dir>"))).collect(), replayed)
         }
-        Err(e) => (vec![e.clone()], Replayed::default()),
+        Err(e) => (vec![(INVARIANT, e.clone())], Replayed::default()),
     };
     drop(dir);
-    (details.into_iter().map(|d| Violation::new(INVARIANT, d)).collect(), replayed)
+    (details.into_iter().map(|(invariant, d)| Violation::new(invariant, d)).collect(), replayed)
 }
 
 /// A store directory of its own, removed when dropped (also when the check fails or panics).
@@ -208,19 +235,43 @@ fn replay(
     run_store: Option<&MemoryCommitter>,
     plan: &Plan,
     sabotage: Sabotage,
-) -> (Vec<String>, Replayed) {
+) -> (Vec<(&'static str, String)>, Replayed) {
     let mut out = Replayed { requests: requests.len(), ..Replayed::default() };
     let memory = MemoryCommitter::new();
     let mut file = match open(dir, plan.options, "at first") {
         Ok(f) => f,
-        Err(e) => return (vec![e], out),
+        Err(e) => return (vec![(INVARIANT, e)], out),
     };
-    let mut details = Vec::new();
+    let mut details: Vec<(&'static str, String)> = Vec::new();
     let mut differing = 0u64;
     let mut first_difference = None;
     for (i, request) in requests.iter().enumerate() {
+        let root = &request.cut().root_id;
+        // The memory store before this request, when it may be the one torn.
+        let tear = plan.tear.filter(|&(at, _)| out.torn_writes == 0 && i >= at && sabotage != Sabotage::SkipFileCommit(i));
+        let before = tear.map(|_| (memory.head(root), memory.history(root)));
         let m = send(&memory, request);
-        let f = if sabotage == Sabotage::SkipFileCommit(i) { m.clone() } else { send(&file, request) };
+        let f = match (tear, before) {
+            (Some((_, keep)), Some((head, history))) if m.is_ok() && memory.history(root).len() > history.len() => {
+                out.torn_writes += 1;
+                out.reopens += 1;
+                let keep = if sabotage == Sabotage::WholeTornAppend { 1000 } else { keep };
+                match tear_and_reopen(dir, plan.options, file, request, i, keep, &head, &history) {
+                    Ok((reopened, found)) => {
+                        file = reopened;
+                        details.extend(found.into_iter().map(|d| (TORN_INVARIANT, d)));
+                        // The writer's retry after its restart.
+                        send(&file, request)
+                    }
+                    Err(e) => {
+                        details.push((INVARIANT, e));
+                        return (details, out);
+                    }
+                }
+            }
+            _ if sabotage == Sabotage::SkipFileCommit(i) => m.clone(),
+            _ => send(&file, request),
+        };
         if !same_answer(&m, &f) {
             differing += 1;
             first_difference.get_or_insert_with(|| {
@@ -229,7 +280,7 @@ fn replay(
         }
         if plan.compact_after.contains(&i) {
             if let Err(e) = file.compact_now() {
-                details.push(format!("compaction after request {i} refused: {e}"));
+                details.push((INVARIANT, format!("compaction after request {i} refused: {e}")));
                 return (details, out);
             }
         }
@@ -244,7 +295,7 @@ fn replay(
             file = match open(dir, plan.options, &format!("after the compaction after request {i}")) {
                 Ok(f) => f,
                 Err(e) => {
-                    details.push(e);
+                    details.push((INVARIANT, e));
                     return (details, out);
                 }
             };
@@ -252,13 +303,13 @@ fn replay(
         }
     }
     if let Some(first) = first_difference {
-        details.push(format!("{differing} answers differ; first: {first}"));
+        details.push((INVARIANT, format!("{differing} answers differ; first: {first}")));
     }
     drop(file);
     let file = match open(dir, plan.options, "at the end") {
         Ok(f) => f,
         Err(e) => {
-            details.push(e);
+            details.push((INVARIANT, e));
             return (details, out);
         }
     };
@@ -269,24 +320,67 @@ fn replay(
     for root in &roots {
         let (mh, fh) = (memory.head(root), file.head(root));
         if mh != fh {
-            details.push(format!("after reopening, the file store's head of {root} is {}, the memory store's {}", head_text(&fh), head_text(&mh)));
+            details.push((INVARIANT, format!("after reopening, the file store's head of {root} is {}, the memory store's {}", head_text(&fh), head_text(&mh))));
         } else if memory.history(root) != file.history(root) {
             let (m, f) = (memory.history(root), file.history(root));
-            details.push(format!("after reopening, the file store's history of {root} has {} commits, the memory store's {} (first difference at {})", f.len(), m.len(), first_mismatch(&m, &f)));
+            details.push((INVARIANT, format!("after reopening, the file store's history of {root} has {} commits, the memory store's {} (first difference at {})", f.len(), m.len(), first_mismatch(&m, &f))));
         }
         if let Some(run) = run_store {
             if run.head(root) != mh || run.history(root) != memory.history(root) {
-                details.push(format!("the replay ends {root} at {}, the run's store at {}: the recorded requests are not the run's", head_text(&mh), head_text(&run.head(root))));
+                details.push((INVARIANT, format!("the replay ends {root} at {}, the run's store at {}: the recorded requests are not the run's", head_text(&mh), head_text(&run.head(root)))));
             }
         }
     }
     if let Some(run) = run_store {
         // A root the run's store holds but no request started would also make the replay unfaithful.
         for root in run.roots().into_iter().filter(|r| !roots.contains(r)) {
-            details.push(format!("the run's store holds {root}, which no recorded request names"));
+            details.push((INVARIANT, format!("the run's store holds {root}, which no recorded request names")));
         }
     }
     (details, out)
+}
+
+/// Tears the append of `request` (request `i`, which installs a commit on the memory store)
+/// keeping `keep`‰ of its bytes, then drops and reopens the file store. Returns the reopened
+/// store and what the torn-append invariant found: the refused commit visible, or the store
+/// not holding exactly `head` and `history` (the memory store's before the request).
+#[allow(clippy::too_many_arguments)]
+fn tear_and_reopen(
+    dir: &Path,
+    options: FileOptions,
+    file: FileCommitter,
+    request: &CommitRequest,
+    i: usize,
+    keep: u16,
+    head: &Option<keel::kernel::commit::Head>,
+    history: &[keel::kernel::commit::CommitRecord],
+) -> Result<(FileCommitter, Vec<String>), String> {
+    let mut found = Vec::new();
+    let root = &request.cut().root_id;
+    file.tear_next_append(keep);
+    let torn = send(&file, request);
+    if !matches!(torn, Err(CommitError::Storage { .. })) {
+        found.push(format!("request {i} ({}): a torn append was answered {}, not a storage failure", request.boundary_name(), answer(&torn)));
+    }
+    drop(file);
+    let file = open(dir, options, &format!("after the torn append of request {i}"))?;
+    let (fh, fhist) = (file.head(root), file.history(root));
+    if &fh != head {
+        found.push(format!(
+            "after the torn append of request {i} ({}, {keep}‰ written) and a reopen, the file store's head of {root} is {}, the last acknowledged {}",
+            request.boundary_name(),
+            head_text(&fh),
+            head_text(head)
+        ));
+    } else if fhist != history {
+        found.push(format!(
+            "after the torn append of request {i} and a reopen, the file store's history of {root} has {} commits, {} were acknowledged (first difference at {})",
+            fhist.len(),
+            history.len(),
+            first_mismatch(history, &fhist)
+        ));
+    }
+    Ok((file, found))
 }
 
 fn head_text(head: &Option<keel::kernel::commit::Head>) -> String {
@@ -333,6 +427,7 @@ mod tests {
         Plan {
             compact_after: (0..requests).step_by(3).collect(),
             options: FileOptions { compact_ratio: 1, compact_min_bytes: 0, ..FileOptions::default() },
+            tear: None,
         }
     }
 
@@ -380,11 +475,11 @@ mod tests {
     #[test]
     fn a_torn_frame_after_compaction_is_caught() {
         let (requests, store) = run_of(&Spec::minimal("torn"), 3);
-        let plan = Plan { compact_after: vec![requests.len() - 1], options: FileOptions::default() };
+        let plan = Plan { compact_after: vec![requests.len() - 1], options: FileOptions::default(), tear: None };
         let (violations, _) = check_with(3, &requests, Some(store.memory()), &plan, Sabotage::CorruptLastFrameAfterCompaction);
         assert!(violations.iter().any(|v| v.invariant == INVARIANT && v.detail.contains("after reopening")), "{violations:?}");
         // Torn in the middle of the run: the later commits no longer find their head.
-        let plan = Plan { compact_after: vec![requests.len() / 2], options: FileOptions::default() };
+        let plan = Plan { compact_after: vec![requests.len() / 2], options: FileOptions::default(), tear: None };
         let (violations, _) = check_with(3, &requests, None, &plan, Sabotage::CorruptLastFrameAfterCompaction);
         assert!(violations.iter().any(|v| v.detail.contains("answers differ")), "{violations:?}");
     }
@@ -424,5 +519,50 @@ mod tests {
         assert!((0..64).any(|s| Plan::of(s, 40).options.compact_ratio == 1));
         assert!((0..64).any(|s| Plan::of(s, 40).options == FileOptions::default()));
         assert!(Plan::of(3, 0).compact_after.is_empty());
+        let tears: Vec<(usize, u16)> = (0..64).filter_map(|s| Plan::of(s, 40).tear).collect();
+        assert!(tears.len() > 16 && tears.len() < 48, "{} of 64 seeds tear", tears.len());
+        assert!(tears.iter().all(|&(at, keep)| at < 40 && keep < 1000), "{tears:?}");
+        assert_eq!(Plan::of(3, 0).tear, None);
+    }
+
+    #[test]
+    fn a_torn_append_loses_only_the_refused_commit_and_the_retry_goes_on() {
+        for seed in [0u64, 8, 16] {
+            let (spec, _) = generate(seed);
+            let (requests, store) = run_of(&spec, seed);
+            // Early, late, and with compactions around it; no bytes, a few, nearly all.
+            for (at, keep) in [(0, 0u16), (requests.len() / 2, 500), (requests.len() - 1, 999)] {
+                let plan = Plan { tear: Some((at, keep)), ..busy_plan(requests.len()) };
+                let (violations, replayed) = check_with(seed, &requests, Some(store.memory()), &plan, Sabotage::None);
+                assert!(violations.is_empty(), "seed {seed} tear at {at}: {violations:?}");
+                // The last request may install nothing (an identical retry): then nothing tears.
+                assert!(replayed.torn_writes == 1 || at == requests.len() - 1, "seed {seed} tear at {at}: {replayed:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_refused_commit_visible_after_the_reopen_is_caught() {
+        let (spec, _) = generate(8);
+        let (requests, store) = run_of(&spec, 8);
+        let plan = Plan { tear: Some((requests.len() / 2, 500)), ..busy_plan(requests.len()) };
+        let (violations, replayed) = check_with(8, &requests, Some(store.memory()), &plan, Sabotage::WholeTornAppend);
+        assert_eq!(replayed.torn_writes, 1);
+        assert!(
+            violations.iter().any(|v| v.invariant == TORN_INVARIANT && v.detail.contains("the last acknowledged")),
+            "{violations:?}"
+        );
+    }
+
+    #[test]
+    fn a_fired_torn_append_is_counted_in_the_report() {
+        let seed = (0..400u64).step_by(8).find(|&s| Plan::of(s, 20).tear.is_some()).unwrap();
+        let (spec, _) = generate(seed);
+        let (requests, store) = run_of(&spec, seed);
+        let mut report = RunReport::new("torn", seed);
+        check_into(&mut report, seed, &requests, store.memory());
+        let (_, replayed) = check_run(seed, &requests, store.memory());
+        assert_eq!(report.faults_fired.get(TORN_WRITE).copied().unwrap_or(0), replayed.torn_writes);
+        assert!(report.passed(), "{report}");
     }
 }

@@ -60,6 +60,8 @@ pub const INTERACTION_FAULT_KINDS: &[&str] = &[
     "commit.lose_ack",
     "commit.fail_before",
     "host.crash",
+    // A torn append in the file-store replay of sampled seeds (`crate::log_compaction`).
+    "store.torn_write",
     "tool.error",
     "tool.panic",
     "tool.host_failure",

@@ -67,6 +67,8 @@ pub const FAULT_KINDS: &[&str] = &[
     "commit.lose_ack",
     "commit.crash_after",
     "commit.hold",
+    // A torn append in the file-store replay of sampled seeds (`crate::log_compaction`).
+    "store.torn_write",
     "host.kill",
     "host.cancel",
     "host.wait_answer.early",

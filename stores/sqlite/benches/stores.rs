@@ -24,7 +24,9 @@
 //!   50 agents are bound by their own CPU work per commit, not by syncs.
 //!
 //! `-- group` runs only the concurrent part, `-- single` only the first part, `-- file` or
-//! `-- sqlite` only that store.
+//! `-- sqlite` only that store. `-- profile` runs one 50-agent current-thread run per selected
+//! durable store and prints nothing else (for a profiler such as
+//! `valgrind --tool=callgrind target/release/deps/stores-* --bench profile file`).
 //!
 //! Stores live in fresh directories under the system temp dir, removed after each run.
 
@@ -297,8 +299,16 @@ fn main() {
     let (repeats, rounds) = if quick { (1, 5) } else { (REPEATS, ROUNDS) };
     // `-- group` runs only the concurrent part, `-- file` / `-- sqlite` only that store.
     let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
-    let wanted = |what: &str| filters.iter().all(|f| f == "group" || f == "single") || filters.iter().any(|f| f == what);
+    let parts = ["group", "single", "profile"];
+    let wanted = |what: &str| filters.iter().all(|f| parts.contains(&f.as_str())) || filters.iter().any(|f| f == what);
     let stores: Vec<Store> = Store::ALL.into_iter().filter(|s| wanted(s.name())).collect();
+    if filters.iter().any(|f| f == "profile") {
+        for store in stores.into_iter().filter(|s| *s != Store::Memory) {
+            let Sample { elapsed, commits, syncs, .. } = run_agents(store, AGENTS, AGENT_ROUNDS, 0, 0);
+            println!("# {} profile run: {commits} commits in {:.1} ms, {syncs} syncs", store.name(), elapsed.as_secs_f64() * 1e3);
+        }
+        return;
+    }
     for store in stores.iter().copied().filter(|_| !filters.iter().any(|f| f == "group")) {
         let mut samples: Vec<Sample> = (0..repeats).map(|run| run_agents(store, 1, rounds, run as u64, 0)).collect();
         samples.sort_by_key(|s| s.elapsed);

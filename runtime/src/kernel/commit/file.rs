@@ -398,12 +398,17 @@ struct State {
     compactions: u64,
     /// Successful batch syncs.
     syncs: u64,
+    /// The last batch's frame buffer, reused by the next (see `commit_batch`).
+    buffer: Vec<u8>,
     /// Set when a failed write or `fsync` could not be rolled back (or a compaction failed
     /// after replacing the log); the committer refuses every call after it.
     failed: Option<String>,
-    /// Test faults on the append path.
-    #[cfg(test)]
+    /// Faults on the append path (tests, `tear_next_append`).
+    #[cfg(any(test, feature = "fault-injection"))]
     faults: append::IoFaults,
+    /// Armed by `tear_next_append`: per mille of the next append's frames that reach the disk.
+    #[cfg(any(test, feature = "fault-injection"))]
+    tear_next: Option<u16>,
 }
 
 impl FileCommitter {
@@ -492,9 +497,12 @@ impl FileCommitter {
                 file_bytes,
                 compactions: 0,
                 syncs: 0,
+                buffer: Vec::new(),
                 failed: None,
-                #[cfg(test)]
+                #[cfg(any(test, feature = "fault-injection"))]
                 faults: append::IoFaults::default(),
+                #[cfg(any(test, feature = "fault-injection"))]
+                tear_next: None,
             }),
             group: GroupCommit::new(GroupLimits::default(), lost_in_batch),
             _legacy_lock: legacy,
@@ -547,9 +555,19 @@ impl FileCommitter {
     }
 
     /// Decides one submission (one request, or a chain of one tree's consecutive commits)
-    /// against the durable index and encodes the frames to append, one per installed commit
-    /// and in order: none for an identical retry of the head.
-    fn prepare(&self, state: &State, chain: &[Request]) -> Result<Vec<(Installation, Vec<u8>)>, CommitError> {
+    /// against the durable index and appends the frames to write to `out`, one per installed
+    /// commit and in order (none for an identical retry of the head); on an error `out` is as
+    /// it was. Returns the installations of those frames.
+    fn prepare(&self, state: &State, chain: &[Request], out: &mut Vec<u8>) -> Result<Vec<Installation>, CommitError> {
+        let mark = out.len();
+        let prepared = self.prepare_into(state, chain, out);
+        if prepared.is_err() {
+            out.truncate(mark);
+        }
+        prepared
+    }
+
+    fn prepare_into(&self, state: &State, chain: &[Request], out: &mut Vec<u8>) -> Result<Vec<Installation>, CommitError> {
         let Some(first) = chain.first() else { return Ok(Vec::new()) };
         let root = first.cut().root_id.clone();
         self.refuse_damaged(&root)?;
@@ -562,7 +580,7 @@ impl FileCommitter {
             let requests: Vec<CommitRequest> = chain.iter().map(Request::to_commit_request).collect();
             state.index.decide_chain(&requests)?
         };
-        let mut frames = Vec::with_capacity(decided.len());
+        let mut installations = Vec::with_capacity(decided.len());
         let mut head = state.index.head(&root).map(|h| h.cut.clone());
         for (at, installation) in decided {
             let request = &chain[at];
@@ -575,11 +593,11 @@ impl FileCommitter {
                     max: to_u64(self.options.max_record_bytes),
                 });
             }
-            let frame = frame_bytes(&record).map_err(|e| CommitError::invalid(e.to_string()))?;
+            frame_into(out, &record).map_err(|e| CommitError::invalid(e.to_string()))?;
             head = Some(installation.cut.clone());
-            frames.push((installation, frame));
+            installations.push(installation);
         }
-        Ok(frames)
+        Ok(installations)
     }
 
     /// Commits one batch (at most one request per tree, see the module docs): every request
@@ -596,31 +614,56 @@ impl FileCommitter {
             return requests.iter().map(|_| Err(error.clone())).collect();
         }
         let mut outcomes: Vec<Result<(), CommitError>> = Vec::with_capacity(requests.len());
-        let mut frames = Vec::new();
+        // The batch's frames go into the store's buffer (kept between batches: a batch of
+        // fifty commits is about half a megabyte, which would otherwise be freshly allocated,
+        // faulted in and copied on every batch).
+        let mut frames = std::mem::take(&mut state.buffer);
+        frames.clear();
         let mut installs = Vec::new();
         for (at, request) in requests.iter().enumerate() {
-            match self.prepare(&state, request) {
+            match self.prepare(&state, request, &mut frames) {
                 Ok(prepared) => {
-                    for (installation, frame) in prepared {
-                        frames.extend_from_slice(&frame);
-                        installs.push((at, installation));
-                    }
+                    installs.extend(prepared.into_iter().map(|installation| (at, installation)));
                     outcomes.push(Ok(()));
                 }
                 Err(e) => outcomes.push(Err(e)),
             }
         }
+        let outcomes = self.append_batch(&mut state, &mut frames, installs, outcomes);
+        if frames.capacity() <= MAX_KEPT_BUFFER_BYTES {
+            state.buffer = frames;
+        }
+        outcomes
+    }
+
+    /// Writes and syncs a batch's `frames` and installs them (see `commit_batch`).
+    fn append_batch(
+        &self,
+        state: &mut State,
+        frames: &mut Vec<u8>,
+        installs: Vec<(usize, Installation)>,
+        mut outcomes: Vec<Result<(), CommitError>>,
+    ) -> Vec<Result<(), CommitError>> {
         if installs.is_empty() {
             return outcomes;
         }
         let (at, allocated) = (state.log_bytes, state.file_bytes);
         let appended = {
             let state = &mut *state;
-            #[cfg(test)]
+            #[cfg(any(test, feature = "fault-injection"))]
             let log = &mut append::FaultyLog { file: &mut state.log, faults: &mut state.faults };
-            #[cfg(not(test))]
+            #[cfg(not(any(test, feature = "fault-injection")))]
             let log = &mut state.log;
-            append(log, at, allocated, &frames)
+            #[cfg(any(test, feature = "fault-injection"))]
+            if let Some(keep) = state.tear_next.take() {
+                // `tear_next_append`: the part that reached the disk, of the frames only (the
+                // zeros written ahead after them would complete nothing).
+                let keep = frames.len().saturating_mul(usize::from(keep)) / 1000;
+                log.faults.short_write = Some(keep);
+                log.faults.failing_syncs = 1;
+                log.faults.failing_set_len = true;
+            }
+            append(log, at, allocated, frames)
         };
         match appended {
             Ok(file_bytes) => {
@@ -670,10 +713,20 @@ impl FileCommitter {
                 // The batch is durable already; a compaction that fails before it replaces
                 // the log leaves the log as it was, so only a failure after that stops the
                 // store (inside `compact_locked`).
-                let _ = self.compact_locked(&mut state);
+                let _ = self.compact_locked(state);
             }
         }
         outcomes
+    }
+
+    /// Fault injection (feature `fault-injection`, used by the simulator): the next append
+    /// (the next batch that installs anything) writes `keep_per_mille`‰ of its frames'
+    /// bytes (at most 1000‰) and its `fdatasync` fails, and cutting the log back fails too: what
+    /// a process that dies while its sync fails leaves on disk. The batch is refused and the
+    /// store stops; reopening the directory recovers what was acknowledged before it.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn tear_next_append(&self, keep_per_mille: u16) {
+        self.lock().tear_next = Some(keep_per_mille.min(1000));
     }
 
     /// Submits a request to the group (see the module docs).
@@ -790,6 +843,10 @@ impl Drop for FileCommitter {
 
 /// The estimated size of a compacted log: every head's records once plus a bound on the
 /// metadata of each record and commit fact.
+/// A frame buffer larger than this (a batch of unusually large records) is freed after its
+/// batch rather than kept for the next.
+const MAX_KEPT_BUFFER_BYTES: usize = 4 << 20;
+
 fn live_bytes(index: &CommitIndex) -> u64 {
     const PER_RECORD: u64 = 160;
     const PER_COMMIT: u64 = 400;
@@ -945,11 +1002,14 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 
 /// Writes one frame at the current position (not synced).
 fn write_frame(log: &mut File, record: &Record) -> io::Result<()> {
-    log.write_all(&frame_bytes(record)?)
+    let mut frame = Vec::new();
+    frame_into(&mut frame, record)?;
+    log.write_all(&frame)
 }
 
-/// One frame's bytes: header, checksum and payload.
-fn frame_bytes(record: &Record) -> io::Result<Vec<u8>> {
+/// Appends one frame's bytes to `out`: header, checksum and payload (`out` unchanged on an
+/// error).
+fn frame_into(out: &mut Vec<u8>, record: &Record) -> io::Result<()> {
     let meta = &record.meta;
     let meta_len = u32::try_from(meta.len())
         .ok()
@@ -962,20 +1022,20 @@ fn frame_bytes(record: &Record) -> io::Result<Vec<u8>> {
     for b in &record.blobs {
         sum.update(b);
     }
-    let mut head = Vec::with_capacity(FRAME_HEADER_BYTES + 4 + meta.len());
+    // One write of the frame: fewer syscalls, and a torn write stays a torn tail.
+    let body: usize = record.blobs.iter().map(|b| b.len()).sum();
+    out.reserve(FRAME_HEADER_BYTES + 4 + meta.len() + body);
+    let head = out;
     head.extend_from_slice(FRAME_MAGIC);
     head.extend_from_slice(&payload_len.to_le_bytes());
     head.extend_from_slice(&header_check(payload_len));
     head.extend_from_slice(&sum.finalize());
     head.extend_from_slice(&meta_len.to_le_bytes());
     head.extend_from_slice(meta);
-    // One write of the frame: fewer syscalls, and a torn write stays a torn tail.
-    let body: usize = record.blobs.iter().map(|b| b.len()).sum();
-    head.reserve(body);
     for b in &record.blobs {
         head.extend_from_slice(b);
     }
-    Ok(head)
+    Ok(())
 }
 
 fn header_check(payload_len: u64) -> [u8; 8] {

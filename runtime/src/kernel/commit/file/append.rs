@@ -71,16 +71,18 @@ pub(super) struct AppendError {
 
 /// Writes `frames` at `at` (the end of the last acknowledged frame) in a file of length
 /// `allocated`, and syncs them. Returns the file's new length. On failure the file has been
-/// cut back to `at` (see the module docs) unless `rollback` says otherwise.
-pub(super) fn append(log: &mut impl LogIo, at: u64, allocated: u64, frames: &[u8]) -> Result<u64, AppendError> {
-    let end = at.saturating_add(u64::try_from(frames.len()).unwrap_or(u64::MAX));
+/// cut back to `at` (see the module docs) unless `rollback` says otherwise. `frames` is
+/// returned as it came; the zeros of a growth are written from its spare capacity.
+pub(super) fn append(log: &mut impl LogIo, at: u64, allocated: u64, frames: &mut Vec<u8>) -> Result<u64, AppendError> {
+    let len = frames.len();
+    let end = at.saturating_add(u64::try_from(len).unwrap_or(u64::MAX));
     let written = if end <= allocated {
         log.write_at(frames, at).map(|()| allocated)
     } else {
-        let mut ahead = Vec::with_capacity(frames.len() + RESERVE_BYTES as usize);
-        ahead.extend_from_slice(frames);
-        ahead.resize(frames.len() + RESERVE_BYTES as usize, 0);
-        match log.write_at(&ahead, at) {
+        frames.resize(len + RESERVE_BYTES as usize, 0);
+        let ahead = log.write_at(frames, at);
+        frames.truncate(len);
+        match ahead {
             Ok(()) => Ok(end + RESERVE_BYTES),
             // No room for the reserve (or any other failure): cut back and try the frames
             // alone; a second failure is the one reported.
@@ -104,14 +106,18 @@ fn roll_back(log: &mut impl LogIo, at: u64) -> io::Result<()> {
     log.sync_all()
 }
 
-/// Faults for the append path (tests only): a write that stores only part of its bytes and
-/// then fails like a full disk, a failed sync, a failed truncation; and a record of what was
-/// synced, to check that nothing is acknowledged before its sync.
-#[cfg(test)]
+/// Faults for the append path (tests, and the simulator through `tear_next_append`): a write
+/// that stores only part of its bytes and then fails like a full disk, a write that reaches
+/// the disk only in part although it reported success, a failed sync, a failed truncation; and
+/// a record of what was synced, to check that nothing is acknowledged before its sync.
+#[cfg(any(test, feature = "fault-injection"))]
 #[derive(Debug, Default)]
 pub(super) struct IoFaults {
     /// The next write stores at most this many bytes, then fails with "no space".
     pub write_room: Option<usize>,
+    /// The next write stores only this many bytes but reports success (the rest never reached
+    /// the disk, as after a crash with the pages unwritten).
+    pub short_write: Option<usize>,
     /// Fail every write while set (the disk stays full).
     pub disk_full: bool,
     /// Fail the next `sync_data` calls.
@@ -123,14 +129,14 @@ pub(super) struct IoFaults {
     pub synced_len: u64,
 }
 
-/// A log file behind [`IoFaults`] (tests only).
-#[cfg(test)]
+/// A log file behind [`IoFaults`].
+#[cfg(any(test, feature = "fault-injection"))]
 pub(super) struct FaultyLog<'a> {
     pub file: &'a mut File,
     pub faults: &'a mut IoFaults,
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "fault-injection"))]
 impl FaultyLog<'_> {
     fn no_space() -> io::Error {
         io::Error::new(io::ErrorKind::StorageFull, "no space left on device (injected)")
@@ -142,11 +148,14 @@ impl FaultyLog<'_> {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "fault-injection"))]
 impl LogIo for FaultyLog<'_> {
     fn write_at(&mut self, bytes: &[u8], at: u64) -> io::Result<()> {
         if self.faults.disk_full {
             return Err(FaultyLog::no_space());
+        }
+        if let Some(room) = self.faults.short_write.take() {
+            return self.file.write_at(&bytes[..room.min(bytes.len())], at);
         }
         if let Some(room) = self.faults.write_room.take() {
             if room < bytes.len() {

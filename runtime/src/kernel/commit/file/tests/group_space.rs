@@ -270,3 +270,38 @@ fn spawn<T: Send + 'static>(
     let env = crate::env::TokioEnv::current().expect("inside a tokio runtime").env();
     crate::env::spawn_with_result(env.executor.as_ref(), fut).join()
 }
+
+/// `tear_next_append`: a sync that fails after only part of the append reached the disk, and
+/// a process that dies before it can cut the log back. The commit is refused, the store stops,
+/// and a reopen cuts the unfinished frame: the unacknowledged commit is not visible and every
+/// acknowledged one is. A tear that happens to complete the frame (1000‰) leaves a commit the
+/// writer never saw acknowledged, which a reopen keeps: unacknowledged is not "not stored".
+#[test]
+fn a_sync_failing_after_a_partial_write_loses_only_the_unacknowledged_commit() {
+    for keep in [0u16, 300, 999, 1000] {
+        let dir = TempDir::new();
+        let store = FileCommitter::open(&dir.0).unwrap();
+        send(&store, &start_of(1)).unwrap();
+        send(&store, &progress_of(1, 2)).unwrap();
+        let acknowledged = store.stats().log_bytes;
+        store.tear_next_append(keep);
+        let torn = send(&store, &progress_of(1, 3));
+        assert!(matches!(torn, Err(CommitError::Storage { .. })), "{keep}‰: {torn:?}");
+        // Stopped: nothing more is written until the store is reopened.
+        assert!(send(&store, &start_of(2)).is_err(), "{keep}‰: a stopped store took a commit");
+        drop(store);
+        let reopened = FileCommitter::open(&dir.0).unwrap();
+        let head = reopened.head(&tree(1)).unwrap();
+        if keep < 1000 {
+            assert_eq!(head.sequence, 2, "{keep}‰: the torn commit is visible");
+            assert_eq!(reopened.stats().log_bytes, acknowledged, "{keep}‰");
+            assert_eq!(reopened.recovery().truncated_bytes > 0, keep > 0, "{keep}‰: {:?}", reopened.recovery());
+        } else {
+            assert_eq!(head.sequence, 3, "a complete frame is a commit");
+        }
+        assert_eq!(reopened.history(&tree(1)).len() as u64, head.sequence);
+        // The writer's retry after the restart installs it (or finds it current).
+        send(&reopened, &progress_of(1, 3)).unwrap();
+        assert_eq!(reopened.head(&tree(1)).unwrap().sequence, 3);
+    }
+}
