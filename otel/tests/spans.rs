@@ -302,3 +302,120 @@ async fn a_traced_run_makes_the_same_events_as_an_untraced_one() {
     assert_eq!(traced_events, untraced, "tracing changes nothing a run does");
     assert!(matches!(untraced.last(), Some(RunEvent::Finished(_))));
 }
+
+/// A coordinator that hands the weather question to a `researcher` delegate (built by
+/// `researcher`), then answers.
+fn coordinator(researcher: Agent) -> Agent {
+    let task = r#"{"messages":[{"role":"user","parts":[{"type":"text","text":"Weather in Paris?"}]}]}"#;
+    Agent::builder("coordinator")
+        .version("1")
+        .model(ScriptedModel::new().call_tool("research", task).then_text("The researcher says: sunny."))
+        .delegate("research", "Ask the researcher.", researcher)
+        .trace_content(true)
+        .build()
+        .unwrap()
+}
+
+fn researcher(model: impl keel::interaction::model::ModelClient + 'static) -> Agent {
+    Agent::builder("researcher").version("1").description("Finds facts.").model(model).tool(weather()).build().unwrap()
+}
+
+fn parent_of<'a>(spans: &'a [SpanData], child: &SpanData) -> Option<&'a SpanData> {
+    spans.iter().find(|s| s.span_context.span_id() == child.parent_span_id)
+}
+
+#[tokio::test]
+async fn a_delegate_run_is_an_agent_span_under_the_parent_s_call_of_it() {
+    let spans = traced(async {
+        let model = ScriptedModel::new().call_tool("get_weather", r#"{"city":"Paris"}"#).then_text("Sunny in Paris.");
+        let run = Runtime::in_memory(coordinator(researcher(model))).unwrap().start("Weather?").await.unwrap();
+        assert_eq!(run.result().await.unwrap().text(), "The researcher says: sunny.");
+    })
+    .await;
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
+    let run = named(&spans, "invoke_agent coordinator")[0];
+    assert_eq!(run.parent_span_id, opentelemetry::trace::SpanId::INVALID, "{names:?}");
+    let trace = run.span_context.trace_id();
+    assert!(spans.iter().all(|s| s.span_context.trace_id() == trace), "one trace for the whole tree: {names:?}");
+
+    // The parent's call of the delegate, and the delegate's run under it.
+    let calls = named(&spans, "execute_tool research");
+    assert_eq!(calls.len(), 1, "{names:?}");
+    let call = calls[0];
+    assert_eq!(call.parent_span_id, run.span_context.span_id());
+    assert_eq!(text(call, "gen_ai.operation.name"), "execute_tool");
+    assert_eq!(text(call, "keel.delegate.agent"), "researcher");
+    assert!(!text(call, "gen_ai.tool.call.id").is_empty());
+    assert!(text(call, "gen_ai.tool.call.arguments").contains("Weather in Paris?"));
+    assert_eq!(text(call, "gen_ai.tool.call.result"), "Sunny in Paris.");
+    let delegates = named(&spans, "invoke_agent researcher");
+    assert_eq!(delegates.len(), 1, "{names:?}");
+    let delegate = delegates[0];
+    assert_eq!(delegate.parent_span_id, call.span_context.span_id(), "the delegate's run is a child of the call of it");
+    assert_eq!(text(delegate, "gen_ai.operation.name"), "invoke_agent");
+    assert_eq!(text(delegate, "gen_ai.agent.name"), "researcher");
+    assert_eq!(text(delegate, "gen_ai.request.model"), text(run, "gen_ai.request.model"));
+    assert_eq!(text(delegate, "keel.run.status"), "completed");
+    assert!(int(delegate, "gen_ai.usage.input_tokens") > 0);
+    assert!(call.start_time <= delegate.start_time && delegate.end_time <= call.end_time);
+
+    // The delegate's model calls and tool call are children of its run; the parent's of its.
+    let delegate_process = text(delegate, "keel.process.id");
+    let chats: Vec<&SpanData> = spans.iter().filter(|s| s.name.starts_with("chat ")).collect();
+    assert_eq!(chats.len(), 4, "two calls each: {names:?}");
+    for chat in &chats {
+        let expected = if text(chat, "keel.process.id") == delegate_process { delegate } else { run };
+        assert_eq!(chat.parent_span_id, expected.span_context.span_id(), "chat of {}", text(chat, "keel.process.id"));
+    }
+    assert_eq!(chats.iter().filter(|c| text(c, "keel.process.id") == delegate_process).count(), 2);
+    let tool = named(&spans, "execute_tool get_weather")[0];
+    assert_eq!(tool.parent_span_id, delegate.span_context.span_id());
+    assert_eq!(parent_of(&spans, delegate).map(|s| s.name.as_ref()), Some("execute_tool research"));
+}
+
+#[tokio::test]
+async fn a_delegate_in_flight_at_a_crash_is_traced_again_under_the_restored_run() {
+    let mut id = String::new();
+    let spans = traced(async {
+        let hang = Arc::new(AtomicBool::new(true));
+        let entered = Arc::new(tokio::sync::Notify::new());
+        let agent = |hang: Arc<AtomicBool>, entered: Arc<tokio::sync::Notify>| {
+            coordinator(researcher(HangingModel { hang, entered, inner: ScriptedModel::new().then_text("Sunny in Paris.") }))
+        };
+        let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
+        let env = TokioEnv::current().unwrap().env();
+        let first = Runtime::with_store(agent(hang.clone(), entered.clone()), store.clone(), env.clone());
+        let run = first.start("Weather?").await.unwrap();
+        entered.notified().await; // the delegate's model call was dispatched
+        id = run.id().to_string();
+        drop((run, first)); // the writer is gone with the delegate's call in flight
+        hang.store(false, Ordering::SeqCst);
+        let second = Runtime::with_store(agent(hang, entered), store, env);
+        let run = second.resume(&id.parse().unwrap()).await.unwrap();
+        assert_eq!(run.result().await.unwrap().text(), "The researcher says: sunny.");
+    })
+    .await;
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
+    // The crashed writer's spans stay open (its model call never returned, and a span ends
+    // after its children): only the restored run's are exported.
+    let restored: Vec<_> = named(&spans, "invoke_agent coordinator").into_iter().filter(|s| flag(s, "keel.run.restored")).collect();
+    assert_eq!(restored.len(), 1, "{names:?}");
+    let restored = restored[0];
+    let calls = named(&spans, "execute_tool research");
+    assert_eq!(calls.len(), 1, "{names:?}");
+    let call = calls[0];
+    assert_eq!(call.parent_span_id, restored.span_context.span_id(), "the delegate in flight is traced again under the restored run");
+    let after = named(&spans, "invoke_agent researcher")[0];
+    assert_eq!(after.parent_span_id, call.span_context.span_id());
+    assert_eq!(text(after, "keel.run.status"), "completed");
+
+    // The Unknown the crash left and the re-issue settling it are under the delegate span of
+    // the restored run (the crashed writer's attempt never returned: its span never ends).
+    let reissued: Vec<&SpanData> = spans.iter().filter(|s| s.name.starts_with("chat ") && flag(s, "keel.model.reissued")).collect();
+    assert_eq!(reissued.len(), 1, "{names:?}");
+    let reissued = reissued[0];
+    assert_eq!(text(reissued, "keel.process.id"), text(after, "keel.process.id"));
+    let unknown = named(&spans, "keel.unknown")[0];
+    assert_eq!(unknown.parent_span_id, after.span_context.span_id(), "the delegate's Unknown is under its span");
+    assert_eq!(reissued.parent_span_id, unknown.span_context.span_id());
+}

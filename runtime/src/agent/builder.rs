@@ -576,6 +576,8 @@ impl AgentBuilder {
                     .field("deployment", &sub.inner.parent.reference().to_string())
                     .build(),
             );
+            // The delegate's model calls find this agent's runs for their spans.
+            sub.inner.hub.add_delegator(&hub);
             for d in &sub.inner.deployments {
                 deployments.push(d.clone());
             }
