@@ -258,3 +258,50 @@ fn a_switch_back_is_a_second_switch_and_a_refusing_agent_names_the_current_model
         );
     });
 }
+
+fn researcher(model: impl ModelClient) -> Agent {
+    Agent::builder("researcher").version("1").description("Finds facts.").model(model).build().unwrap()
+}
+
+#[test]
+fn two_delegates_under_one_deployment_with_different_models_are_refused() {
+    let scripted = researcher(ScriptedModel::new());
+    let openai = researcher(Provider("gpt-4o", ScriptedModel::new()));
+    assert_eq!(scripted.deployment_ref(), openai.deployment_ref(), "the model is not in the deployment");
+    let refused = Agent::builder("coordinator")
+        .version("1")
+        .model(ScriptedModel::new())
+        .delegate("cheap", "Cheap research.", scripted.clone())
+        .delegate("smart", "Careful research.", openai.clone())
+        .build()
+        .unwrap_err();
+    let text = refused.to_string();
+    let BuildError::AmbiguousDelegates { first, second, delegate_agent, first_model, second_model, .. } = &refused else {
+        panic!("expected AmbiguousDelegates: {text}")
+    };
+    assert_eq!((first.as_str(), second.as_str(), delegate_agent.as_str()), ("cheap", "smart", "researcher"));
+    assert_eq!((first_model.as_str(), second_model.as_str()), ("keel/scripted", "openai/gpt-4o (temperature=0)"));
+    assert!(text.contains("`cheap`") && text.contains("`smart`") && text.contains("version"), "names both and what to do: {text}");
+
+    // Deeper in the tree too: a delegate's own delegate against another delegate.
+    let team = Agent::builder("team").version("1").description("A team.").model(ScriptedModel::new()).delegate("dig", "Digs.", openai).build().unwrap();
+    let nested = Agent::builder("coordinator")
+        .version("1")
+        .model(ScriptedModel::new())
+        .delegate("cheap", "Cheap research.", scripted.clone())
+        .delegate("team", "A team.", team)
+        .build();
+    assert!(matches!(nested, Err(BuildError::AmbiguousDelegates { ref second, .. }) if second == "team"), "{nested:?}");
+
+    // One agent twice, or two agents told apart by their version, is fine.
+    let renamed = Agent::builder("researcher").version("2").model(Provider("gpt-4o", ScriptedModel::new())).build().unwrap();
+    for other in [scripted.clone(), renamed] {
+        Agent::builder("coordinator")
+            .version("1")
+            .model(ScriptedModel::new())
+            .delegate("cheap", "Cheap research.", scripted.clone())
+            .delegate("other", "Other research.", other)
+            .build()
+            .unwrap();
+    }
+}
