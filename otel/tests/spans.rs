@@ -14,6 +14,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tracing_subscriber::layer::SubscriberExt as _;
 
+#[path = "../examples/support/mod.rs"]
+mod support;
+use support::weather;
+
+fn weather_agent(content: bool) -> Agent {
+    support::weather_agent(content).unwrap()
+}
+
 /// Spans recorded while `work` runs on this thread's current-thread runtime.
 async fn traced<F: std::future::Future<Output = ()>>(work: F) -> Vec<SpanData> {
     let exporter = InMemorySpanExporter::default();
@@ -54,20 +62,6 @@ fn flag(span: &SpanData, key: &str) -> bool {
 
 fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {
     spans.iter().filter(|s| s.name == name).collect()
-}
-
-fn weather() -> FnTool {
-    tool_fn(
-        "get_weather",
-        "The current weather of a city.",
-        r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#,
-        |args| async move { Ok(format!("sunny, 21 °C in {}", args.get("city").and_then(|c| c.as_str()).unwrap_or("?"))) },
-    )
-}
-
-fn weather_agent(content: bool) -> Agent {
-    let model = ScriptedModel::new().call_tool("get_weather", r#"{"city":"Paris"}"#).then_text("It is sunny in Paris.");
-    Agent::builder("weather").version("1").model(model).tool(weather()).trace_content(content).build().unwrap()
 }
 
 async fn run_weather(content: bool) -> (String, Vec<SpanData>) {
