@@ -209,30 +209,35 @@ impl ModelClient for HangingModel {
     }
 }
 
+/// Starts `task` under the agent `agent` builds around a `HangingModel` answering `answer`,
+/// drops the writer once that model was called (its call in flight: a crash), resumes the run
+/// under a new runtime whose model answers, and returns the run's id and final text.
+async fn crash_while_calling(agent: impl Fn(HangingModel) -> Agent, answer: &str, task: &str) -> (String, String) {
+    let hang = Arc::new(AtomicBool::new(true));
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let model = || HangingModel { hang: hang.clone(), entered: entered.clone(), inner: ScriptedModel::new().then_text(answer) };
+    let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
+    let env = TokioEnv::current().unwrap().env();
+    let first = Runtime::with_store(agent(model()), store.clone(), env.clone());
+    let run = first.start(task).await.unwrap();
+    entered.notified().await; // the call's pending boundary is durable: it was dispatched
+    let id = run.id().to_string();
+    drop((run, first)); // the writer is gone with the call in flight
+    hang.store(false, Ordering::SeqCst);
+    let second = Runtime::with_store(agent(model()), store, env);
+    let run = second.resume(&id.parse().unwrap()).await.unwrap();
+    let text = run.result().await.unwrap().text();
+    (id, text)
+}
+
 #[tokio::test]
 async fn a_restore_reissues_the_unknown_model_call_under_a_span_of_the_unknown() {
     let mut id = String::new();
     let spans = traced(async {
-        let hang = Arc::new(AtomicBool::new(true));
-        let entered = Arc::new(tokio::sync::Notify::new());
-        let agent = |hang: Arc<AtomicBool>, entered: Arc<tokio::sync::Notify>| {
-            Agent::builder("m")
-                .version("1")
-                .model(HangingModel { hang, entered, inner: ScriptedModel::new().then_text("Hello.") })
-                .build()
-                .unwrap()
-        };
-        let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
-        let env = TokioEnv::current().unwrap().env();
-        let first = Runtime::with_store(agent(hang.clone(), entered.clone()), store.clone(), env.clone());
-        let run = first.start("Hi.").await.unwrap();
-        entered.notified().await; // the call's pending boundary is durable: it was dispatched
-        id = run.id().to_string();
-        drop((run, first)); // the writer is gone with the call in flight
-        hang.store(false, Ordering::SeqCst);
-        let second = Runtime::with_store(agent(hang, entered), store, env);
-        let run = second.resume(&id.parse().unwrap()).await.unwrap();
-        assert_eq!(run.result().await.unwrap().text(), "Hello.");
+        let agent = |model: HangingModel| Agent::builder("m").version("1").model(model).build().unwrap();
+        let (run, text) = crash_while_calling(agent, "Hello.", "Hi.").await;
+        assert_eq!(text, "Hello.");
+        id = run;
     })
     .await;
 
@@ -369,24 +374,11 @@ async fn a_delegate_run_is_an_agent_span_under_the_parent_s_call_of_it() {
 
 #[tokio::test]
 async fn a_delegate_in_flight_at_a_crash_is_traced_again_under_the_restored_run() {
-    let mut id = String::new();
     let spans = traced(async {
-        let hang = Arc::new(AtomicBool::new(true));
-        let entered = Arc::new(tokio::sync::Notify::new());
-        let agent = |hang: Arc<AtomicBool>, entered: Arc<tokio::sync::Notify>| {
-            coordinator(researcher(HangingModel { hang, entered, inner: ScriptedModel::new().then_text("Sunny in Paris.") }))
-        };
-        let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
-        let env = TokioEnv::current().unwrap().env();
-        let first = Runtime::with_store(agent(hang.clone(), entered.clone()), store.clone(), env.clone());
-        let run = first.start("Weather?").await.unwrap();
-        entered.notified().await; // the delegate's model call was dispatched
-        id = run.id().to_string();
-        drop((run, first)); // the writer is gone with the delegate's call in flight
-        hang.store(false, Ordering::SeqCst);
-        let second = Runtime::with_store(agent(hang, entered), store, env);
-        let run = second.resume(&id.parse().unwrap()).await.unwrap();
-        assert_eq!(run.result().await.unwrap().text(), "The researcher says: sunny.");
+        // The delegate's model hangs: the crash comes with the delegate's call in flight.
+        let agent = |model: HangingModel| coordinator(researcher(model));
+        let (_, text) = crash_while_calling(agent, "Sunny in Paris.", "Weather?").await;
+        assert_eq!(text, "The researcher says: sunny.");
     })
     .await;
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
