@@ -158,19 +158,8 @@ struct GatedProvider {
 impl ModelClient for GatedProvider {
     fn call<'a>(&'a self, cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<Response, ModelError>> {
         Box::pin(async move {
-            // Yield to the other tasks until the gate opens (no timer: the runtime crate keeps
-            // tokio's clock out).
             while !self.gate.load(Ordering::SeqCst) {
-                let mut yielded = false;
-                futures::future::poll_fn(|cx| {
-                    if std::mem::replace(&mut yielded, true) {
-                        std::task::Poll::Ready(())
-                    } else {
-                        cx.waker().wake_by_ref();
-                        std::task::Poll::Pending
-                    }
-                })
-                .await;
+                crate::agent::upgrade::yield_now().await;
             }
             self.inner.call(cx, request).await
         })
