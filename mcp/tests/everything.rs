@@ -10,29 +10,13 @@ use keel::kernel::commit::{Committer, MemoryCommitter};
 use keel_mcp::{Elicitation, ElicitationAnswer, McpError, McpExt, McpServer, McpTools, NotSentRetry};
 use std::sync::Arc;
 use std::time::Duration;
+use support::runs::{agent, settled};
 use support::{kill, server_script, HttpServer};
 
 const LONG: &str = "trigger-long-running-operation";
 
 fn stdio(script: &str) -> McpServer {
     McpServer::stdio("node", [script, "stdio"]).name("everything").call_timeout(Some(Duration::from_secs(60)))
-}
-
-fn agent(tools: &McpTools, model: ScriptedModel) -> Agent {
-    Agent::builder("mcp-everything").version("1").model(model).mcp(tools).max_model_calls(4).build().expect("agent")
-}
-
-async fn settled(run: &Run) -> Vec<(String, bool, String)> {
-    let mut out = Vec::new();
-    let mut events = run.events();
-    while let Some(event) = events.next().await {
-        match event {
-            RunEvent::ToolSettled { tool, is_error, text, .. } => out.push((tool, is_error, text)),
-            RunEvent::Finished(_) => break,
-            _ => {}
-        }
-    }
-    out
 }
 
 async fn started(run: &Run) {

@@ -1,7 +1,8 @@
 //! The outcome rules over the in-process server (the simulator's transport): every fault a
 //! real server meets, injected deterministically, through a real keel agent and run.
 
-use futures::StreamExt;
+mod support;
+
 use keel::kernel::commit::{Committer, MemoryCommitter};
 use keel::prelude::*;
 use keel_mcp::in_process::{Fault, InProcessServer};
@@ -9,6 +10,7 @@ use keel_mcp::{Elicitation, ElicitationAnswer, ElicitationQuestion, McpError, Mc
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
+use support::runs::{agent, settled};
 
 fn echo_tool(schema_extra: Value) -> Value {
     let mut schema = json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]});
@@ -44,26 +46,8 @@ async fn connect(server: &InProcessServer) -> Result<McpTools, McpError> {
         .await
 }
 
-fn agent(tools: &McpTools, model: ScriptedModel) -> Agent {
-    Agent::builder("mcp-test").version("1").model(model).mcp(tools).max_model_calls(4).build().expect("agent")
-}
-
 fn echo_then_done() -> ScriptedModel {
     ScriptedModel::new().call_tool("echo", r#"{"message":"hi"}"#).then_text("done")
-}
-
-/// The settled tool results of a finished run: (tool, is_error, text).
-async fn settled(run: &Run) -> Vec<(String, bool, String)> {
-    let mut out = Vec::new();
-    let mut events = run.events();
-    while let Some(event) = events.next().await {
-        match event {
-            RunEvent::ToolSettled { tool, is_error, text, .. } => out.push((tool, is_error, text)),
-            RunEvent::Finished(_) => break,
-            _ => {}
-        }
-    }
-    out
 }
 
 #[tokio::test]

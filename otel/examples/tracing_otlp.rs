@@ -13,6 +13,9 @@ use keel::prelude::*;
 use keel_otel::testing::OtlpReceiver;
 use std::time::Duration;
 
+#[path = "support/mod.rs"]
+mod support;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fixture = std::env::args().any(|a| a == "--fixture");
     let receiver = if fixture { Some(OtlpReceiver::start()?) } else { None };
@@ -22,20 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
     let id = rt.block_on(async {
-        let weather = tool_fn(
-            "get_weather",
-            "The current weather of a city.",
-            r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#,
-            |args| async move {
-                let city = args.get("city").and_then(|c| c.as_str()).unwrap_or("?").to_owned();
-                Ok(format!("sunny, 21 °C in {city}"))
-            },
-        );
-        let agent = Agent::builder("weather")
-            .version("1.0.0")
-            .model(ScriptedModel::new().call_tool("get_weather", r#"{"city":"Paris"}"#).then_text("It is sunny in Paris."))
-            .tool(weather)
-            .build()?;
+        let agent = support::weather_agent(false)?;
         let run = Runtime::in_memory(agent)?.start("What is the weather in Paris?").await?;
         println!("answer: {}", run.result().await?.text());
         Ok::<_, Box<dyn std::error::Error>>(run.id().to_string())

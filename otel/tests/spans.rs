@@ -14,6 +14,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tracing_subscriber::layer::SubscriberExt as _;
 
+#[path = "../examples/support/mod.rs"]
+mod support;
+use support::weather;
+
+fn weather_agent(content: bool) -> Agent {
+    support::weather_agent(content).unwrap()
+}
+
 /// Spans recorded while `work` runs on this thread's current-thread runtime.
 async fn traced<F: std::future::Future<Output = ()>>(work: F) -> Vec<SpanData> {
     let exporter = InMemorySpanExporter::default();
@@ -54,20 +62,6 @@ fn flag(span: &SpanData, key: &str) -> bool {
 
 fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {
     spans.iter().filter(|s| s.name == name).collect()
-}
-
-fn weather() -> FnTool {
-    tool_fn(
-        "get_weather",
-        "The current weather of a city.",
-        r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#,
-        |args| async move { Ok(format!("sunny, 21 °C in {}", args.get("city").and_then(|c| c.as_str()).unwrap_or("?"))) },
-    )
-}
-
-fn weather_agent(content: bool) -> Agent {
-    let model = ScriptedModel::new().call_tool("get_weather", r#"{"city":"Paris"}"#).then_text("It is sunny in Paris.");
-    Agent::builder("weather").version("1").model(model).tool(weather()).trace_content(content).build().unwrap()
 }
 
 async fn run_weather(content: bool) -> (String, Vec<SpanData>) {
@@ -215,30 +209,35 @@ impl ModelClient for HangingModel {
     }
 }
 
+/// Starts `task` under the agent `agent` builds around a `HangingModel` answering `answer`,
+/// drops the writer once that model was called (its call in flight: a crash), resumes the run
+/// under a new runtime whose model answers, and returns the run's id and final text.
+async fn crash_while_calling(agent: impl Fn(HangingModel) -> Agent, answer: &str, task: &str) -> (String, String) {
+    let hang = Arc::new(AtomicBool::new(true));
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let model = || HangingModel { hang: hang.clone(), entered: entered.clone(), inner: ScriptedModel::new().then_text(answer) };
+    let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
+    let env = TokioEnv::current().unwrap().env();
+    let first = Runtime::with_store(agent(model()), store.clone(), env.clone());
+    let run = first.start(task).await.unwrap();
+    entered.notified().await; // the call's pending boundary is durable: it was dispatched
+    let id = run.id().to_string();
+    drop((run, first)); // the writer is gone with the call in flight
+    hang.store(false, Ordering::SeqCst);
+    let second = Runtime::with_store(agent(model()), store, env);
+    let run = second.resume(&id.parse().unwrap()).await.unwrap();
+    let text = run.result().await.unwrap().text();
+    (id, text)
+}
+
 #[tokio::test]
 async fn a_restore_reissues_the_unknown_model_call_under_a_span_of_the_unknown() {
     let mut id = String::new();
     let spans = traced(async {
-        let hang = Arc::new(AtomicBool::new(true));
-        let entered = Arc::new(tokio::sync::Notify::new());
-        let agent = |hang: Arc<AtomicBool>, entered: Arc<tokio::sync::Notify>| {
-            Agent::builder("m")
-                .version("1")
-                .model(HangingModel { hang, entered, inner: ScriptedModel::new().then_text("Hello.") })
-                .build()
-                .unwrap()
-        };
-        let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
-        let env = TokioEnv::current().unwrap().env();
-        let first = Runtime::with_store(agent(hang.clone(), entered.clone()), store.clone(), env.clone());
-        let run = first.start("Hi.").await.unwrap();
-        entered.notified().await; // the call's pending boundary is durable: it was dispatched
-        id = run.id().to_string();
-        drop((run, first)); // the writer is gone with the call in flight
-        hang.store(false, Ordering::SeqCst);
-        let second = Runtime::with_store(agent(hang, entered), store, env);
-        let run = second.resume(&id.parse().unwrap()).await.unwrap();
-        assert_eq!(run.result().await.unwrap().text(), "Hello.");
+        let agent = |model: HangingModel| Agent::builder("m").version("1").model(model).build().unwrap();
+        let (run, text) = crash_while_calling(agent, "Hello.", "Hi.").await;
+        assert_eq!(text, "Hello.");
+        id = run;
     })
     .await;
 
@@ -301,4 +300,108 @@ async fn a_traced_run_makes_the_same_events_as_an_untraced_one() {
     assert!(spans.len() >= 4, "the traced run was traced");
     assert_eq!(traced_events, untraced, "tracing changes nothing a run does");
     assert!(matches!(untraced.last(), Some(RunEvent::Finished(_))));
+}
+
+/// A coordinator that hands the weather question to a `researcher` delegate (built by
+/// `researcher`), then answers.
+fn coordinator(researcher: Agent) -> Agent {
+    let task = r#"{"messages":[{"role":"user","parts":[{"type":"text","text":"Weather in Paris?"}]}]}"#;
+    Agent::builder("coordinator")
+        .version("1")
+        .model(ScriptedModel::new().call_tool("research", task).then_text("The researcher says: sunny."))
+        .delegate("research", "Ask the researcher.", researcher)
+        .trace_content(true)
+        .build()
+        .unwrap()
+}
+
+fn researcher(model: impl keel::interaction::model::ModelClient + 'static) -> Agent {
+    Agent::builder("researcher").version("1").description("Finds facts.").model(model).tool(weather()).build().unwrap()
+}
+
+fn parent_of<'a>(spans: &'a [SpanData], child: &SpanData) -> Option<&'a SpanData> {
+    spans.iter().find(|s| s.span_context.span_id() == child.parent_span_id)
+}
+
+#[tokio::test]
+async fn a_delegate_run_is_an_agent_span_under_the_parent_s_call_of_it() {
+    let spans = traced(async {
+        let model = ScriptedModel::new().call_tool("get_weather", r#"{"city":"Paris"}"#).then_text("Sunny in Paris.");
+        let run = Runtime::in_memory(coordinator(researcher(model))).unwrap().start("Weather?").await.unwrap();
+        assert_eq!(run.result().await.unwrap().text(), "The researcher says: sunny.");
+    })
+    .await;
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
+    let run = named(&spans, "invoke_agent coordinator")[0];
+    assert_eq!(run.parent_span_id, opentelemetry::trace::SpanId::INVALID, "{names:?}");
+    let trace = run.span_context.trace_id();
+    assert!(spans.iter().all(|s| s.span_context.trace_id() == trace), "one trace for the whole tree: {names:?}");
+
+    // The parent's call of the delegate, and the delegate's run under it.
+    let calls = named(&spans, "execute_tool research");
+    assert_eq!(calls.len(), 1, "{names:?}");
+    let call = calls[0];
+    assert_eq!(call.parent_span_id, run.span_context.span_id());
+    assert_eq!(text(call, "gen_ai.operation.name"), "execute_tool");
+    assert_eq!(text(call, "keel.delegate.agent"), "researcher");
+    assert!(!text(call, "gen_ai.tool.call.id").is_empty());
+    assert!(text(call, "gen_ai.tool.call.arguments").contains("Weather in Paris?"));
+    assert_eq!(text(call, "gen_ai.tool.call.result"), "Sunny in Paris.");
+    let delegates = named(&spans, "invoke_agent researcher");
+    assert_eq!(delegates.len(), 1, "{names:?}");
+    let delegate = delegates[0];
+    assert_eq!(delegate.parent_span_id, call.span_context.span_id(), "the delegate's run is a child of the call of it");
+    assert_eq!(text(delegate, "gen_ai.operation.name"), "invoke_agent");
+    assert_eq!(text(delegate, "gen_ai.agent.name"), "researcher");
+    assert_eq!(text(delegate, "gen_ai.request.model"), text(run, "gen_ai.request.model"));
+    assert_eq!(text(delegate, "keel.run.status"), "completed");
+    assert!(int(delegate, "gen_ai.usage.input_tokens") > 0);
+    assert!(call.start_time <= delegate.start_time && delegate.end_time <= call.end_time);
+
+    // The delegate's model calls and tool call are children of its run; the parent's of its.
+    let delegate_process = text(delegate, "keel.process.id");
+    let chats: Vec<&SpanData> = spans.iter().filter(|s| s.name.starts_with("chat ")).collect();
+    assert_eq!(chats.len(), 4, "two calls each: {names:?}");
+    for chat in &chats {
+        let expected = if text(chat, "keel.process.id") == delegate_process { delegate } else { run };
+        assert_eq!(chat.parent_span_id, expected.span_context.span_id(), "chat of {}", text(chat, "keel.process.id"));
+    }
+    assert_eq!(chats.iter().filter(|c| text(c, "keel.process.id") == delegate_process).count(), 2);
+    let tool = named(&spans, "execute_tool get_weather")[0];
+    assert_eq!(tool.parent_span_id, delegate.span_context.span_id());
+    assert_eq!(parent_of(&spans, delegate).map(|s| s.name.as_ref()), Some("execute_tool research"));
+}
+
+#[tokio::test]
+async fn a_delegate_in_flight_at_a_crash_is_traced_again_under_the_restored_run() {
+    let spans = traced(async {
+        // The delegate's model hangs: the crash comes with the delegate's call in flight.
+        let agent = |model: HangingModel| coordinator(researcher(model));
+        let (_, text) = crash_while_calling(agent, "Sunny in Paris.", "Weather?").await;
+        assert_eq!(text, "The researcher says: sunny.");
+    })
+    .await;
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
+    // The crashed writer's spans stay open (its model call never returned, and a span ends
+    // after its children): only the restored run's are exported.
+    let restored: Vec<_> = named(&spans, "invoke_agent coordinator").into_iter().filter(|s| flag(s, "keel.run.restored")).collect();
+    assert_eq!(restored.len(), 1, "{names:?}");
+    let restored = restored[0];
+    let calls = named(&spans, "execute_tool research");
+    assert_eq!(calls.len(), 1, "{names:?}");
+    let call = calls[0];
+    assert_eq!(call.parent_span_id, restored.span_context.span_id(), "the delegate in flight is traced again under the restored run");
+    let after = named(&spans, "invoke_agent researcher")[0];
+    assert_eq!(after.parent_span_id, call.span_context.span_id());
+    assert_eq!(text(after, "keel.run.status"), "completed");
+
+    // The Unknown the crash left and the re-issue settling it are under the delegate span of
+    // the restored run (the crashed writer's attempt never returned: its span never ends).
+    let reissued: Vec<&SpanData> = spans.iter().filter(|s| s.name.starts_with("chat ") && flag(s, "keel.model.reissued")).collect();
+    assert_eq!(reissued.len(), 1, "{names:?}");
+    let reissued = reissued[0];
+    assert_eq!(text(reissued, "keel.process.id"), text(after, "keel.process.id"));
+    let unknown = named(&spans, "keel.unknown")[0];
+    assert_eq!(unknown.parent_span_id, after.span_context.span_id(), "the delegate's Unknown is under its span");
+    assert_eq!(reissued.parent_span_id, unknown.span_context.span_id());
 }

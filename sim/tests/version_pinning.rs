@@ -13,25 +13,11 @@ use keel::kernel::snapshot::TreeSnapshot;
 use keel::prelude::*;
 use std::sync::{Arc, Mutex};
 
+#[path = "../../runtime/src/agent/versions_fixture.rs"]
+mod fixture;
+use fixture::{v1, v2};
+
 const SEEDS: u64 = 48;
-
-fn concierge(version: &str, model: ScriptedModel) -> Agent {
-    Agent::builder("concierge")
-        .version(version)
-        .model(model)
-        .tool(AskHuman::new("ask_user", "Asks the user a question."))
-        .build()
-        .unwrap()
-}
-
-fn v1() -> Agent {
-    concierge("1", ScriptedModel::new().call_tool("ask_user", r#"{"question":"Which city?"}"#).then_text("Booked by v1."))
-}
-
-// Version 2 answers at once: a run continued under it by mistake would answer its text.
-fn v2() -> Agent {
-    concierge("2", ScriptedModel::new().then_text("Booked by v2."))
-}
 
 type Violations = Arc<Mutex<Vec<String>>>;
 

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod runs;
+
 use std::path::Path;
 use std::time::Duration;
 

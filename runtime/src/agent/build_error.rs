@@ -144,6 +144,24 @@ pub enum BuildError {
         /// What to change.
         detail: String,
     },
+    /// Two delegates bring in one deployment (the same agent name, version and
+    /// configuration) calling different models. The model is not part of a deployment's
+    /// identity, so both would run as one of them.
+    #[error("agent `{agent}`: delegates `{first}` and `{second}` both run agent `{delegate_agent}` under one deployment, but one calls {first_model} and the other {second_model}; a deployment is found by its name, version and configuration, never by its model, so both would call one model. Give one of them another name (`Agent::builder(\"{delegate_agent}-2\")`) or another `.version(..)`")]
+    AmbiguousDelegates {
+        /// The agent.
+        agent: String,
+        /// The delegate (by its tool name) that brought in the deployment first.
+        first: String,
+        /// The delegate that brought it in again with another model.
+        second: String,
+        /// The name of the agent both run.
+        delegate_agent: String,
+        /// The model of the first.
+        first_model: String,
+        /// The model of the second.
+        second_model: String,
+    },
     /// The underlying Interaction refused the configuration.
     #[error("agent `{agent}`: {detail}")]
     Interaction {

@@ -559,7 +559,9 @@ impl AgentBuilder {
 
         let mut delegates = Vec::new();
         let mut delegate_json = Vec::new();
-        let mut models = BTreeMap::new();
+        let mut models: BTreeMap<String, RunModel> = BTreeMap::new();
+        // Deployment ref text → the delegate that brought it in first.
+        let mut brought_by: BTreeMap<String, String> = BTreeMap::new();
         for (name, text, sub) in &self.delegates {
             let delegate = Delegate::new(DelegateConfig {
                 name: name.clone(),
@@ -576,6 +578,8 @@ impl AgentBuilder {
                     .field("deployment", &sub.inner.parent.reference().to_string())
                     .build(),
             );
+            // The delegate's model calls find this agent's runs for their spans.
+            sub.inner.hub.add_delegator(&hub);
             for d in &sub.inner.deployments {
                 deployments.push(d.clone());
             }
@@ -583,6 +587,24 @@ impl AgentBuilder {
                 policies.insert(k.clone(), v.clone());
             }
             for (k, v) in &sub.inner.models {
+                // The same deployment (the delegate itself or one of its own delegates) must
+                // call the same model wherever it comes from: a run finds its deployment by
+                // ref, and the ref does not hold the model. (This agent's own ref cannot be one
+                // of them: its configuration holds every delegate's ref.)
+                if let (Some(known), Some(first)) = (models.get(k), brought_by.get(k)) {
+                    if known.identity != v.identity {
+                        return Err(BuildError::AmbiguousDelegates {
+                            agent,
+                            first: first.clone(),
+                            second: name.clone(),
+                            // A ref's text is `name+digest` (a qualified name holds no `+`).
+                            delegate_agent: k.split('+').next().unwrap_or(k).to_owned(),
+                            first_model: known.identity.to_string(),
+                            second_model: v.identity.to_string(),
+                        });
+                    }
+                }
+                brought_by.entry(k.clone()).or_insert_with(|| name.clone());
                 models.insert(k.clone(), v.clone());
             }
             delegates.push(delegate);

@@ -3,7 +3,7 @@
 //! allows a model switch, and then the run records the switch once.
 
 use crate::chat::{Request, Response};
-use crate::env::{BoxFuture, TokioEnv};
+use crate::env::{BoxFuture, Env, TokioEnv};
 use crate::interaction::model::{ModelCallContext, ModelClient, ModelError, ModelIdentity};
 use crate::kernel::commit::MemoryCommitter;
 use crate::prelude::*;
@@ -28,6 +28,23 @@ impl ModelClient for Provider {
     }
 }
 
+/// A store and environment holding one run of `agent` ("Weather?") parked at its first
+/// question, its writer gone (as after an exit or a crash).
+async fn parked(agent: Agent) -> (Arc<MemoryCommitter>, Env, RunId) {
+    let store = Arc::new(MemoryCommitter::new());
+    let env = TokioEnv::current().unwrap().env();
+    let first = Runtime::with_store(agent, store.clone(), env.clone());
+    let run = first.start("Weather?").await.unwrap();
+    let Idle::NeedsInput(_) = run.idle().await.unwrap() else { panic!("expected an input request") };
+    (store, env, run.id())
+}
+
+/// Waits for `run`'s question and answers it.
+async fn answer(run: &Run, text: &str) {
+    let Idle::NeedsInput(inputs) = run.idle().await.unwrap() else { panic!("expected the input request") };
+    run.answer_text(&inputs[0], text).await.unwrap();
+}
+
 fn asker(model: impl ModelClient) -> Agent {
     Agent::builder("asker")
         .version("1")
@@ -40,16 +57,9 @@ fn asker(model: impl ModelClient) -> Agent {
 #[test]
 fn a_run_is_not_resumed_by_another_model() {
     block_on(async {
-        let store = Arc::new(MemoryCommitter::new());
-        let env = TokioEnv::current().unwrap().env();
         let scripted = asker(ScriptedModel::new().call_tool("ask_user", r#"{"question":"City?"}"#).then_text("Done."));
         assert_eq!(scripted.model_identity().to_string(), "keel/scripted");
-        let first = Runtime::with_store(scripted.clone(), store.clone(), env.clone());
-        let run = first.start("Weather?").await.unwrap();
-        let Idle::NeedsInput(_) = run.idle().await.unwrap() else { panic!("expected an input request") };
-        let id = run.id();
-        drop(run);
-        drop(first);
+        let (store, env, id) = parked(scripted.clone()).await;
 
         let openai = asker(Provider("gpt-4o-mini", ScriptedModel::new()));
         // The model is not in the configuration: the run's own record refuses it.
@@ -69,8 +79,7 @@ fn a_run_is_not_resumed_by_another_model() {
         assert!(matches!(other.resume(&id).await, Err(RunError::ModelChanged(_))));
         // The same model resumes.
         let same = Runtime::with_store(scripted, store, env).resume(&id).await.unwrap();
-        let Idle::NeedsInput(inputs) = same.idle().await.unwrap() else { panic!("expected the input request") };
-        same.answer_text(&inputs[0], "Oslo").await.unwrap();
+        answer(&same, "Oslo").await;
         assert_eq!(same.result().await.unwrap().text(), "Done.");
     });
 }
@@ -107,20 +116,13 @@ fn allowing_a_switch_is_part_of_the_configuration() {
 #[test]
 fn an_allowed_switch_is_recorded_in_the_run_and_reported() {
     block_on(async {
-        let store = Arc::new(MemoryCommitter::new());
-        let env = TokioEnv::current().unwrap().env();
-        let first = Runtime::with_store(switcher(ScriptedModel::new().call_tool("ask_user", r#"{"question":"City?"}"#)), store.clone(), env.clone());
-        let run = first.start("Weather?").await.unwrap();
-        let Idle::NeedsInput(_) = run.idle().await.unwrap() else { panic!("expected an input request") };
-        let id = run.id();
-        drop((run, first));
+        let (store, env, id) = parked(switcher(ScriptedModel::new().call_tool("ask_user", r#"{"question":"City?"}"#))).await;
 
         // The provider is down: the run continues on another one, deliberately.
         let second = Runtime::with_store(switcher(Provider("gpt-4o-mini", ScriptedModel::new().then_text("Oslo: sunny."))), store.clone(), env.clone());
         let run = second.resume(&id).await.unwrap();
         let events = run.events();
-        let Idle::NeedsInput(inputs) = run.idle().await.unwrap() else { panic!("expected the input request") };
-        run.answer_text(&inputs[0], "Oslo").await.unwrap();
+        answer(&run, "Oslo").await;
         let result = run.result().await.unwrap();
         assert_eq!(result.text(), "Oslo: sunny.");
         assert_eq!(result.model().map(ToString::to_string).as_deref(), Some("openai/gpt-4o-mini (temperature=0)"));
@@ -156,19 +158,8 @@ struct GatedProvider {
 impl ModelClient for GatedProvider {
     fn call<'a>(&'a self, cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<Response, ModelError>> {
         Box::pin(async move {
-            // Yield to the other tasks until the gate opens (no timer: the runtime crate keeps
-            // tokio's clock out).
             while !self.gate.load(Ordering::SeqCst) {
-                let mut yielded = false;
-                futures::future::poll_fn(|cx| {
-                    if std::mem::replace(&mut yielded, true) {
-                        std::task::Poll::Ready(())
-                    } else {
-                        cx.waker().wake_by_ref();
-                        std::task::Poll::Pending
-                    }
-                })
-                .await;
+                crate::agent::upgrade::yield_now().await;
             }
             self.inner.call(cx, request).await
         })
@@ -182,13 +173,7 @@ impl ModelClient for GatedProvider {
 #[test]
 fn a_crash_right_after_the_switch_keeps_one_switch() {
     block_on(async {
-        let store = Arc::new(MemoryCommitter::new());
-        let env = TokioEnv::current().unwrap().env();
-        let first = Runtime::with_store(switcher(ScriptedModel::new().call_tool("ask_user", r#"{"question":"City?"}"#)), store.clone(), env.clone());
-        let run = first.start("Weather?").await.unwrap();
-        let Idle::NeedsInput(_) = run.idle().await.unwrap() else { panic!("expected an input request") };
-        let id = run.id();
-        drop((run, first));
+        let (store, env, id) = parked(switcher(ScriptedModel::new().call_tool("ask_user", r#"{"question":"City?"}"#))).await;
 
         // The new model's writer records the switch, then its model call hangs and it crashes.
         let gate = Arc::new(AtomicBool::new(false));
@@ -196,8 +181,7 @@ fn a_crash_right_after_the_switch_keeps_one_switch() {
         let second = Runtime::with_store(switcher(gated), store.clone(), env.clone());
         let run = second.resume(&id).await.unwrap();
         let mut events = run.events();
-        let Idle::NeedsInput(inputs) = run.idle().await.unwrap() else { panic!("expected the input request") };
-        run.answer_text(&inputs[0], "Oslo").await.unwrap();
+        answer(&run, "Oslo").await;
         loop {
             if let RunEvent::ModelSwitched { .. } = events.next().await.unwrap() {
                 break;
@@ -224,19 +208,12 @@ fn a_crash_right_after_the_switch_keeps_one_switch() {
 #[test]
 fn a_switch_back_is_a_second_switch_and_a_refusing_agent_names_the_current_model() {
     block_on(async {
-        let store = Arc::new(MemoryCommitter::new());
-        let env = TokioEnv::current().unwrap().env();
         let script = || ScriptedModel::new().call_tool("ask_user", r#"{"question":"City?"}"#).call_tool("ask_user", r#"{"question":"Day?"}"#).then_text("Done.");
-        let first = Runtime::with_store(switcher(script()), store.clone(), env.clone());
-        let run = first.start("Weather?").await.unwrap();
-        let Idle::NeedsInput(_) = run.idle().await.unwrap() else { panic!("expected an input request") };
-        let id = run.id();
-        drop((run, first));
+        let (store, env, id) = parked(switcher(script())).await;
         let second = Runtime::with_store(switcher(Provider("gpt-4o", script())), store.clone(), env.clone());
         let run = second.resume(&id).await.unwrap();
         let mut events = run.events();
-        let Idle::NeedsInput(inputs) = run.idle().await.unwrap() else { panic!("expected the input request") };
-        run.answer_text(&inputs[0], "Oslo").await.unwrap();
+        answer(&run, "Oslo").await;
         loop {
             if let RunEvent::InputRequested(input) = events.next().await.unwrap() {
                 if input.prompt.to_canonical_string().contains("Day?") {
@@ -247,8 +224,7 @@ fn a_switch_back_is_a_second_switch_and_a_refusing_agent_names_the_current_model
         drop((run, second));
         let third = Runtime::with_store(switcher(script()), store.clone(), env.clone());
         let run = third.resume(&id).await.unwrap();
-        let Idle::NeedsInput(inputs) = run.idle().await.unwrap() else { panic!("expected the input request") };
-        run.answer_text(&inputs[0], "Monday").await.unwrap();
+        answer(&run, "Monday").await;
         let result = run.result().await.unwrap();
         let path: Vec<(String, String, u32)> =
             result.model_switches().iter().map(|s| (s.from.to_string(), s.to.to_string(), s.model_calls)).collect();
@@ -257,4 +233,51 @@ fn a_switch_back_is_a_second_switch_and_a_refusing_agent_names_the_current_model
             vec![("keel/scripted".into(), "openai/gpt-4o (temperature=0)".into(), 1), ("openai/gpt-4o (temperature=0)".into(), "keel/scripted".into(), 2)]
         );
     });
+}
+
+fn researcher(model: impl ModelClient) -> Agent {
+    Agent::builder("researcher").version("1").description("Finds facts.").model(model).build().unwrap()
+}
+
+#[test]
+fn two_delegates_under_one_deployment_with_different_models_are_refused() {
+    let scripted = researcher(ScriptedModel::new());
+    let openai = researcher(Provider("gpt-4o", ScriptedModel::new()));
+    assert_eq!(scripted.deployment_ref(), openai.deployment_ref(), "the model is not in the deployment");
+    let refused = Agent::builder("coordinator")
+        .version("1")
+        .model(ScriptedModel::new())
+        .delegate("cheap", "Cheap research.", scripted.clone())
+        .delegate("smart", "Careful research.", openai.clone())
+        .build()
+        .unwrap_err();
+    let text = refused.to_string();
+    let BuildError::AmbiguousDelegates { first, second, delegate_agent, first_model, second_model, .. } = &refused else {
+        panic!("expected AmbiguousDelegates: {text}")
+    };
+    assert_eq!((first.as_str(), second.as_str(), delegate_agent.as_str()), ("cheap", "smart", "researcher"));
+    assert_eq!((first_model.as_str(), second_model.as_str()), ("keel/scripted", "openai/gpt-4o (temperature=0)"));
+    assert!(text.contains("`cheap`") && text.contains("`smart`") && text.contains("version"), "names both and what to do: {text}");
+
+    // Deeper in the tree too: a delegate's own delegate against another delegate.
+    let team = Agent::builder("team").version("1").description("A team.").model(ScriptedModel::new()).delegate("dig", "Digs.", openai).build().unwrap();
+    let nested = Agent::builder("coordinator")
+        .version("1")
+        .model(ScriptedModel::new())
+        .delegate("cheap", "Cheap research.", scripted.clone())
+        .delegate("team", "A team.", team)
+        .build();
+    assert!(matches!(nested, Err(BuildError::AmbiguousDelegates { ref second, .. }) if second == "team"), "{nested:?}");
+
+    // One agent twice, or two agents told apart by their version, is fine.
+    let renamed = Agent::builder("researcher").version("2").model(Provider("gpt-4o", ScriptedModel::new())).build().unwrap();
+    for other in [scripted.clone(), renamed] {
+        Agent::builder("coordinator")
+            .version("1")
+            .model(ScriptedModel::new())
+            .delegate("cheap", "Cheap research.", scripted.clone())
+            .delegate("other", "Other research.", other)
+            .build()
+            .unwrap();
+    }
 }

@@ -115,9 +115,10 @@ impl ModelRetry {
         let env: Option<Env> = self.hub.env();
         let effect = request.effect_id.to_string();
         let mut attempt = 1;
-        // The attempt spans' parent: the run's span (or the span of the Unknown a re-issue
-        // settles); none for a delegate's calls, whose runs this agent's hub does not track.
-        let parent = self.hub.get(&request.relation.root_id).map(|run| run.lock().trace.model_parent(&request.effect_id));
+        // The attempt spans' parent: the span of the agent run making the call (the run's, or
+        // a delegate's, found through the delegating agent's hub), or of the Unknown a re-issue
+        // settles.
+        let parent = self.hub.traced_run(&request.relation.root_id).map(|run| run.lock().trace.model_parent(&request.effect_id, &request.process_id));
         loop {
             let span = trace::model_span(self.hub.trace_config(), &parent.clone().unwrap_or_else(tracing::Span::none), &request, attempt);
             let outcome = self.inner.attempt(request.clone(), cx.clone()).instrument(span.clone()).await;

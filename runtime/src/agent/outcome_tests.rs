@@ -244,20 +244,8 @@ struct Gated {
 impl ModelClient for Gated {
     fn call<'a>(&'a self, cx: &'a ModelCallContext, request: Request) -> BoxFuture<'a, Result<Response, ModelError>> {
         Box::pin(async move {
-            // Yield to the other tasks until the gate opens (no timer: the runtime crate
-            // keeps tokio's clock out, even in tests).
             while !self.gate.load(Ordering::SeqCst) {
-                let mut yielded = false;
-                futures::future::poll_fn(|cx| {
-                    if yielded {
-                        std::task::Poll::Ready(())
-                    } else {
-                        yielded = true;
-                        cx.waker().wake_by_ref();
-                        std::task::Poll::Pending
-                    }
-                })
-                .await;
+                crate::agent::upgrade::yield_now().await;
             }
             self.inner.call(cx, request).await
         })

@@ -14,8 +14,17 @@
 //! | `invoke_agent {agent}` | `invoke_agent` | a run is started or resumed (restored) here | the run ends or its writer stops |
 //! | `chat {model}` | `chat` | a model-call attempt begins (live, repeated, or re-issued after a restore) | the attempt returns |
 //! | `execute_tool {tool}` | `execute_tool` | a tool call is dispatched (durably) | the call settles |
+//! | `execute_tool {delegate}` | `execute_tool` | a delegate's run is started (durably) | the delegate run ends or leaves the tree |
+//! | `invoke_agent {delegate agent}` | `invoke_agent` | with the span above, as its child | with it |
 //! | `keel.input_wait` | | a tool asks the host for input | the wait is answered or gone |
 //! | `keel.unknown` | | a call's outcome is Unknown | it settles (by policy or `Run::resolve`) |
+//!
+//! A delegate is an agent the model calls as a tool, so its run is an `invoke_agent` span under
+//! the parent's `execute_tool` span of that call, and the delegate's own model calls, tool calls
+//! and Unknowns nest under it, at any depth. Everything stays in one trace: the delegate's run
+//! is a Process of the parent run's tree. A run restored with a delegate in flight opens the
+//! delegate's spans again under the restored run span (`keel.run.restored` on the run), as it
+//! does for the tool calls in flight: the spans of the crashed writer ended with it.
 //!
 //! Prompt and completion text (`gen_ai.input.messages`, `gen_ai.output.messages`,
 //! `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`) are recorded only when the agent
@@ -25,13 +34,15 @@ use super::events::UnknownKind;
 use super::input::InputRequest;
 use super::recovery::UnknownEffect;
 use super::result::RunResult;
-use crate::chat::{Message, Part, Usage};
+use crate::chat::{Message, Part, ToolCall, Usage};
+use crate::interaction::model::ModelIdentity;
 use crate::interaction::protocol::{ModelCallEffect, ModelResult, ToolCallEffect};
 use crate::interaction::wire::Wire;
 use crate::json::Payload;
 use crate::kernel::dispatcher::EffectRequest;
 use crate::kernel::effect::Settlement;
 use crate::kernel::ids::{EffectId, ProcessId, WaitId};
+use crate::kernel::process::Process;
 use crate::kernel::snapshot::TreeSnapshot;
 use std::collections::BTreeMap;
 use tracing::field::Empty;
@@ -60,6 +71,14 @@ pub(crate) struct RunTrace {
     tools: BTreeMap<(ProcessId, String), Span>,
     waits: BTreeMap<WaitId, Span>,
     unknowns: BTreeMap<EffectId, Span>,
+    /// Delegate runs in the tree, by their Process.
+    delegates: BTreeMap<ProcessId, DelegateSpans>,
+}
+
+/// The spans of one delegate run: the parent's call of it, and its own run under that call.
+struct DelegateSpans {
+    agent: Span,
+    call: Span,
 }
 
 impl RunTrace {
@@ -97,10 +116,114 @@ impl RunTrace {
         self.run.clone().unwrap_or_else(Span::none)
     }
 
-    /// The parent of a model-call attempt of `effect`: the span of its Unknown while the
-    /// call is re-issued to settle one, else the run.
-    pub(crate) fn model_parent(&self, effect: &EffectId) -> Span {
-        self.unknowns.get(effect).cloned().unwrap_or_else(|| self.run_span())
+    /// Whether the run is traced (a subscriber takes its spans).
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.run.is_some()
+    }
+
+    /// The span of the agent run `process` belongs to: its delegate run's, or the run's.
+    fn agent_span(&self, process: Option<&ProcessId>) -> Span {
+        process.and_then(|p| self.delegates.get(p)).map(|d| d.agent.clone()).unwrap_or_else(|| self.run_span())
+    }
+
+    /// The parent of a model-call attempt of `effect` by `process`: the span of its Unknown
+    /// while the call is re-issued to settle one, else the span of the agent run making it.
+    pub(crate) fn model_parent(&self, effect: &EffectId, process: &ProcessId) -> Span {
+        self.unknowns.get(effect).cloned().unwrap_or_else(|| self.agent_span(Some(process)))
+    }
+
+    /// Whether `process` is a delegate run whose spans are open.
+    pub(crate) fn has_delegate(&self, process: &ProcessId) -> bool {
+        self.delegates.contains_key(process)
+    }
+
+    /// A delegate run is in the tree: the parent's `execute_tool` span of `call` (the model's
+    /// call of the delegate, when the parent's state still names it), and the delegate's
+    /// `invoke_agent` span under it.
+    pub(crate) fn delegate_started(&mut self, delegate: &Process, call: Option<&ToolCall>, model: Option<&ModelIdentity>) {
+        if self.run.is_none() {
+            return;
+        }
+        let parent = self.agent_span(delegate.relation.parent_id.as_ref());
+        let agent = delegate.deployment_ref.name().as_str();
+        let tool = call.map_or(agent, |c| c.name.as_str());
+        let call_span = tracing::info_span!(
+            target: TRACE_TARGET,
+            parent: &parent,
+            "execute_tool",
+            otel.name = %format_args!("execute_tool {tool}"),
+            otel.kind = "internal",
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %tool,
+            gen_ai.tool.call.id = call.map_or("", |c| c.id.as_str()),
+            gen_ai.tool.type = "function",
+            gen_ai.conversation.id = %delegate.relation.root_id,
+            gen_ai.tool.call.arguments = Empty,
+            gen_ai.tool.call.result = Empty,
+            error.type = Empty,
+            keel.process.id = %delegate.id,
+            keel.delegate.agent = %agent,
+        );
+        if call_span.is_disabled() {
+            return;
+        }
+        if self.config.content {
+            if let Some(call) = call {
+                call_span.record("gen_ai.tool.call.arguments", call.arguments.as_str());
+            }
+        }
+        let agent_span = tracing::info_span!(
+            target: TRACE_TARGET,
+            parent: &call_span,
+            "invoke_agent",
+            otel.name = %format_args!("invoke_agent {agent}"),
+            otel.kind = "internal",
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.agent.name = %agent,
+            gen_ai.conversation.id = %delegate.relation.root_id,
+            gen_ai.provider.name = Empty,
+            gen_ai.request.model = Empty,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            error.type = Empty,
+            keel.process.id = %delegate.id,
+            keel.run.status = Empty,
+        );
+        if let Some(model) = model {
+            agent_span.record("gen_ai.provider.name", model.provider());
+            agent_span.record("gen_ai.request.model", model.model());
+        }
+        self.delegates.insert(delegate.id.clone(), DelegateSpans { agent: agent_span, call: call_span });
+    }
+
+    /// A delegate run ended: both of its spans close with its outcome.
+    pub(crate) fn delegate_finished(&mut self, process: &ProcessId, result: &RunResult) {
+        let Some(spans) = self.delegates.remove(process) else { return };
+        let usage = result.usage();
+        spans.agent.record("keel.run.status", result.status().as_str());
+        spans.agent.record("gen_ai.usage.input_tokens", otel_int(usage.input_tokens));
+        spans.agent.record("gen_ai.usage.output_tokens", otel_int(usage.output_tokens));
+        if result.is_completed() {
+            if self.config.content {
+                spans.call.record("gen_ai.tool.call.result", result.text().as_str());
+            }
+        } else {
+            for span in [&spans.agent, &spans.call] {
+                span.record("error.type", result.code().as_str());
+                span.record("otel.status_code", "ERROR");
+                span.record("otel.status_description", result.reason());
+            }
+        }
+    }
+
+    /// The delegate runs still in the latest head; the spans of the others close (a delegate
+    /// that left the tree without this writer seeing it end).
+    pub(crate) fn delegates_open(&mut self, in_head: impl Fn(&ProcessId) -> bool) {
+        self.delegates.retain(|process, _| in_head(process));
     }
 
     /// One acknowledged head (a commit of this run).
@@ -117,12 +240,15 @@ impl RunTrace {
         );
     }
 
-    /// A tool call was dispatched.
-    pub(crate) fn tool_started(&mut self, process: &ProcessId, tool: &str, call_id: &str, payload: &Payload, root: &ProcessId) {
-        let Some(run) = &self.run else { return };
+    /// A tool call of the agent run `caller` (the tool child's parent) was dispatched.
+    pub(crate) fn tool_started(&mut self, process: &ProcessId, caller: Option<&ProcessId>, tool: &str, call_id: &str, payload: &Payload, root: &ProcessId) {
+        if self.run.is_none() {
+            return;
+        }
+        let parent = self.agent_span(caller);
         let span = tracing::info_span!(
             target: TRACE_TARGET,
-            parent: run,
+            parent: &parent,
             "execute_tool",
             otel.name = %format_args!("execute_tool {tool}"),
             otel.kind = "internal",
@@ -185,7 +311,13 @@ impl RunTrace {
 
     /// A call's outcome is Unknown: a span that lasts until it settles.
     pub(crate) fn unknown(&mut self, unknown: &UnknownEffect) {
-        let Some(run) = &self.run else { return };
+        if self.run.is_none() {
+            return;
+        }
+        // A model call's Process is the agent run making it; a tool call's is its tool child,
+        // whose parent is.
+        let owner = if self.delegates.contains_key(&unknown.process) { Some(&unknown.process) } else { unknown.relation.parent_id.as_ref() };
+        let parent = self.agent_span(owner);
         let (kind, tool) = match &unknown.kind {
             UnknownKind::Model => ("model", ""),
             UnknownKind::Tool(name) => ("tool", name.as_str()),
@@ -193,7 +325,7 @@ impl RunTrace {
         };
         let span = tracing::info_span!(
             target: TRACE_TARGET,
-            parent: run,
+            parent: &parent,
             "keel.unknown",
             otel.status_code = Empty,
             keel.effect.id = %unknown.effect,
@@ -255,6 +387,7 @@ impl RunTrace {
         self.waits.clear();
         self.tools.clear();
         self.unknowns.clear();
+        self.delegates.clear();
     }
 }
 

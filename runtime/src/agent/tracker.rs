@@ -21,12 +21,14 @@ use crate::interaction::protocol::{ModelCallEffect, ModelResult, ToolCallSettlem
 use crate::interaction::wire::Wire;
 use crate::kernel::effect::{Effect, EffectPhase};
 use crate::kernel::ids::{EffectId, ProcessId, WaitId};
+use crate::kernel::process::Process;
 use crate::kernel::result::ProcessResult;
 use crate::kernel::snapshot::TreeSnapshot;
-use crate::chat::Usage;
+use crate::chat::{ToolCall, Usage};
+use crate::interaction::ids::delegate_child_key;
 use crate::interaction::budget::Spending;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::Waker;
 
 /// Durable events kept per run for streams that lag; older ones are dropped.
@@ -51,6 +53,9 @@ pub(crate) struct Hub {
     env: Mutex<Option<crate::env::Env>>,
     /// What this agent's spans say about it (`trace`).
     trace: TraceConfig,
+    /// The hubs of the agents that delegate to this one (weak: a delegate does not keep its
+    /// parents alive): a delegate's model calls belong to runs they track.
+    delegators: Mutex<Vec<Weak<Hub>>>,
 }
 
 impl Hub {
@@ -88,6 +93,23 @@ impl Hub {
 
     pub(crate) fn get(&self, root: &ProcessId) -> Option<Arc<RunShared>> {
         lock(&self.runs).get(root).cloned()
+    }
+
+    /// Records that the agent of `parent` delegates to this one.
+    pub(crate) fn add_delegator(&self, parent: &Arc<Hub>) {
+        let mut delegators = lock(&self.delegators);
+        delegators.retain(|hub| hub.strong_count() > 0);
+        delegators.push(Arc::downgrade(parent));
+    }
+
+    /// The run of `root` for tracing: one of this agent's runs or, for a call this agent makes
+    /// as a delegate, the run a delegating agent (at any depth) tracks. Only spans read it.
+    pub(crate) fn traced_run(&self, root: &ProcessId) -> Option<Arc<RunShared>> {
+        if let Some(run) = self.get(root) {
+            return Some(run);
+        }
+        let delegators: Vec<Arc<Hub>> = lock(&self.delegators).iter().filter_map(Weak::upgrade).collect();
+        delegators.iter().find_map(|hub| hub.traced_run(root))
     }
 
     /// Forgets what the host saw of `root` (before it is restored by a new writer).
@@ -324,6 +346,8 @@ impl RunState {
         self.pending.clear();
         // Before the calls: a switch is recorded by the first Step under the new model.
         self.project_switches(head);
+        // Before the calls too: a delegate's calls nest under its span.
+        self.trace_delegates_started(head);
         for p in head.processes() {
             let Some(prepared) = &p.prepared else { continue };
             for (index, e) in prepared.effects.iter().enumerate() {
@@ -345,7 +369,7 @@ impl RunState {
                         // answer (a new Effect of the same tool-child Process): one call, one event.
                         if let Some((tool, call_id)) = tool {
                             if self.first(format!("tool-started:{}:{call_id}", p.id)) {
-                                self.trace.tool_started(&p.id, &tool, &call_id, payload, &head.root_id);
+                                self.trace.tool_started(&p.id, p.relation.parent_id.as_ref(), &tool, &call_id, payload, &head.root_id);
                                 self.push(RunEvent::ToolStarted { process: p.id.clone(), tool, call_id });
                             }
                         }
@@ -435,6 +459,7 @@ impl RunState {
         }
         self.unknowns.retain(|id, _| unknown_now.contains(id));
         self.project_usage(head);
+        self.trace_delegates_ended(head);
         self.inputs = pending_tool_inputs(head)
             .unwrap_or_default()
             .into_iter()
@@ -496,6 +521,68 @@ impl RunState {
         }
         self.usage = now;
     }
+}
+
+impl RunState {
+    /// Opens the spans of the delegate runs new in `head`, outer ones first (a nested
+    /// delegate's span is a child of its parent's); nothing is decoded for an untraced run.
+    fn trace_delegates_started(&mut self, head: &TreeSnapshot) {
+        if !self.trace.is_enabled() {
+            return;
+        }
+        let mut new: Vec<&Process> = head
+            .processes()
+            .iter()
+            .filter(|p| !p.relation.is_root() && p.committed_state.kind.as_str() == ParentState::KIND)
+            .filter(|p| !self.seen.contains(&format!("delegate:{}", p.id)))
+            .collect();
+        new.sort_by_key(|p| p.relation.depth);
+        for delegate in new {
+            self.seen.insert(format!("delegate:{}", delegate.id));
+            let call = delegate.relation.parent_id.as_ref().and_then(|parent| head.process(parent)).and_then(|parent| delegate_call(parent, delegate));
+            let model = recorded_model(delegate).map(|record| record.current);
+            self.trace.delegate_started(delegate, call.as_ref(), model.as_ref());
+        }
+    }
+
+    /// Closes the spans of the delegate runs that ended in `head` (with their outcome) or left it.
+    fn trace_delegates_ended(&mut self, head: &TreeSnapshot) {
+        if !self.trace.is_enabled() {
+            return;
+        }
+        for p in head.processes() {
+            let Some(finish) = &p.finish else { continue };
+            if p.relation.is_root() || !self.trace.has_delegate(&p.id) {
+                continue;
+            }
+            let result = ProcessResult {
+                process_id: p.id.clone(),
+                deployment_ref: p.deployment_ref.clone(),
+                termination: finish.termination.clone(),
+                output: finish.output.clone(),
+            };
+            let spent = (self.usage.get(&p.id).copied().unwrap_or_default(), Spending::default());
+            self.trace.delegate_finished(&p.id, &RunResult::new(result, recorded_model(p), spent));
+        }
+        self.trace.delegates_open(|id| head.process(id).is_some());
+    }
+}
+
+/// The model's call of `delegate` in its parent's current tool round: the call whose derived
+/// child key is the delegate's (the parent's prepared state first: the Step that starts the
+/// delegate is adopted only when its batch settles).
+fn delegate_call(parent: &Process, delegate: &Process) -> Option<ToolCall> {
+    let key = delegate.relation.child_key.as_ref()?;
+    let states = parent.prepared.iter().map(|p| &p.candidate_state).chain(std::iter::once(&parent.committed_state));
+    for state in states {
+        let Ok(state) = ParentState::from_execution_state(state) else { continue };
+        let Some(round) = &state.tool_round else { continue };
+        let found = round.calls().into_iter().find(|call| delegate_child_key(state.model_call_count, call).is_ok_and(|k| &k == key));
+        if let Some(call) = found {
+            return Some(call.clone());
+        }
+    }
+    None
 }
 
 /// The policy for an Unknown of `kind` in a Process of `reference`, with that Process's

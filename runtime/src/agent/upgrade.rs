@@ -210,8 +210,8 @@ impl Run {
     }
 }
 
-/// Lets every other ready task run once.
-async fn yield_now() {
+/// Lets every other ready task run once (no timer: the runtime crate keeps tokio's clock out).
+pub(crate) async fn yield_now() {
     let mut yielded = false;
     futures::future::poll_fn(|cx| {
         if yielded {

@@ -12,6 +12,10 @@ use crate::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+#[path = "versions_fixture.rs"]
+mod fixture;
+use fixture::{concierge, v1, v2};
+
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     rt.block_on(f)
@@ -19,24 +23,6 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 
 fn env() -> Env {
     TokioEnv::current().unwrap().env()
-}
-
-/// A concierge that asks the user, then answers `answer` (one script per version).
-fn concierge(version: &str, model: ScriptedModel) -> Agent {
-    Agent::builder("concierge")
-        .version(version)
-        .model(model)
-        .tool(AskHuman::new("ask_user", "Asks the user a question."))
-        .build()
-        .unwrap()
-}
-
-fn v1() -> Agent {
-    concierge("1", ScriptedModel::new().call_tool("ask_user", r#"{"question":"Which city?"}"#).then_text("Booked by v1."))
-}
-
-fn v2() -> Agent {
-    concierge("2", ScriptedModel::new().then_text("Booked by v2."))
 }
 
 /// The stored messages and lineage of `run`'s root.
