@@ -1,6 +1,7 @@
 //! Budgets: a coordinator and its researcher share one budget of tokens, cost and tool calls.
 //! The first run fits and reports what it spent; the second gets a budget too small for its
-//! second model call and fails with the budget's code and figures, keeping what it spent.
+//! second model call and fails with the budget's code and figures, keeping what it spent; the
+//! third has 200 ms and a lookup that takes 300 ms, so its next model call is refused.
 //!
 //! Run: `cargo run -p keel-runtime --example budget`
 
@@ -8,6 +9,7 @@ use keel::chat::{Request, Response, Usage};
 use keel::env::BoxFuture;
 use keel::interaction::model::ModelIdentity;
 use keel::prelude::*;
+use std::time::Duration;
 
 /// A scripted model that reports provider-like usage (ScriptedModel reports 1 + 1 tokens).
 struct Metered(ScriptedModel, Usage);
@@ -80,6 +82,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             assert_eq!(failure.usage(), Usage::new(1_400, 70));
         }
         other => panic!("expected the budget to stop the run, got {other:?}"),
+    }
+
+    // Time, on the runtime's clock from the run's start (a resumed run keeps its start).
+    let lookup = tool_fn("lookup", "Looks it up, slowly.", r#"{"type":"object"}"#, |_args| async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok("About 2.1 million.".to_owned())
+    });
+    let timed = Agent::builder("timed")
+        .version("1.0.0")
+        .model(ScriptedModel::new().call_tool("lookup", "{}").then_text("Paris: about 2.1 million."))
+        .tool(lookup)
+        .budget(Budget::new().time(Duration::from_millis(200)))
+        .build()?;
+    let run = Runtime::in_memory(timed)?.start("How big is Paris?").await?;
+    match run.result().await {
+        Err(RunError::NotCompleted(failure)) => {
+            println!("stopped: {} ({})", failure.code(), failure.message());
+            assert_eq!(failure.code(), "interaction.budget.time");
+        }
+        other => panic!("expected the time budget to stop the run, got {other:?}"),
     }
     Ok(())
 }

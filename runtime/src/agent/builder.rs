@@ -64,6 +64,21 @@ pub(crate) struct AgentInner {
     /// The version the user declared (recorded in each run's lineage).
     pub(crate) version: String,
     pub(crate) continuation: Option<ContinueAsNew>,
+    /// The budget's time limit: a run's start instant is then recorded in its input.
+    pub(crate) budget_time_ms: Option<u64>,
+    /// The hubs of every delegate agent, at any depth: a runtime gives them its environment
+    /// too (their model dispatchers read its clock: time budgets, waits between attempts).
+    pub(crate) delegate_hubs: Vec<Arc<Hub>>,
+}
+
+impl AgentInner {
+    /// Hands `env` to this agent's hub and every delegate's.
+    pub(crate) fn set_env(&self, env: &crate::env::Env) {
+        self.hub.set_env(env.clone());
+        for hub in &self.delegate_hubs {
+            hub.set_env(env.clone());
+        }
+    }
 }
 
 /// A validated agent: an Interaction deployment together with every deployment its runs can
@@ -562,7 +577,10 @@ impl AgentBuilder {
         let mut models: BTreeMap<String, RunModel> = BTreeMap::new();
         // Deployment ref text → the delegate that brought it in first.
         let mut brought_by: BTreeMap<String, String> = BTreeMap::new();
+        let mut delegate_hubs = Vec::new();
         for (name, text, sub) in &self.delegates {
+            delegate_hubs.push(sub.inner.hub.clone());
+            delegate_hubs.extend(sub.inner.delegate_hubs.iter().cloned());
             let delegate = Delegate::new(DelegateConfig {
                 name: name.clone(),
                 description: text.clone(),
@@ -688,6 +706,8 @@ impl AgentBuilder {
             models,
             version,
             continuation: self.continuation,
+            budget_time_ms: self.budget.time_ms(),
+            delegate_hubs,
         }) })
     }
 }

@@ -86,6 +86,8 @@ mod outcome_tests;
 #[cfg(test)]
 mod budget_tests;
 #[cfg(test)]
+mod time_budget_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod typed_tests;

@@ -121,7 +121,8 @@ impl ModelRetry {
         let parent = self.hub.traced_run(&request.relation.root_id).map(|run| run.lock().trace.model_parent(&request.effect_id, &request.process_id));
         loop {
             let span = trace::model_span(self.hub.trace_config(), &parent.clone().unwrap_or_else(tracing::Span::none), &request, attempt);
-            let outcome = self.inner.attempt(request.clone(), cx.clone()).instrument(span.clone()).await;
+            let clock = env.as_ref().map(|e| e.clock.clone());
+            let outcome = self.inner.attempt(request.clone(), cx.clone(), clock).instrument(span.clone()).await;
             match &outcome {
                 Ok((settlement, transient)) => trace::model_settled(self.hub.trace_config(), &span, Ok(settlement), transient.is_some()),
                 Err(e) => trace::model_settled(self.hub.trace_config(), &span, Err(&e.to_string()), false),

@@ -114,7 +114,7 @@ impl Runtime {
 
     /// Runs `agent` over any store and environment (a simulated one, for example).
     pub fn with_store(agent: Agent, committer: Arc<dyn Committer>, env: Env) -> Runtime {
-        agent.inner.hub.set_env(env.clone());
+        agent.inner.set_env(&env);
         let versions = Arc::new(Versions::new(agent.clone()));
         let listener = Arc::new(Listener { versions: versions.clone(), env: env.clone(), engine: Mutex::new(None) });
         let engine = Engine::new(EngineConfig {
@@ -147,7 +147,7 @@ impl Runtime {
     /// ```
     pub fn register(&self, agent: &Agent) -> Result<(), RunError> {
         self.inner.versions.register(agent)?;
-        agent.inner.hub.set_env(self.inner.env.clone());
+        agent.inner.set_env(&self.inner.env);
         Ok(())
     }
 
@@ -174,8 +174,8 @@ impl Runtime {
     /// Starts a run with a whole conversation (the last message usually from the user).
     pub async fn start_messages(&self, messages: Vec<Message>) -> Result<Run, RunError> {
         let agent = &self.inner.agent;
-        let input = InteractionInput::new(messages)
-            .with_lineage(Lineage::first(agent.version()))
+        let input = self
+            .timed(InteractionInput::new(messages).with_lineage(Lineage::first(agent.version())))
             .to_payload()
             .map_err(|e| RunError::Input(e.to_string()))?;
         let handle = self.inner.engine.start(agent.deployment().clone(), input).await.map_err(|e| engine_error("(new run)", e))?;
@@ -189,8 +189,8 @@ impl Runtime {
     /// [`resume`](Runtime::resume) for a run that exists.
     pub async fn start_with_id(&self, id: &RunId, user_message: impl Into<String>) -> Result<Run, RunError> {
         let agent = &self.inner.agent;
-        let input = InteractionInput::new(vec![Message::user(user_message)])
-            .with_lineage(Lineage::first(agent.version()))
+        let input = self
+            .timed(InteractionInput::new(vec![Message::user(user_message)]).with_lineage(Lineage::first(agent.version())))
             .to_payload()
             .map_err(|e| RunError::Input(e.to_string()))?;
         let handle = self
@@ -201,6 +201,15 @@ impl Runtime {
             .map_err(|e| engine_error(id.process_id().as_str(), e))?;
         let shared = agent.inner.hub.get_or_create(handle.id());
         Ok(Run::new(self.clone(), handle, shared, agent.clone()))
+    }
+
+    /// `input` recording the start instant on this runtime's clock when the agent has a time
+    /// budget (it counts from there, across every restore); unchanged otherwise.
+    fn timed(&self, input: InteractionInput) -> InteractionInput {
+        match self.inner.agent.inner.budget_time_ms {
+            Some(_) => input.started_at(self.inner.env.clock.now().as_millis()),
+            None => input,
+        }
     }
 
     /// Continues a stored run under a new writer (after an exit or a crash).

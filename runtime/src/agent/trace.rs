@@ -471,6 +471,11 @@ pub(crate) fn model_settled(config: &TraceConfig, span: &Span, outcome: Result<&
             span.record("otel.status_code", "ERROR");
             span.record("otel.status_description", error.as_str());
         }
+        Ok(ModelResult::OutOfTime { .. }) => {
+            span.record("error.type", "budget_time");
+            span.record("otel.status_code", "ERROR");
+            span.record("otel.status_description", "the run's time budget passed before the call");
+        }
         Err(_) => {}
     }
 }

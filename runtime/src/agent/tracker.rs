@@ -390,6 +390,10 @@ impl RunState {
                                 Ok(ModelResult::Error(error) | ModelResult::HostError(error)) => {
                                     self.push(RunEvent::ModelFailed { process: p.id.clone(), call: e.id.clone(), error });
                                 }
+                                Ok(ModelResult::OutOfTime { at_ms, deadline_ms }) => {
+                                    let error = format!("not called: the time budget ended at {deadline_ms} ms, the clock read {at_ms} ms");
+                                    self.push(RunEvent::ModelFailed { process: p.id.clone(), call: e.id.clone(), error });
+                                }
                                 Err(_) => {}
                             }
                         } else if let Some((tool, call_id)) = tool {

@@ -436,7 +436,7 @@ pub(crate) fn read_spending(r: &mut ObjectReader<'_>) -> Result<Spending, Decode
     }
 }
 
-/// An agent's budget: limits on tokens, cost and tool calls for one run and every delegate run
+/// An agent's budget: limits on tokens, cost, tool calls and time for one run and every delegate run
 /// it starts (see the module docs for how it is reserved, settled and shared).
 ///
 /// ```
@@ -448,6 +448,7 @@ pub(crate) fn read_spending(r: &mut ObjectReader<'_>) -> Result<Spending, Decode
 pub struct Budget {
     limits: Limits,
     reserve_output_tokens: Option<u32>,
+    time_ms: Option<u64>,
 }
 
 impl Budget {
@@ -488,6 +489,19 @@ impl Budget {
         self
     }
 
+    /// At most `limit` of elapsed time on the host's clock from the run's start: no model call
+    /// or tool batch starts once it has passed (see [`crate::interaction::run_clock`]). The
+    /// run's delegates must stop by the same instant. Counted in whole milliseconds.
+    pub fn time(mut self, limit: std::time::Duration) -> Budget {
+        self.time_ms = Some(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// The time limit in milliseconds, if any.
+    pub fn time_ms(&self) -> Option<u64> {
+        self.time_ms
+    }
+
     /// The output tokens a model call reserves when its request sets no `max_output_tokens`
     /// (default [`DEFAULT_RESERVE_OUTPUT_TOKENS`]).
     pub fn reserve_output_tokens(mut self, n: u32) -> Budget {
@@ -499,8 +513,9 @@ impl Budget {
         self.limits
     }
 
+    /// Whether no limit is set (tokens, cost, tool calls or time).
     pub fn is_unlimited(&self) -> bool {
-        self.limits.is_unlimited()
+        self.limits.is_unlimited() && self.time_ms.is_none()
     }
 
     /// The output tokens reserved for a call made with `options`.
@@ -513,11 +528,12 @@ impl Budget {
     /// The canonical JSON of the budget (for configuration digests).
     pub fn to_json(&self) -> Json {
         let b = ObjectBuilder::new().value("limits", self.limits.to_json());
-        match self.reserve_output_tokens {
+        let b = match self.reserve_output_tokens {
             Some(n) => b.field("reserve_output_tokens", &n),
             None => b,
-        }
-        .build()
+        };
+        // Written only when set, so budgets without one keep their digest.
+        b.opt_field("time_ms", self.time_ms.as_ref()).build()
     }
 }
 

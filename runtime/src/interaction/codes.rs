@@ -40,6 +40,9 @@ pub const BUDGET_TOTAL_TOKENS: FailureCode = FailureCode::new("interaction.budge
 pub const BUDGET_COST: FailureCode = FailureCode::new("interaction.budget.cost_micros", Execution);
 /// The next tool call would pass the tool-call budget.
 pub const BUDGET_TOOL_CALLS: FailureCode = FailureCode::new("interaction.budget.tool_calls", Execution);
+/// The run's time budget (or the deadline its parent set) passed before its next model call or
+/// tool batch.
+pub const BUDGET_TIME: FailureCode = FailureCode::new("interaction.budget.time", Execution);
 
 /// Every code above.
 pub const ALL: &[FailureCode] = &[
@@ -57,6 +60,7 @@ pub const ALL: &[FailureCode] = &[
     BUDGET_TOTAL_TOKENS,
     BUDGET_COST,
     BUDGET_TOOL_CALLS,
+    BUDGET_TIME,
 ];
 
 /// A Failure for `code` whose message is normalized by the Interaction rules
@@ -95,6 +99,7 @@ mod tests {
             ("interaction.budget.total_tokens", FailureKind::Execution),
             ("interaction.budget.cost_micros", FailureKind::Execution),
             ("interaction.budget.tool_calls", FailureKind::Execution),
+            ("interaction.budget.time", FailureKind::Execution),
         ];
         assert_eq!(ALL.len(), expected.len());
         for (code, (name, kind)) in ALL.iter().zip(expected) {

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 /// The descriptor input schema: the shape of [`InteractionInput`] (strict decoding does the rest).
 const INPUT_SCHEMA: &str = r#"{"type":"object","required":["messages"],"additionalProperties":false,
-"properties":{"messages":{"type":"array","minItems":1},"options":{"type":"object"},"lineage":{"type":"object"},"budget":{"type":"object"}}}"#;
+"properties":{"messages":{"type":"array","minItems":1},"options":{"type":"object"},"lineage":{"type":"object"},"budget":{"type":"object"},"started_ms":{"type":"integer","minimum":0},"deadline_ms":{"type":"integer","minimum":0}}}"#;
 
 /// The descriptor output schema: the shape of [`super::output::Output`].
 const OUTPUT_SCHEMA: &str = r#"{"type":"object","required":["source","model_calls"],"additionalProperties":false,

@@ -5,6 +5,11 @@
 //!   delegate by its parent's grant), under any fault schedule. A scripted call reports 1 + 1
 //!   tokens, never more than it reserved, so the limit is never passed even by the last call.
 //!
+//! * `budget_respected` (time) — no Interaction Process's settled model call started at or
+//!   after its deadline (the root's recorded start plus the time limit, tightened for a
+//!   delegate by the deadline its parent passed down), and the root's recorded start never
+//!   changes from one acknowledged cut to the next (a restore does not restart the clock).
+//!
 //! Counting each settlement once is checked by the runtime's tests (a re-issued call, a resumed
 //! run); a recount over acknowledged cuts here is not in place yet (its first form counted
 //! settlements it should not have).
@@ -19,6 +24,7 @@ use keel::kernel::snapshot::TreeSnapshot;
 pub fn check(spec: &Spec, decoded: &[Option<TreeSnapshot>]) -> (Vec<Violation>, u64) {
     let mut violations = Vec::new();
     let mut checks = 0u64;
+    let mut root_start: Option<u64> = None;
     for (index, snap) in decoded.iter().enumerate() {
         let Some(snap) = snap else { continue };
         for p in snap.processes() {
@@ -35,6 +41,27 @@ pub fn check(spec: &Spec, decoded: &[Option<TreeSnapshot>]) -> (Vec<Violation>, 
                     "budget_respected",
                     format!("acknowledged commit {index}: {} spent {} of {} limit {}", p.id, over.spent, over.kind.as_str(), over.limit),
                 ));
+            }
+            let time = if p.id == snap.root().id { spec.budget.and_then(|b| b.time_ms()) } else { None };
+            if let (Some(deadline), Some(last)) = (state.clock.deadline(time), state.clock.last_call_ms) {
+                checks += 1;
+                if last >= deadline {
+                    violations.push(Violation::new(
+                        "budget_respected",
+                        format!("acknowledged commit {index}: {} started a model call at {last} ms, at or past its deadline {deadline} ms", p.id),
+                    ));
+                }
+            }
+            if p.id == snap.root().id && time.is_some() {
+                checks += 1;
+                match (root_start, state.clock.started_ms) {
+                    (None, now) => root_start = now,
+                    (Some(first), now) if now != Some(first) => violations.push(Violation::new(
+                        "budget_respected",
+                        format!("acknowledged commit {index}: the run's recorded start changed from {first} ms to {now:?}"),
+                    )),
+                    _ => {}
+                }
             }
         }
     }

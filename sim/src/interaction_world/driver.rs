@@ -74,7 +74,12 @@ pub async fn drive(cx: Arc<Context>) -> Driven {
             return out;
         }
     };
-    let input = match InteractionInput::new(vec![Message::user(cx.spec.user.clone())]).to_payload() {
+    // A time budget counts from the start the host records in the input, as `keel::agent` does.
+    let mut input = InteractionInput::new(vec![Message::user(cx.spec.user.clone())]);
+    if cx.spec.budget.is_some_and(|b| b.time_ms().is_some()) {
+        input = input.started_at(cx.env.clock.now().as_millis());
+    }
+    let input = match input.to_payload() {
         Ok(i) => i,
         Err(e) => {
             out.ending = Ending::Refused(format!("input: {e}"));

@@ -207,7 +207,11 @@ pub fn generate(seed: u64) -> (Spec, SwarmOptions) {
         if rng.percent(50) {
             b = b.tool_calls(rng.range_inclusive(0, 4));
         }
-        o.insert("budget".into(), format!("{:?}", b.limits()));
+        // A time limit on the simulated clock: model calls and tools take 0 to 12 ms each.
+        if rng.percent(40) {
+            b = b.time(std::time::Duration::from_millis(rng.range_inclusive(0, 60)));
+        }
+        o.insert("budget".into(), format!("{:?} time_ms {:?}", b.limits(), b.time_ms()));
         spec.budget = Some(b);
     }
     o.insert("p.crash".into(), format!("{crash}/1000"));

@@ -169,6 +169,7 @@ pub fn validator(rejections: u32) -> CompletionValidator {
 /// The Dispatcher configuration of a simulated model.
 pub fn dispatcher_config(model: Arc<SimModel>) -> DispatcherConfig {
     let reducer = model.spec.reducer.then(|| Arc::new(SummaryReducer { cx: model.cx.clone() }));
+    let clock = model.cx.env.clock.clone();
     let mut config = match model.spec.mode {
         ModelMode::Complete => DispatcherConfig::complete(model),
         ModelMode::Stream => DispatcherConfig::stream(model),
@@ -176,5 +177,6 @@ pub fn dispatcher_config(model: Arc<SimModel>) -> DispatcherConfig {
     if let Some(r) = reducer {
         config = config.with_reducer(r);
     }
-    config
+    // Time budgets are measured on the simulated clock.
+    config.with_clock(clock)
 }

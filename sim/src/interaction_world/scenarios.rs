@@ -286,6 +286,7 @@ fn read_transcript(path: &Path) -> Result<Option<keel::transcript::Transcript>, 
 /// this list against the directory.
 pub const BUNDLED_FILES: &[(&str, &str)] = &[
     ("budget-shared", include_str!("../../scenarios/budget-shared.json")),
+    ("budget-time", include_str!("../../scenarios/budget-time.json")),
     ("cancel-during-model-call", include_str!("../../scenarios/cancel-during-model-call.json")),
     ("cancel-during-tool-batch", include_str!("../../scenarios/cancel-during-tool-batch.json")),
     ("deferred-tools", include_str!("../../scenarios/deferred-tools.json")),

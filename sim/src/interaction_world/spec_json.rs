@@ -169,7 +169,8 @@ fn spec(v: &Json) -> Result<Spec, DecodeError> {
 
 /// Cross-member rules: tool names unique, advertised names are deferred tools, the delegate
 /// name collides with no tool, tools and the concurrency limit go together.
-/// `{"total_tokens"?:u64,"tool_calls"?:u64,"reserve_output_tokens"?:u32}`.
+/// `{"total_tokens"?:u64,"tool_calls"?:u64,"reserve_output_tokens"?:u32,"time_ms"?:u64}`
+/// (time on the simulated clock from the run's start).
 fn budget(v: &Json) -> Result<keel::interaction::budget::Budget, DecodeError> {
     let mut r = ObjectReader::new(v)?;
     let mut b = keel::interaction::budget::Budget::new();
@@ -181,6 +182,9 @@ fn budget(v: &Json) -> Result<keel::interaction::budget::Budget, DecodeError> {
     }
     if let Some(n) = opt(&mut r, "reserve_output_tokens", u32_of)? {
         b = b.reserve_output_tokens(n);
+    }
+    if let Some(n) = opt(&mut r, "time_ms", u64_of)? {
+        b = b.time(std::time::Duration::from_millis(n));
     }
     finish(r)?;
     Ok(b)

@@ -205,6 +205,7 @@ fn payload_inputs(payload: &Payload, p: &mut Sink<'_>) {
             ModelResult::Response { .. } => "response",
             ModelResult::Error(_) => "error",
             ModelResult::HostError(_) => "host_error",
+            ModelResult::OutOfTime { .. } => "out_of_time",
         };
         p("ModelResult", class, payload.value().clone());
     } else if let Ok(settlement) = ToolCallSettlement::from_payload(payload) {

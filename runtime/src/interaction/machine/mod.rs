@@ -79,11 +79,21 @@ impl Machine<'_> {
         Transition::Fail { consumed: self.consumed, failure }
     }
 
-    /// Seals what this Step appended to the working context into one segment (O(appended));
-    /// a context over `max_context_bytes` is the failure to return instead.
     /// The limits this run applies now.
     fn limits(&self) -> crate::interaction::budget::Limits {
         self.s.limits(self.rules.budget.budget.limits())
+    }
+
+    /// The run's own time limit in milliseconds.
+    fn time_limit(&self) -> Option<u64> {
+        self.rules.budget.budget.time_ms()
+    }
+
+    /// What a model call declared now asks of the Dispatcher's clock: `None` without a time
+    /// budget.
+    fn call_time(&self) -> Option<crate::interaction::run_clock::CallTime> {
+        let limit = self.time_limit();
+        self.s.clock.applies(limit).then(|| crate::interaction::run_clock::CallTime { deadline_ms: self.s.clock.deadline(limit) })
     }
 
     /// What counts against the limits now.
@@ -91,6 +101,8 @@ impl Machine<'_> {
         self.s.spending.amounts(self.s.usage)
     }
 
+    /// Seals what this Step appended to the working context into one segment (O(appended));
+    /// a context over `max_context_bytes` is the failure to return instead.
     fn seal(&mut self) -> Result<Option<Failure>, StepError> {
         self.s.working_context.seal().map_err(|e| invalid(format!("working context: {e}")))?;
         if self.s.working_context.sealed_bytes() > self.rules.max_context_bytes {
@@ -127,6 +139,7 @@ impl Execution for ParentExecution {
             // failed run's usage counts the call that failed it.
             self.state.usage = m.s.usage;
             self.state.spending = m.s.spending;
+            self.state.clock = m.s.clock;
             return Ok(transition);
         }
         if let Some(failure) = m.seal()? {

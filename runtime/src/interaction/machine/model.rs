@@ -88,12 +88,17 @@ impl Machine<'_> {
                 return Ok(self.fail(exhausted.failure("the next model call's reservation")));
             }
         }
+        // Time: the last reading the run has is already past its deadline.
+        if let Some(exhausted) = self.s.clock.exhausted(self.time_limit()) {
+            return Ok(self.fail(exhausted.failure("the next model call")));
+        }
         let sequence = self.s.model_call_count + 1;
         let effect = ModelCallEffect {
             model_call_sequence: sequence,
             context: self.s.working_context.head(),
             advertised_tool_names: self.s.advertised_tool_names.clone(),
             applied_steer_signal_ids: applied,
+            time: self.call_time(),
         };
         let payload = effect.to_payload()?;
         self.s.model_call_count = sequence;
@@ -116,7 +121,17 @@ impl Machine<'_> {
         let (response, replacement) = match result {
             ModelResult::HostError(text) => return Ok(self.fail(codes::failure(codes::HOST_FAILED, &text))),
             ModelResult::Error(text) => return Ok(self.fail(codes::failure(codes::MODEL_FAILED, &text))),
-            ModelResult::Response { response, replacement_messages } => (response, replacement_messages),
+            ModelResult::OutOfTime { at_ms, deadline_ms } => {
+                self.s.clock.observe(at_ms);
+                let exhausted = self.s.clock.exhaustion(self.time_limit(), deadline_ms, at_ms);
+                return Ok(self.fail(exhausted.failure("the model call")));
+            }
+            ModelResult::Response { response, replacement_messages, clock } => {
+                if let Some(readings) = clock {
+                    self.s.clock.observe_call(readings);
+                }
+                (response, replacement_messages)
+            }
         };
         // Every settled call's tokens count, whatever the run does with the answer.
         self.s.usage = self.s.usage.saturating_add(response.usage);

@@ -55,17 +55,24 @@ fn delegate_input(delegate: &Delegate, call: &ToolCall) -> Result<Payload, Strin
     Payload::from_json(value).map_err(|e| format!("error: delegated worker arguments are not valid JSON: {e}"))
 }
 
-/// The delegate's input with the parent's `grant` as its `budget` member. Only a parent sets
-/// it: a `budget` the model wrote is dropped.
-fn with_grant(input: Payload, grant: Option<&Limits>) -> Result<Payload, String> {
+/// The delegate's input with the parent's `grant` as its `budget` member and the parent's
+/// time `deadline` as its `deadline_ms`. Only a parent sets them: a `budget`, `deadline_ms` or
+/// `started_ms` the model wrote is dropped.
+fn with_grant(input: Payload, grant: Option<&Limits>, deadline: Option<u64>) -> Result<Payload, String> {
+    const SET_BY_PARENT: [&str; 3] = ["budget", "deadline_ms", "started_ms"];
     let Json::Object(object) = input.value() else { return Ok(input) };
-    if grant.is_none() && !object.contains_key("budget") {
+    if grant.is_none() && deadline.is_none() && !SET_BY_PARENT.iter().any(|k| object.contains_key(*k)) {
         return Ok(input);
     }
     let mut object = object.clone();
-    object.remove("budget");
+    for key in SET_BY_PARENT {
+        object.remove(key);
+    }
     if let Some(grant) = grant {
         object.insert("budget".to_owned(), grant.to_json());
+    }
+    if let Some(deadline) = deadline {
+        object.insert("deadline_ms".to_owned(), deadline.to_json());
     }
     Payload::from_json(Json::Object(object)).map_err(|e| format!("error: delegated worker input with its budget: {e}"))
 }
@@ -152,8 +159,14 @@ impl Machine<'_> {
         let limits = self.limits();
         let mut spent = self.spent();
         let mut started = 0u64;
+        let time = self.s.clock.exhausted(self.time_limit());
         let batch = self.batch_mut()?;
         let mut effects = Vec::new();
+        if let (Some(exhausted), true) = (time, occupied(batch) < max && planned(batch) < batch.invocations.len()) {
+            // No tool starts once the time budget has passed (checked against the last reading).
+            let failure = exhausted.failure("the next tool call");
+            return Ok(self.fail(failure));
+        }
         while occupied(batch) < max && planned(batch) < batch.invocations.len() {
             // Each tool call is counted once, when it is started.
             let one = Amounts { tool_calls: 1, ..Amounts::default() };
@@ -208,10 +221,12 @@ impl Machine<'_> {
             })
             .collect::<Result<_, StepError>>()?;
         let grant = self.delegate_grant(inputs.iter().filter(|i| i.is_ok()).count());
+        // Delegates run beside each other in the parent's time: each gets its whole deadline.
+        let deadline = self.s.clock.deadline(self.time_limit());
         for (call, input) in run.iter().zip(inputs) {
             let delegate = rules.delegate(&call.name).ok_or_else(|| invalid("a delegate run names no delegate"))?;
             let mut invocation = BatchInvocation::default();
-            match input.and_then(|input| with_grant(input, grant.as_ref())) {
+            match input.and_then(|input| with_grant(input, grant.as_ref(), deadline)) {
                 Err(text) => invocation.result = Some(error_result(call, &text)),
                 Ok(input) => {
                     let key = delegate_child_key(sequence, call)?;

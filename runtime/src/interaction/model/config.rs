@@ -21,17 +21,21 @@ pub struct DispatcherConfig {
     /// The JSON Schema of a typed final answer, handed to the model client in
     /// [`ModelCallContext::output_schema`](super::ModelCallContext::output_schema).
     pub output_schema: Option<Json>,
+    /// The clock a call under a time budget is checked and timed with (the host's abstract
+    /// clock; [`crate::interaction::run_clock`]). A time-budgeted call without one settles as a
+    /// host failure saying so.
+    pub clock: Option<Arc<dyn crate::env::Clock>>,
 }
 
 impl DispatcherConfig {
     /// Complete mode, no observer, no reducer.
     pub fn complete(client: Arc<dyn ModelClient>) -> DispatcherConfig {
-        DispatcherConfig { mode: ModelMode::Complete(client), observer: None, reducer: None, instructions: None, output_schema: None }
+        DispatcherConfig { mode: ModelMode::Complete(client), observer: None, reducer: None, instructions: None, output_schema: None, clock: None }
     }
 
     /// Streaming mode, no observer, no reducer.
     pub fn stream(streamer: Arc<dyn ModelStreamer>) -> DispatcherConfig {
-        DispatcherConfig { mode: ModelMode::Stream(streamer), observer: None, reducer: None, instructions: None, output_schema: None }
+        DispatcherConfig { mode: ModelMode::Stream(streamer), observer: None, reducer: None, instructions: None, output_schema: None, clock: None }
     }
 
     /// The identity of the model this configuration calls.
@@ -51,6 +55,12 @@ impl DispatcherConfig {
         self.reducer = Some(reducer);
         self
     }
+
+    /// The clock time budgets are checked and measured with.
+    pub fn with_clock(mut self, clock: Arc<dyn crate::env::Clock>) -> DispatcherConfig {
+        self.clock = Some(clock);
+        self
+    }
 }
 
 impl std::fmt::Debug for DispatcherConfig {
@@ -61,6 +71,7 @@ impl std::fmt::Debug for DispatcherConfig {
             .field("reducer", &self.reducer.is_some())
             .field("instructions", &self.instructions)
             .field("output_schema", &self.output_schema.is_some())
+            .field("clock", &self.clock.is_some())
             .finish()
     }
 }

@@ -9,7 +9,8 @@ use super::prepare::prepare_request;
 use super::reducer::ModelContextReducer;
 use super::stream::stream_response;
 use crate::chat::{Message, Request, Response, ToolDefinition};
-use crate::env::{BoxFuture, CancelToken};
+use crate::env::{BoxFuture, CancelToken, Clock};
+use crate::interaction::run_clock::CallClock;
 use crate::interaction::attribution::ModelInvocation;
 use crate::interaction::diagnostic::normalize_str;
 use crate::interaction::error::InteractionError;
@@ -42,6 +43,7 @@ pub struct ModelDispatcher {
     reducer: Option<Arc<dyn ModelContextReducer>>,
     instructions: Option<Message>,
     output_schema: Option<crate::json::Json>,
+    clock: Option<Arc<dyn Clock>>,
     response_panics: PanicCounter,
 }
 
@@ -60,6 +62,7 @@ impl ModelDispatcher {
             reducer: config.reducer,
             instructions: config.instructions.map(Message::system),
             output_schema: config.output_schema,
+            clock: config.clock,
             response_panics: PanicCounter::default(),
         })
     }
@@ -70,24 +73,45 @@ impl ModelDispatcher {
     }
 
     async fn run(&self, request: EffectRequest, cx: DispatchContext) -> Result<Settlement, DispatchError> {
-        self.attempt(request, cx).await.map(|(settlement, _)| settlement)
+        self.attempt(request, cx, None).await.map(|(settlement, _)| settlement)
     }
 
     /// One attempt of the call: its settlement, and the error text when the settlement is a
     /// failure the model may not repeat ([`ModelError::Transient`]), so a caller with a retry
-    /// policy can try again.
+    /// policy can try again. `clock`, when given, replaces the configured one (a runtime's).
     pub(crate) async fn attempt(
         &self,
         request: EffectRequest,
         cx: DispatchContext,
+        clock: Option<Arc<dyn Clock>>,
     ) -> Result<(Settlement, Option<String>), DispatchError> {
         let effect = ModelCallEffect::from_payload(&request.payload).map_err(unknown)?;
+        // Under a time budget the clock is read before anything else: a call at or past its
+        // deadline is settled without calling the model.
+        let timed = match (effect.time, clock.or_else(|| self.clock.clone())) {
+            (None, _) => None,
+            (Some(_), None) => {
+                let text = "the run has a time budget but its model dispatcher has no clock: run it with a keel Runtime, or give the DispatcherConfig a clock (`with_clock`)";
+                return Ok((self.settle(&ModelInvocation::from_effect(&request, &effect), ModelResult::host_error(text))?, None));
+            }
+            (Some(time), Some(clock)) => {
+                let started_ms = clock.now().as_millis();
+                if let Some(deadline_ms) = time.deadline_ms.filter(|d| started_ms >= *d) {
+                    let result = ModelResult::OutOfTime { at_ms: started_ms, deadline_ms };
+                    return Ok((self.settle(&ModelInvocation::from_effect(&request, &effect), result)?, None));
+                }
+                Some((clock, started_ms))
+            }
+        };
         let context = effect.request(&request.segments).map_err(unknown)?;
         // Only a reducer reads the context as it was before reduction: copy it for one alone.
         let original = self.reducer.as_ref().map(|_| context.messages.clone()).unwrap_or_default();
         let prepared = prepare_request(&self.visible, &self.deferred, &effect, context).map_err(|e| unknown_text(&e))?;
         let call = ModelCallContext { invocation: ModelInvocation::from_effect(&request, &effect), cancel: cx.cancel, output_schema: self.output_schema.clone() };
-        let (result, transient) = self.call(&call, prepared, &original, cx.deltas.as_ref()).await?;
+        let (mut result, transient) = self.call(&call, prepared, &original, cx.deltas.as_ref()).await?;
+        if let (ModelResult::Response { clock: readings, .. }, Some((clock, started_ms))) = (&mut result, timed) {
+            *readings = Some(CallClock { started_ms, settled_ms: clock.now().as_millis().max(started_ms) });
+        }
         Ok((self.settle(&call.invocation, result)?, transient))
     }
 
@@ -130,7 +154,7 @@ impl ModelDispatcher {
         if let Err(e) = response.validate() {
             return Ok((ModelResult::provider_error(&format!("model returned an invalid response: {e}")), None));
         }
-        Ok((ModelResult::Response { response, replacement_messages }, None))
+        Ok((ModelResult::Response { response, replacement_messages, clock: None }, None))
     }
 
     async fn call_model(

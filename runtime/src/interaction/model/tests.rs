@@ -498,7 +498,7 @@ fn a_reducer_that_changes_the_messages_makes_the_settlement_carry_them() {
     let mut e = effect();
     e.advertised_tool_names = vec!["calendar".into()];
     let result = settle(&d, &e);
-    assert_eq!(result, ModelResult::Response { response: answer(), replacement_messages: Some(reduced.clone()) });
+    assert_eq!(result, ModelResult::Response { response: answer(), replacement_messages: Some(reduced.clone()), clock: None });
 
     // The reducer saw the fully prepared request (tools included) and the invocation.
     let (inv, seen) = reducer.seen.lock().unwrap()[0].clone();

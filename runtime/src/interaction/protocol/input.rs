@@ -9,12 +9,15 @@ use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJs
 /// The complete caller-supplied starting context: messages and options, never tools (the
 /// Deployment freezes tools, so model-visible definitions cannot drift per Process).
 ///
-/// Wire form: `{"messages":[Message],"options"?:Options,"lineage"?:Lineage,"budget"?:Limits}`;
+/// Wire form: `{"messages":[Message],"options"?:Options,"lineage"?:Lineage,"budget"?:Limits,
+/// "started_ms"?:u64,"deadline_ms"?:u64}`;
 /// `options` is omitted when default (an explicit `{}` decodes to the same value, as in
 /// [`Request`]); `lineage` (the host's version, the run this one continues) is kept in the
 /// state and never reaches the model; `budget` is the grant a parent gives a delegate (its
 /// share of what remains of the parent's limits), set by the parent only (a model-written
-/// `budget` is replaced).
+/// `budget` is replaced); `started_ms` is the instant the host started the run on its clock
+/// (its time budget counts from there), `deadline_ms` the instant a parent's time budget ends
+/// for its delegate (set by the parent only, like `budget`).
 ///
 /// Valid when `{messages, options}` is a valid request: at least one message, every message
 /// valid, system messages only in the leading prefix, options valid.
@@ -25,16 +28,33 @@ pub struct InteractionInput {
     pub lineage: Option<Lineage>,
     /// The limits granted by a parent (a delegate's share of the tree's budget).
     pub budget: Option<crate::interaction::budget::Limits>,
+    /// When the host started the run, in milliseconds on its clock.
+    pub started_ms: Option<u64>,
+    /// The instant a parent's time budget ends (a delegate's deadline).
+    pub deadline_ms: Option<u64>,
 }
 
 impl InteractionInput {
     pub fn new(messages: Vec<Message>) -> InteractionInput {
-        InteractionInput { messages, options: Options::default(), lineage: None, budget: None }
+        InteractionInput {
+            messages,
+            options: Options::default(),
+            lineage: None,
+            budget: None,
+            started_ms: None,
+            deadline_ms: None,
+        }
     }
 
     /// The same input with its lineage recorded.
     pub fn with_lineage(mut self, lineage: Lineage) -> InteractionInput {
         self.lineage = Some(lineage);
+        self
+    }
+
+    /// The same input recording that the host started the run at `started_ms`.
+    pub fn started_at(mut self, started_ms: u64) -> InteractionInput {
+        self.started_ms = Some(started_ms);
         self
     }
 
@@ -71,7 +91,11 @@ impl ToJson for InteractionInput {
     fn to_json(&self) -> Json {
         let b = ObjectBuilder::new().field("messages", &self.messages);
         let b = if self.options.is_default() { b } else { b.field("options", &self.options) };
-        b.opt_field("lineage", self.lineage.as_ref()).opt_field("budget", self.budget.as_ref()).build()
+        b.opt_field("lineage", self.lineage.as_ref())
+            .opt_field("budget", self.budget.as_ref())
+            .opt_field("started_ms", self.started_ms.as_ref())
+            .opt_field("deadline_ms", self.deadline_ms.as_ref())
+            .build()
     }
 }
 
@@ -84,6 +108,8 @@ impl FromJson for InteractionInput {
                 options: r.optional("options")?.unwrap_or_default(),
                 lineage: r.optional("lineage")?,
                 budget: r.optional("budget")?,
+                started_ms: r.optional("started_ms")?,
+                deadline_ms: r.optional("deadline_ms")?,
             };
         r.finish()?;
         input.validate()?;

@@ -14,7 +14,8 @@ use crate::kernel::ids::SignalId;
 /// One model request, declared as a dispatcher Effect.
 ///
 /// Wire form: `{"operation":"model_call","model_call":{"model_call_sequence":u32,
-/// "context":ContextHead,"advertised_tool_names"?:[S],"applied_steer_signal_ids"?:[SignalId]}}`.
+/// "context":ContextHead,"advertised_tool_names"?:[S],"applied_steer_signal_ids"?:[SignalId],
+/// "time"?:CallTime}}`; `time` is present exactly when the run has a time budget.
 /// Both lists are omitted when empty; an explicit `[]` is rejected (absent and empty are one
 /// value, so only one encoding of it is accepted).
 ///
@@ -36,6 +37,9 @@ pub struct ModelCallEffect {
     pub advertised_tool_names: Vec<String>,
     /// Steers whose messages become visible for the first time in this request, in order.
     pub applied_steer_signal_ids: Vec<SignalId>,
+    /// Under a time budget: the Dispatcher reads its clock, refuses a call at or past the
+    /// deadline and records its readings ([`crate::interaction::run_clock`]).
+    pub time: Option<crate::interaction::run_clock::CallTime>,
 }
 
 impl Wire for ModelCallEffect {
@@ -63,6 +67,7 @@ impl ToJson for ModelCallEffect {
             .field("context", &self.context)
             .nonempty_field("advertised_tool_names", &self.advertised_tool_names)
             .nonempty_field("applied_steer_signal_ids", &self.applied_steer_signal_ids)
+            .opt_field("time", self.time.as_ref())
             .build();
         envelope(Operation::ModelCall, "model_call", body)
     }
@@ -82,6 +87,7 @@ fn decode_body(body: &Json) -> Result<ModelCallEffect, DecodeError> {
         context: r.required("context")?,
         advertised_tool_names: read_nonempty_list(&mut r, "advertised_tool_names")?,
         applied_steer_signal_ids: read_nonempty_list(&mut r, "applied_steer_signal_ids")?,
+        time: r.optional("time")?,
     };
     r.finish()?;
     effect.validate()?;
@@ -100,7 +106,7 @@ impl ModelCallEffect {
         let mut context = WorkingContext::from_request(request);
         context.seal().map_err(|e| InteractionError::invalid_state(format!("model_call effect: context: {e}")))?;
         let effect =
-            ModelCallEffect { model_call_sequence, context: context.head(), advertised_tool_names, applied_steer_signal_ids };
+            ModelCallEffect { model_call_sequence, context: context.head(), advertised_tool_names, applied_steer_signal_ids, time: None };
         Ok((effect, context.segments()))
     }
 

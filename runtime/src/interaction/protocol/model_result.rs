@@ -2,6 +2,7 @@
 
 use super::{envelope, open, Operation};
 use crate::chat::{Message, Response};
+use crate::interaction::run_clock::CallClock;
 use crate::interaction::diagnostic::{is_normalized, normalize_str};
 use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::interaction::wire::Wire;
@@ -12,16 +13,18 @@ use crate::kernel::signal::{SettlementStatus, Signal};
 /// The definite outcome of one model call.
 ///
 /// Wire form: `{"operation":"model_call","model_result":{..}}` whose body holds exactly one of
-/// `"response":Response`, `"error":S` (provider failure) or `"host_error":S` (host failure,
-/// reducer failure, invalid reduced context), plus `"replacement_messages":[Message]` only
-/// beside a response.
+/// `"response":Response`, `"error":S` (provider failure), `"host_error":S` (host failure,
+/// reducer failure, invalid reduced context) or `"out_of_time":{"at_ms":u64,"deadline_ms":u64}`
+/// (a call under a time budget not made: the Dispatcher's clock read `at_ms` ≥ `deadline_ms`),
+/// plus `"replacement_messages":[Message]` and `"clock":CallClock` (the Dispatcher's readings
+/// of a call under a time budget) only beside a response.
 ///
 /// Valid when: the response is valid; replacement messages, when present, are non-empty
 /// (present-but-empty is rejected) and each valid; error texts are already normalized
 /// diagnostics (non-empty, trimmed, ≤ 2048 bytes: use [`ModelResult::provider_error`] and
 /// [`ModelResult::host_error`], which normalize).
 ///
-/// Settlement status: `succeeded` for a response, `failed` for either error.
+/// Settlement status: `succeeded` for a response, `failed` for the others.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ModelResult {
     Response {
@@ -29,17 +32,23 @@ pub enum ModelResult {
         /// The complete reduced message list, present only when a reducer changed the
         /// context; the parent then replaces its WorkingContext messages with it.
         replacement_messages: Option<Vec<Message>>,
+        /// When the call started and settled on the Dispatcher's clock, for a call made under
+        /// a time budget.
+        clock: Option<CallClock>,
     },
     /// A provider failure (`interaction.model.failed`).
     Error(String),
     /// A host failure (`interaction.host.failed`).
     HostError(String),
+    /// The call's deadline had passed when the Dispatcher was to make it
+    /// (`interaction.budget.time`); the model was not called.
+    OutOfTime { at_ms: u64, deadline_ms: u64 },
 }
 
 impl ModelResult {
     /// A response with no context replacement.
     pub fn response(response: Response) -> ModelResult {
-        ModelResult::Response { response, replacement_messages: None }
+        ModelResult::Response { response, replacement_messages: None, clock: None }
     }
 
     /// A provider failure; `raw` is normalized.
@@ -56,7 +65,7 @@ impl ModelResult {
     pub fn status(&self) -> SettlementStatus {
         match self {
             ModelResult::Response { .. } => SettlementStatus::Succeeded,
-            ModelResult::Error(_) | ModelResult::HostError(_) => SettlementStatus::Failed,
+            ModelResult::Error(_) | ModelResult::HostError(_) | ModelResult::OutOfTime { .. } => SettlementStatus::Failed,
         }
     }
 
@@ -98,7 +107,7 @@ impl Wire for ModelResult {
     fn validate(&self) -> Result<(), InteractionError> {
         let invalid = |detail: String| InteractionError::invalid_state(format!("model_call result: {detail}"));
         match self {
-            ModelResult::Response { response, replacement_messages } => {
+            ModelResult::Response { response, replacement_messages, .. } => {
                 response.validate().map_err(|e| invalid(format!("response: {e}")))?;
                 if let Some(messages) = replacement_messages {
                     if messages.is_empty() {
@@ -114,6 +123,10 @@ impl Wire for ModelResult {
                 Err(invalid("error text must be a normalized, non-empty diagnostic".into()))
             }
             ModelResult::Error(_) | ModelResult::HostError(_) => Ok(()),
+            ModelResult::OutOfTime { at_ms, deadline_ms } if at_ms < deadline_ms => {
+                Err(invalid("out_of_time before its deadline".into()))
+            }
+            ModelResult::OutOfTime { .. } => Ok(()),
         }
     }
 }
@@ -121,11 +134,16 @@ impl Wire for ModelResult {
 impl ToJson for ModelResult {
     fn to_json(&self) -> Json {
         let body = match self {
-            ModelResult::Response { response, replacement_messages } => ObjectBuilder::new()
+            ModelResult::Response { response, replacement_messages, clock } => ObjectBuilder::new()
                 .field("response", response)
-                .opt_field("replacement_messages", replacement_messages.as_ref()),
+                .opt_field("replacement_messages", replacement_messages.as_ref())
+                .opt_field("clock", clock.as_ref()),
             ModelResult::Error(text) => ObjectBuilder::new().field("error", text),
             ModelResult::HostError(text) => ObjectBuilder::new().field("host_error", text),
+            ModelResult::OutOfTime { at_ms, deadline_ms } => ObjectBuilder::new().value(
+                "out_of_time",
+                ObjectBuilder::new().field("at_ms", at_ms).field("deadline_ms", deadline_ms).build(),
+            ),
         }
         .build();
         envelope(Operation::ModelCall, "model_result", body)
@@ -145,17 +163,33 @@ fn decode_body(body: &Json) -> Result<ModelResult, DecodeError> {
     let replacement_messages: Option<Vec<Message>> = r.optional("replacement_messages")?;
     let error: Option<String> = r.optional("error")?;
     let host_error: Option<String> = r.optional("host_error")?;
-    r.finish()?;
-    let replaced = replacement_messages.is_some();
-    let result = match (response, error, host_error) {
-        (Some(response), None, None) => ModelResult::Response { response, replacement_messages },
-        (None, Some(text), None) => ModelResult::Error(text),
-        (None, None, Some(text)) => ModelResult::HostError(text),
-        _ => return Err(DecodeError::invalid("exactly one of response, error and host_error is required")),
+    let clock: Option<CallClock> = r.optional("clock")?;
+    let out_of_time = match r.optional_value("out_of_time")? {
+        Some(v) => Some(out_of_time(v).map_err(|e| e.in_member("out_of_time"))?),
+        None => None,
     };
-    if replaced && !matches!(result, ModelResult::Response { .. }) {
-        return Err(DecodeError::invalid("replacement_messages are allowed only with a response"));
+    r.finish()?;
+    let beside = replacement_messages.is_some() || clock.is_some();
+    let result = match (response, error, host_error, out_of_time) {
+        (Some(response), None, None, None) => ModelResult::Response { response, replacement_messages, clock },
+        (None, Some(text), None, None) => ModelResult::Error(text),
+        (None, None, Some(text), None) => ModelResult::HostError(text),
+        (None, None, None, Some((at_ms, deadline_ms))) => ModelResult::OutOfTime { at_ms, deadline_ms },
+        _ => {
+            return Err(DecodeError::invalid("exactly one of response, error, host_error and out_of_time is required"))
+        }
+    };
+    if beside && !matches!(result, ModelResult::Response { .. }) {
+        return Err(DecodeError::invalid("replacement_messages and clock are allowed only with a response"));
     }
     result.validate()?;
     Ok(result)
+}
+
+fn out_of_time(v: &Json) -> Result<(u64, u64), DecodeError> {
+    let mut r = ObjectReader::new(v)?;
+    let at = r.required("at_ms")?;
+    let deadline = r.required("deadline_ms")?;
+    r.finish()?;
+    Ok((at, deadline))
 }

@@ -34,7 +34,14 @@ fn model_results() -> Vec<ModelResult> {
         ModelResult::Response {
             response: final_response("done"),
             replacement_messages: Some(vec![Message::system("summary"), Message::user("q")]),
+            clock: None,
         },
+        ModelResult::Response {
+            response: final_response("done"),
+            replacement_messages: None,
+            clock: Some(crate::interaction::run_clock::CallClock { started_ms: 10, settled_ms: 12 }),
+        },
+        ModelResult::OutOfTime { at_ms: 20, deadline_ms: 20 },
         ModelResult::provider_error("rate limited"),
         ModelResult::host_error("network down"),
     ]
@@ -92,7 +99,7 @@ fn delta() -> ModelResponseDelta {
 }
 
 fn input() -> InteractionInput {
-    InteractionInput { messages: rich_context().messages, options: rich_context().options, lineage: None, budget: None }
+    InteractionInput { messages: rich_context().messages, options: rich_context().options, lineage: None, budget: None, started_ms: None, deadline_ms: None }
 }
 
 // ---------------------------------------------------------------- wire shapes
@@ -159,6 +166,9 @@ fn pinned_wire_text() {
 fn round_trips() {
     assert_round_trip(&model_call());
     assert_round_trip(&model_call_minimal());
+    let timed = ModelCallEffect { time: Some(crate::interaction::run_clock::CallTime { deadline_ms: Some(9) }), ..model_call_minimal() };
+    assert_round_trip(&timed);
+    assert!(timed.to_canonical_string().contains(r#""time":{"deadline_ms":9}"#));
     model_results().iter().for_each(assert_round_trip);
     assert_round_trip(&tool_input());
     tool_effects().iter().for_each(assert_round_trip);
@@ -362,7 +372,10 @@ fn model_result_rules() {
     // Status follows the variant.
     let statuses: Vec<_> = model_results().iter().map(ModelResult::status).collect();
     use SettlementStatus::*;
-    assert_eq!(statuses, [Succeeded, Succeeded, Failed, Failed]);
+    assert_eq!(statuses, [Succeeded, Succeeded, Succeeded, Failed, Failed, Failed]);
+    // Readings and a refusal before the deadline are refused.
+    assert_rejected::<ModelResult>(&body(&[("out_of_time", crate::json::parse(br#"{"at_ms":1,"deadline_ms":2}"#).unwrap())]));
+    assert_rejected::<ModelResult>(&body(&[("error", Json::str("x")), ("clock", crate::json::parse(br#"{"settled_ms":2,"started_ms":1}"#).unwrap())]));
     for r in model_results() {
         let s = r.to_settlement().unwrap();
         assert_eq!(s.status, r.status());
@@ -653,7 +666,7 @@ fn arb_model_call() -> impl Strategy<Value = ModelCallEffect> {
 fn arb_model_result() -> impl Strategy<Value = ModelResult> {
     prop_oneof![
         (arb_response(), proptest::option::of(prop::collection::vec(arb_message(), 1..3)))
-            .prop_map(|(response, replacement_messages)| ModelResult::Response { response, replacement_messages }),
+            .prop_map(|(response, replacement_messages)| ModelResult::Response { response, replacement_messages, clock: None }),
         "[ a-z\u{1}é]{0,12}".prop_map(|t| ModelResult::provider_error(&t)),
         "[ a-z]{0,12}".prop_map(|t| ModelResult::host_error(&t)),
     ]
@@ -746,7 +759,7 @@ proptest! {
 
     #[test]
     fn input_idempotent(context in arb_context()) {
-        idempotent(&InteractionInput { messages: context.messages, options: context.options, lineage: None, budget: None })?;
+        idempotent(&InteractionInput { messages: context.messages, options: context.options, lineage: None, budget: None, started_ms: None, deadline_ms: None })?;
     }
 
     /// Every accepted value rejects an unknown member in every strict object.

@@ -136,7 +136,7 @@ mod tests {
     use crate::interaction::protocol::InteractionInput;
 
     fn state() -> ParentState {
-        ParentState::start(&InteractionInput { messages: vec![Message::user("Hi")], options: Default::default(), lineage: None, budget: None })
+        ParentState::start(&InteractionInput { messages: vec![Message::user("Hi")], options: Default::default(), lineage: None, budget: None, started_ms: None, deadline_ms: None })
     }
 
     fn run_model(model: &str, allow_switch: bool) -> RunModel {

@@ -8,6 +8,7 @@ use crate::interaction::artifact::{Artifact, Artifacts};
 use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::chat::Usage;
 use crate::interaction::budget::{read_spending, Limits, Spending};
+use crate::interaction::run_clock::RunClock;
 use crate::interaction::output::{read_usage, Output};
 use crate::interaction::protocol::{InteractionInput, Lineage};
 use crate::interaction::wire::{read_nonempty_list, Wire};
@@ -17,7 +18,7 @@ use crate::kernel::waist::ExecutionState;
 /// The complete, self-sufficient state of one parent Interaction Execution.
 ///
 /// Full wire form (the [`Wire`] codec: tests, fuzzing): `{"phase":Phase,"working_context":Request,
-/// "model_call_count":u32,"usage"?:Usage,"spending"?:Spending,"granted"?:Limits,
+/// "model_call_count":u32,"usage"?:Usage,"spending"?:Spending,"granted"?:Limits,"clock"?:RunClock,
 /// "advertised_tool_names"?:[S],"tool_round"?:ToolRound,
 /// "pending_steer"?:PendingSteer,"artifact_records"?:[Artifact],"final_output"?:Output,
 /// "model"?:ModelRecord,"lineage"?:Lineage}`.
@@ -47,6 +48,9 @@ pub struct ParentState {
     /// The limits a parent granted this run as its delegate (from the input); `None` for a
     /// run started by a host.
     pub granted: Option<Limits>,
+    /// The run's start, a parent's deadline and the clock readings of its model calls
+    /// ([`crate::interaction::run_clock`]); omitted when empty.
+    pub clock: RunClock,
     /// Deferred tools made visible so far, append-only, in commit order.
     pub advertised_tool_names: Vec<String>,
     /// Exists only in the child phases.
@@ -78,6 +82,7 @@ impl ParentState {
             usage: Usage::default(),
             spending: Spending::default(),
             granted: input.budget,
+            clock: RunClock::start(input.started_ms, input.deadline_ms),
             advertised_tool_names: Vec::new(),
             tool_round: None,
             pending_steer: None,
@@ -168,6 +173,7 @@ impl ParentState {
             .opt_field("usage", (self.usage != Usage::default()).then_some(&self.usage))
             .opt_field("spending", (!self.spending.is_zero()).then_some(&self.spending))
             .opt_field("granted", self.granted.as_ref())
+            .opt_field("clock", (!self.clock.is_empty()).then_some(&self.clock))
             .nonempty_field("advertised_tool_names", &self.advertised_tool_names)
             .opt_field("tool_round", self.tool_round.as_ref())
             .opt_field("pending_steer", self.pending_steer.as_ref())
@@ -194,6 +200,7 @@ fn decode_members(
         usage: read_usage(&mut r)?,
         spending: read_spending(&mut r)?,
         granted: r.optional("granted")?,
+        clock: r.optional("clock")?.unwrap_or_default(),
         advertised_tool_names: read_nonempty_list(&mut r, "advertised_tool_names")?,
         tool_round: r.optional("tool_round")?,
         pending_steer: r.optional("pending_steer")?,

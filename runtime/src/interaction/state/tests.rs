@@ -52,7 +52,7 @@ fn base(phase: Phase) -> ParentState {
     ParentState {
         phase,
         model_call_count: SEQ,
-        ..ParentState::start(&InteractionInput { messages: context().messages, options: Default::default(), lineage: None, budget: None })
+        ..ParentState::start(&InteractionInput { messages: context().messages, options: Default::default(), lineage: None, budget: None, started_ms: None, deadline_ms: None })
     }
 }
 

@@ -79,6 +79,8 @@ fn every_stable_failure_code_ends_a_real_run_with_its_kind() {
         (codes::BUDGET_TOTAL_TOKENS, budgeted(RunBudget::new().total_tokens(0))),
         (codes::BUDGET_COST, budgeted(RunBudget::new().cost_usd_micros(0))),
         (codes::BUDGET_TOOL_CALLS, budgeted(RunBudget::new().tool_calls(0))),
+        // A zero time limit: the first call's end is past it, so its tool batch never starts.
+        (codes::BUDGET_TIME, super::time_budget::timed(vec![weather()], 0, 1)),
     ];
     let mut seen = BTreeSet::new();
     for (code, h) in &cases {

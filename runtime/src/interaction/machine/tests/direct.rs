@@ -226,6 +226,7 @@ fn replacement_messages_replace_the_working_context() {
     let reduced = ModelResult::Response {
         response: calls_response(vec![call("c1", "weather", "{}")]),
         replacement_messages: Some(vec![Message::user("summary")]),
+        clock: None,
     };
     let s = reduced.to_settlement().unwrap();
     let signal = Signal::new(SignalId::settlement(&d.effect_id()), None, s.payload, Some(s.status)).unwrap();
@@ -452,6 +453,7 @@ fn replacement_messages_that_make_an_invalid_context_are_a_step_error() {
     let reduced = ModelResult::Response {
         response: answer("done"),
         replacement_messages: Some(vec![Message::user("summary"), Message::system("late system prompt")]),
+        clock: None,
     };
     let s = reduced.to_settlement().unwrap();
     let signal = Signal::new(SignalId::settlement(&d.effect_id()), None, s.payload, Some(s.status)).unwrap();

@@ -16,6 +16,7 @@ mod rounds;
 #[cfg(feature = "mutations")]
 mod mutations;
 mod snapshots;
+mod time_budget;
 pub(super) mod streaming;
 mod waits;
 
