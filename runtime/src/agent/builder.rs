@@ -477,7 +477,8 @@ impl AgentBuilder {
         crate::interaction::wire::Wire::validate(&crate::interaction::protocol::Lineage::first(version.clone()))
             .map_err(|e| BuildError::Version { agent: agent.clone(), detail: e.to_string() })?;
         let model = self.model.clone().ok_or_else(|| BuildError::NoModel { agent: agent.clone() })?;
-        let model = self.context.install(&agent, model)?;
+        let carries_summary = self.continuation.is_some_and(|c| c.carries_summary());
+        let model = self.context.clone().install(&agent, model, carries_summary)?;
         let model_identity = model.identity();
         if self.max_model_calls == 0 {
             return Err(BuildError::NoModelCalls { agent });

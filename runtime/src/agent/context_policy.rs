@@ -1,12 +1,13 @@
 //! What a run's model sees of a long conversation: a context policy, applied right before each
 //! model call, so a conversation that outgrows the window is shortened instead of failing.
 //!
-//! A policy is a pure function of the messages (no clock, no randomness, no model call), run
-//! through the model dispatcher's context reducer: the shortened context travels back in the
-//! call's committed settlement and replaces the run's stored context, so the stored history
-//! stops growing too, a restored run sees exactly what the model saw, and a re-issued call is
-//! shortened the same way. The policy is part of the agent's configuration digest: a run is
-//! never resumed under a different one.
+//! A policy runs through the model dispatcher's context reducer, inside the model call's
+//! Effect: the shortened context travels back in the call's committed settlement and replaces
+//! the run's stored context, so the stored history stops growing too, a restored run sees
+//! exactly what the model saw, and a re-issued call is shortened the same way (trimming and
+//! dropping are pure functions of the messages; a summary is a model call of the same Effect,
+//! see [`Summarize`]). The policy is part of the agent's configuration digest: a run is never
+//! resumed under a different one.
 //!
 //! Shortening never reorders messages and never separates a tool result from its call: an
 //! assistant message that calls tools and the tool-result messages answering it are kept or
@@ -14,16 +15,18 @@
 
 use super::build_error::BuildError;
 use super::builder::AgentBuilder;
+use super::summary::{Summarize, Summarizer};
 use crate::chat::{Message, Part, Request, Role, ToolOutput};
 use crate::env::BoxFuture;
-use crate::interaction::model::{DispatcherConfig, ModelCallContext, ModelContextReducer};
+use crate::interaction::model::{DispatcherConfig, ModelCallContext, ModelContextReducer, ModelError, Reduction};
 use crate::json::{Json, ObjectBuilder, ToJson};
 use std::sync::Arc;
 
 /// How much of a conversation each model call sees: [`AgentBuilder::context_policy`](super::AgentBuilder::context_policy).
 ///
-/// The steps run in this order: trim old tool outputs, then drop the oldest messages past the
-/// byte budget. The system messages and the first user message (the task) are always kept,
+/// The steps run in this order: trim old tool outputs, then summarize older messages through a
+/// model call once the context passes a threshold ([`ContextPolicy::summarize`]), then drop
+/// the oldest messages past the byte budget. The system messages and the first user message (the task) are always kept,
 /// and so is the newest exchange, even when it alone is over the budget (the run's
 /// [`max_context_bytes`](super::AgentBuilder::max_context_bytes) limit still applies).
 ///
@@ -38,10 +41,11 @@ use std::sync::Arc;
 ///     .build()?;
 /// # Ok::<(), keel::agent::BuildError>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ContextPolicy {
     keep_tool_outputs: Option<usize>,
     keep_bytes: Option<u64>,
+    summary: Option<Summarize>,
 }
 
 /// The start of the text that replaces a trimmed tool output.
@@ -73,20 +77,43 @@ impl ContextPolicy {
         self
     }
 
+    /// A policy that replaces older messages by a summary written by a model once the context
+    /// passes `summarize`'s threshold (more steps can follow: `ContextPolicy::summarize(s).trim_tool_outputs(5)`).
+    ///
+    /// The summary is made inside the model call it shortens, right before it: durable with
+    /// that call's settlement (made once, then every later call starts from it), and never
+    /// kept if the call does not settle (a crash leaves the call Unknown, and the model
+    /// Unknown policy re-issues both). Its usage counts in the run's usage and budgets.
+    ///
+    /// ```
+    /// use keel::prelude::*;
+    /// let agent = Agent::builder("researcher")
+    ///     .version("1")
+    ///     .model(ScriptedModel::new().then_text("Done."))
+    ///     .context_policy(ContextPolicy::summarize(Summarize::after_bytes(400_000).keep_recent_bytes(100_000)))
+    ///     .build()?;
+    /// # Ok::<(), keel::agent::BuildError>(())
+    /// ```
+    pub fn summarize(summarize: Summarize) -> ContextPolicy {
+        ContextPolicy { summary: Some(summarize), ..ContextPolicy::default() }
+    }
+
     /// Whether the policy changes nothing.
     pub fn is_keep_all(&self) -> bool {
-        self.keep_tool_outputs.is_none() && self.keep_bytes.is_none()
+        self.keep_tool_outputs.is_none() && self.keep_bytes.is_none() && self.summary.is_none()
     }
 
     /// The canonical form recorded in the configuration digest.
-    pub(crate) fn to_json(self) -> Json {
+    pub(crate) fn to_json(&self) -> Json {
         ObjectBuilder::new()
             .opt_field("keep_last_bytes", self.keep_bytes.as_ref())
+            .opt_value("summarize", self.summary.as_ref().map(Summarize::to_json))
             .opt_field("trim_tool_outputs", self.keep_tool_outputs.map(|n| n as u64).as_ref())
             .build()
     }
 
-    /// The context the model sees: `messages` shortened by this policy.
+    /// The context the model sees: `messages` shortened by this policy's pure steps (trimming
+    /// and dropping; a summary needs a model call, made by the agent's model calls).
     pub fn apply(&self, messages: &[Message]) -> Vec<Message> {
         let mut out = messages.to_vec();
         if let Some(keep) = self.keep_tool_outputs {
@@ -160,28 +187,60 @@ fn keep_last_bytes(messages: Vec<Message>, budget: u64) -> Vec<Message> {
 }
 
 /// The policy as the model dispatcher's context reducer.
-pub(crate) struct PolicyReducer(pub(crate) ContextPolicy);
+pub(crate) struct PolicyReducer {
+    policy: ContextPolicy,
+    /// The summary step, or a summarizer of a carried conversation only.
+    summarizer: Option<Summarizer>,
+}
 
 impl ModelContextReducer for PolicyReducer {
+    /// The pure steps only (the dispatcher calls [`reduce_with_usage`](Self::reduce_with_usage)).
     fn reduce<'a>(&'a self, _cx: &'a ModelCallContext, request: &'a Request) -> BoxFuture<'a, Result<Vec<Message>, String>> {
-        let messages = self.0.apply(&request.messages);
+        let messages = self.policy.apply(&request.messages);
         Box::pin(async move { Ok(messages) })
+    }
+
+    fn reduce_with_usage<'a>(&'a self, cx: &'a ModelCallContext, request: &'a Request) -> BoxFuture<'a, Result<Reduction, ModelError>> {
+        Box::pin(async move {
+            let mut messages = request.messages.clone();
+            if let Some(keep) = self.policy.keep_tool_outputs {
+                trim_tool_outputs(&mut messages, keep);
+            }
+            let mut usage = crate::chat::Usage::default();
+            if let Some(summarizer) = &self.summarizer {
+                (messages, usage) = summarizer.apply(cx, messages).await?;
+            }
+            if let Some(bytes) = self.policy.keep_bytes {
+                messages = keep_last_bytes(messages, bytes);
+            }
+            Ok(Reduction { messages, usage })
+        })
     }
 }
 
 impl ContextPolicy {
-    /// Installs the policy as `model`'s context reducer (nothing for the keep-all policy).
-    pub(crate) fn install(self, agent: &str, model: DispatcherConfig) -> Result<DispatcherConfig, BuildError> {
-        if self.is_keep_all() {
+    /// Installs the policy as `model`'s context reducer (nothing for the keep-all policy,
+    /// unless `carries_summary`: a summarizing continue-as-new needs the summary step in its
+    /// successor's calls).
+    pub(crate) fn install(self, agent: &str, model: DispatcherConfig, carries_summary: bool) -> Result<DispatcherConfig, BuildError> {
+        if self.is_keep_all() && !carries_summary {
             return Ok(model);
         }
         if model.reducer.is_some() {
             return Err(BuildError::ContextPolicyWithReducer { agent: agent.to_owned() });
         }
+        let refuse = |detail: String| Err(BuildError::ContextPolicy { agent: agent.to_owned(), detail });
         if self.keep_bytes == Some(0) {
-            return Err(BuildError::ContextPolicy { agent: agent.to_owned(), detail: "keep_last_bytes(0) would keep nothing".into() });
+            return refuse("keep_last_bytes(0) would keep nothing".into());
         }
-        Ok(model.with_reducer(Arc::new(PolicyReducer(self))))
+        if let Some(problem) = self.summary.as_ref().and_then(Summarize::problem) {
+            return refuse(problem);
+        }
+        let summarizer = match &self.summary {
+            Some(summary) => Some(summary.summarizer(&model.mode)),
+            None => carries_summary.then(|| Summarizer::carry_only(&model.mode)),
+        };
+        Ok(model.with_reducer(Arc::new(PolicyReducer { policy: self, summarizer })))
     }
 }
 

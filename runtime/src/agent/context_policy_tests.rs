@@ -193,7 +193,7 @@ fn a_long_tool_loop_fails_at_the_context_limit_without_a_policy_and_completes_wi
         assert_eq!(failure.failure().map(|f| f.code()).as_deref(), Some("interaction.limit.context"), "{failure}");
 
         for policy in [ContextPolicy::new().trim_tool_outputs(2), ContextPolicy::new().keep_last_bytes(8_000)] {
-            let (result, requests, state) = run_loop(Some(policy)).await;
+            let (result, requests, state) = run_loop(Some(policy.clone())).await;
             assert_eq!(result.unwrap().text(), "Found.", "{policy:?}");
             assert_eq!(requests.len(), ROUNDS + 1);
             for request in &requests {

@@ -5,8 +5,9 @@
 //! nothing is in flight and every tool call of the last turn has its result: instead of
 //! calling the model, the run ends (status `failed`, code `interaction.host.failed`, message
 //! `continued as run <id> (<reason>) under version <v>`) and a new run starts under a run id
-//! derived from the old one, carrying the last messages ([`ContinueAsNew::keep_last_messages`])
-//! and recording its predecessor. Every step is a commit a crash may stop after; calling
+//! derived from the old one, carrying the last messages ([`ContinueAsNew::keep_last_messages`]),
+//! or a summary of the older ones besides them ([`ContinueAsNew::carry_summary`]), and
+//! recording its predecessor. Every step is a commit a crash may stop after; calling
 //! [`Run::successor`](super::Run::successor) (or resuming the old run, which finishes the
 //! hand-over by itself) continues from there, and the derived id makes a second successor
 //! impossible.
@@ -34,19 +35,20 @@ pub struct ContinueAsNew {
     after_model_calls: Option<u32>,
     after_context_bytes: Option<u64>,
     keep_last_messages: u32,
+    summary: bool,
 }
 
 impl ContinueAsNew {
     /// Hands over once the run made `calls` model calls (its next call is made by the
     /// successor, which has a fresh [`max_model_calls`](super::AgentBuilder::max_model_calls)).
     pub fn after_model_calls(calls: u32) -> ContinueAsNew {
-        ContinueAsNew { after_model_calls: Some(calls), after_context_bytes: None, keep_last_messages: DEFAULT_KEEP_LAST_MESSAGES }
+        ContinueAsNew { after_model_calls: Some(calls), after_context_bytes: None, keep_last_messages: DEFAULT_KEEP_LAST_MESSAGES, summary: false }
     }
 
     /// Hands over once the conversation (messages as canonical JSON) passes `bytes`, after at
     /// least one model call in this run (so a successor that starts above it still progresses).
     pub fn after_context_bytes(bytes: u64) -> ContinueAsNew {
-        ContinueAsNew { after_model_calls: None, after_context_bytes: Some(bytes), keep_last_messages: DEFAULT_KEEP_LAST_MESSAGES }
+        ContinueAsNew { after_model_calls: None, after_context_bytes: Some(bytes), keep_last_messages: DEFAULT_KEEP_LAST_MESSAGES, summary: false }
     }
 
     /// Also hands over once the conversation passes `bytes` (see [`after_context_bytes`](Self::after_context_bytes)).
@@ -58,7 +60,7 @@ impl ContinueAsNew {
     /// Only by request ([`Run::continue_as_new`](super::Run::continue_as_new)), never by a
     /// threshold: sets what a requested hand-over carries.
     pub fn on_request() -> ContinueAsNew {
-        ContinueAsNew { after_model_calls: None, after_context_bytes: None, keep_last_messages: DEFAULT_KEEP_LAST_MESSAGES }
+        ContinueAsNew { after_model_calls: None, after_context_bytes: None, keep_last_messages: DEFAULT_KEEP_LAST_MESSAGES, summary: false }
     }
 
     /// The successor starts with the first user message (the task) and the newest messages,
@@ -67,6 +69,32 @@ impl ContinueAsNew {
     pub fn keep_last_messages(mut self, messages: u32) -> ContinueAsNew {
         self.keep_last_messages = messages;
         self
+    }
+
+    /// The successor also starts with a summary of the messages it does not carry verbatim
+    /// (everything after the task and before the last [`keep_last_messages`](Self::keep_last_messages)).
+    ///
+    /// The summary is written by a model at the successor's first model call, inside that
+    /// call, the way a [`ContextPolicy::summarize`](super::ContextPolicy::summarize) summary is
+    /// (with the policy's summary model and instructions when the agent has one, else the
+    /// agent's model and [`DEFAULT_SUMMARY_INSTRUCTIONS`](super::DEFAULT_SUMMARY_INSTRUCTIONS)):
+    /// the successor starts with the whole conversation and a marker where the verbatim part
+    /// begins, and that call's settlement replaces both by the summary, durably. Its usage
+    /// counts in the successor's usage and budgets.
+    ///
+    /// ```
+    /// use keel::prelude::*;
+    /// let policy = ContinueAsNew::after_model_calls(40).keep_last_messages(6).carry_summary();
+    /// # let _ = policy;
+    /// ```
+    pub fn carry_summary(mut self) -> ContinueAsNew {
+        self.summary = true;
+        self
+    }
+
+    /// Whether the successor starts with a summary ([`carry_summary`](Self::carry_summary)).
+    pub fn carries_summary(&self) -> bool {
+        self.summary
     }
 
     /// The reason text when the root's next model call (`sequence`, 1-based) over a context of
@@ -105,14 +133,33 @@ impl ContinueAsNew {
             .opt_field("after_model_calls", self.after_model_calls.as_ref())
             .opt_field("after_context_bytes", self.after_context_bytes.as_ref())
             .field("keep_last_messages", &self.keep_last_messages)
+            // Omitted when off: agents configured before summaries keep their identity.
+            .opt_field("carry", self.summary.then_some("summary"))
             .build()
     }
 
     /// What the successor starts with: the system prefix, the first user message, and the
     /// newest whole exchanges holding at most `keep_last_messages` messages (the newest
     /// exchange always: it is what the next model call answers).
+    /// With a summary, the whole conversation, the carry marker before that newest part.
     pub(crate) fn carry(&self, messages: &[Message]) -> Vec<Message> {
-        carry_last(messages, self.keep_last_messages as usize)
+        if !self.summary {
+            return carry_last(messages, self.keep_last_messages as usize);
+        }
+        // A marker not yet summarized (a hand-over requested at a successor's first call) is
+        // folded into this one.
+        let messages: Vec<Message> = messages.iter().filter(|m| !super::summary::is_marker(m)).cloned().collect();
+        let messages = &messages[..];
+        let kept = carry_last(messages, self.keep_last_messages as usize);
+        let pinned = super::summary::pinned(messages);
+        let from = messages.len() - (kept.len() - pinned.min(kept.len()));
+        if from <= pinned {
+            return kept; // nothing older than the carried part
+        }
+        let mut out = messages[..from].to_vec();
+        out.push(Message::user(super::summary::CARRIED_MARKER));
+        out.extend_from_slice(&messages[from..]);
+        out
     }
 }
 

@@ -51,6 +51,7 @@ mod budget;
 mod builder;
 mod context_policy;
 mod continue_as_new;
+mod summary;
 mod deltas;
 mod events;
 mod handover;
@@ -78,6 +79,8 @@ mod versions;
 #[cfg(test)]
 mod context_policy_tests;
 #[cfg(test)]
+mod summary_tests;
+#[cfg(test)]
 mod event_tests;
 #[cfg(test)]
 mod model_identity_tests;
@@ -99,6 +102,7 @@ pub use builder::{Agent, AgentBuilder, ToolWrapper};
 pub use crate::interaction::budget::{Budget, Price, Prices};
 pub use context_policy::ContextPolicy;
 pub use continue_as_new::{ContinueAsNew, DEFAULT_KEEP_LAST_MESSAGES};
+pub use summary::{Summarize, BYTES_PER_TOKEN, DEFAULT_SUMMARY_INSTRUCTIONS};
 pub use handover::parse_message as parse_handover_message;
 pub use upgrade::successor_of;
 pub use events::{Events, RunEvent, UnknownKind};

@@ -8,7 +8,7 @@ use super::observer::{observe, ModelObservationFailures, ModelObserver, PanicCou
 use super::prepare::prepare_request;
 use super::reducer::ModelContextReducer;
 use super::stream::stream_response;
-use crate::chat::{Message, Request, Response, ToolDefinition};
+use crate::chat::{Message, Request, Response, ToolDefinition, Usage};
 use crate::env::{BoxFuture, CancelToken, Clock};
 use crate::interaction::run_clock::CallClock;
 use crate::interaction::attribution::ModelInvocation;
@@ -124,11 +124,12 @@ impl ModelDispatcher {
         original: &[Message],
         deltas: Option<&DeltaSink>,
     ) -> Result<(ModelResult, Option<String>), DispatchError> {
-        let (request, replacement_messages) = match &self.reducer {
-            None => (prepared, None),
+        let (request, replacement_messages, reducer_usage) = match &self.reducer {
+            None => (prepared, None, Usage::default()),
             Some(reducer) => match reduce(reducer.as_ref(), call, prepared, original).await {
                 Ok(reduced) => reduced,
-                Err(text) => return Ok((ModelResult::host_error(&text), None)),
+                Err(ReduceFailure::Settled(result, transient)) => return Ok((result, transient)),
+                Err(ReduceFailure::Unknown(text)) => return Err(unknown_text(&text)),
             },
         };
         let request = match &self.instructions {
@@ -151,6 +152,9 @@ impl ModelDispatcher {
             Some(Err(ModelError::Unknown(text))) => return Err(unknown_text(&format!("model outcome unknown: {text}"))),
             Some(Ok(response)) => response,
         };
+        // A reducer's own model call (a summary) is part of this call's cost.
+        let mut response = response;
+        response.usage = response.usage.saturating_add(reducer_usage);
         if let Err(e) = response.validate() {
             return Ok((ModelResult::provider_error(&format!("model returned an invalid response: {e}")), None));
         }
@@ -190,6 +194,14 @@ impl ModelDispatcher {
     }
 }
 
+/// Why a reduction did not produce a context: a definite settlement (the model is not
+/// called; `Some` text when the reducer's own model call failed transiently, so a retry
+/// policy may repeat the call), or an unknown outcome of the reducer's own model call.
+enum ReduceFailure {
+    Settled(ModelResult, Option<String>),
+    Unknown(String),
+}
+
 /// Runs the reducer and checks its result. The reducer sees the fully prepared request; the
 /// messages it returns replace the request's messages (options and tools stay). The
 /// replacement travels back only when it differs from the Effect's messages.
@@ -198,16 +210,36 @@ async fn reduce(
     call: &ModelCallContext,
     mut request: Request,
     original: &[Message],
-) -> Result<(Request, Option<Vec<Message>>), String> {
-    let messages = match until_cancelled(&call.cancel, reducer.reduce(call, &request)).await {
-        None => return Err("model context reducer canceled".into()),
-        Some(Err(e)) => return Err(format!("model context reducer failed: {e}")),
-        Some(Ok(messages)) => messages,
+) -> Result<(Request, Option<Vec<Message>>, Usage), ReduceFailure> {
+    let host = |text: String| ReduceFailure::Settled(ModelResult::host_error(&text), None);
+    let reduction = match until_cancelled(&call.cancel, reducer.reduce_with_usage(call, &request)).await {
+        None => return Err(host("model context reducer canceled".into())),
+        Some(Err(ModelError::Host(e))) => return Err(host(format!("model context reducer failed: {e}"))),
+        Some(Err(ModelError::Provider(e))) => {
+            return Err(ReduceFailure::Settled(ModelResult::provider_error(&format!("model context reducer failed: {e}")), None))
+        }
+        Some(Err(ModelError::Transient(e))) => {
+            let text = format!("model context reducer failed (may succeed if repeated): {e}");
+            return Err(ReduceFailure::Settled(ModelResult::provider_error(&text), Some(text)));
+        }
+        Some(Err(ModelError::Unknown(e))) => {
+            return Err(ReduceFailure::Unknown(format!("model context reducer's model call outcome unknown: {e}")))
+        }
+        Some(Ok(reduction)) => reduction,
     };
-    request.messages = messages;
-    request.validate().map_err(|e| format!("model context reducer returned an invalid context: {e}"))?;
+    request.messages = reduction.messages;
+    request.validate().map_err(|e| host(format!("model context reducer returned an invalid context: {e}")))?;
     let replacement = (request.messages != original).then(|| request.messages.clone());
-    Ok((request, replacement))
+    Ok((request, replacement, reduction.usage))
+}
+
+/// One call of `mode`'s model, outside any Effect's own call: a reducer's summary. A stream
+/// is read to its end without deltas (they would be taken for the answer's).
+pub(crate) async fn call_model_once(mode: &ModelMode, cx: &ModelCallContext, request: Request) -> Result<Response, ModelError> {
+    match mode {
+        ModelMode::Complete(client) => client.call(cx, request).await,
+        ModelMode::Stream(streamer) => stream_response(streamer.as_ref(), cx, request, None).await,
+    }
 }
 
 /// `work`'s output, or `None` once `cancel` fires first. `work` is polled first, so work that

@@ -13,11 +13,12 @@
 //! | what happens | outcome |
 //! |---|---|
 //! | foreign operation, malformed payload, unknown advertised name, invalid prepared request | `Err(DispatchError)` (Effect unknown) |
-//! | reducer error or invalid reduced context | failed settlement, `host_error`; model not called |
+//! | reducer error or invalid reduced context | failed settlement, `host_error` (a reducer's own model call failing definitely: `error`); model not called |
+//! | the reducer's own model call ends [`ModelError::Unknown`] | `Err(DispatchError)` (Effect unknown) |
 //! | [`ModelError::Unknown`] (timeout or connection lost after the request was sent) | `Err(DispatchError)` (Effect unknown) |
 //! | [`ModelError::Host`] | failed settlement, `host_error` |
 //! | [`ModelError::Provider`], [`ModelError::Transient`] (once any retry policy gave up), invalid response, stream error, empty stream, cancellation | failed settlement, `error` |
-//! | valid response | observer, then succeeded settlement (`replacement_messages` only if reduced and changed) |
+//! | valid response | observer, then succeeded settlement (`replacement_messages` only if reduced and changed; usage includes the reducer's own model call) |
 //!
 //! [`ModelResult`]: crate::interaction::protocol::ModelResult
 //! [`ModelInvocation`]: crate::interaction::attribution::ModelInvocation
@@ -43,4 +44,5 @@ pub use dispatcher::ModelDispatcher;
 pub use error::ModelError;
 pub use identity::ModelIdentity;
 pub use observer::{ModelObservationFailures, ModelObserver};
-pub use reducer::ModelContextReducer;
+pub use reducer::{ModelContextReducer, Reduction};
+pub(crate) use dispatcher::call_model_once;

@@ -557,6 +557,55 @@ fn reducer_failures_are_host_errors_and_the_model_is_not_called() {
     }
 }
 
+/// A reducer that makes its own model call: it answers `outcome` (messages and usage, or the
+/// failure of its model call).
+struct CallingReducer(Result<Reduction, ModelError>);
+
+impl ModelContextReducer for CallingReducer {
+    fn reduce<'a>(&'a self, _: &'a ModelCallContext, _: &'a Request) -> BoxFuture<'a, Result<Vec<Message>, String>> {
+        unreachable!("the Dispatcher calls reduce_with_usage")
+    }
+
+    fn reduce_with_usage<'a>(&'a self, _: &'a ModelCallContext, _: &'a Request) -> BoxFuture<'a, Result<Reduction, ModelError>> {
+        let outcome = self.0.clone();
+        Box::pin(async move { outcome })
+    }
+}
+
+#[test]
+fn a_reducer_calling_a_model_adds_its_usage_and_its_failures_keep_their_kind() {
+    let reduced = vec![Message::system("be brief"), Message::user("summary: weather in Paris?")];
+    let reduction = Reduction { messages: reduced.clone(), usage: Usage::new(100, 10) };
+    let client = ScriptedClient::new(vec![Ok(answer())]);
+    let config = DispatcherConfig::complete(client.clone()).with_reducer(Arc::new(CallingReducer(Ok(reduction))));
+    let d = ModelDispatcher::new(manifest(), config).unwrap();
+    let mut counted = answer();
+    counted.usage = counted.usage.saturating_add(Usage::new(100, 10));
+    assert_eq!(settle(&d, &effect()), ModelResult::Response { response: counted, replacement_messages: Some(reduced) });
+
+    let with = |error: ModelError| {
+        let client = ScriptedClient::new(vec![Ok(answer())]);
+        let config = DispatcherConfig::complete(client.clone()).with_reducer(Arc::new(CallingReducer(Err(error))));
+        let d = ModelDispatcher::new(manifest(), config).unwrap();
+        let outcome = block_on(d.attempt(request_for(&effect()), quiet()));
+        assert_eq!(client.calls(), 0, "the model is not called after its reducer failed");
+        outcome
+    };
+    // Unknown: the Effect stays unknown (the Unknown policy decides), never a settled failure.
+    let unknown = with(ModelError::Unknown("connection lost".into())).unwrap_err();
+    assert!(unknown.to_string().contains("model context reducer's model call outcome unknown: connection lost"), "{unknown}");
+    // Transient: a failed settlement a retry policy may repeat.
+    let (settlement, transient) = with(ModelError::Transient("overloaded".into())).unwrap();
+    assert!(matches!(result_of(&settlement), ModelResult::Error(t) if t.contains("overloaded")));
+    assert!(transient.is_some_and(|t| t.contains("overloaded")));
+    // Provider and host failures settle definitely, as their kinds.
+    let (settlement, transient) = with(ModelError::Provider("refused".into())).unwrap();
+    assert!(matches!(result_of(&settlement), ModelResult::Error(t) if t == "model context reducer failed: refused"));
+    assert_eq!(transient, None);
+    let (settlement, _) = with(ModelError::Host("no disk".into())).unwrap();
+    assert!(matches!(result_of(&settlement), ModelResult::HostError(t) if t == "model context reducer failed: no disk"));
+}
+
 // ---------------------------------------------------------------- streaming
 
 fn streaming(streamer: Arc<ScriptedStreamer>) -> ModelDispatcher {
