@@ -161,10 +161,51 @@ impl WriteJson for DeploymentRef {
         out.push_str(&self.text.0);
     }
 }
+thread_local! {
+    /// The deployment refs this thread built from their parts most recently. Every Process
+    /// record names one, a tree has a handful, and a reader decodes the same few in every
+    /// record of every cut it reads; the digest is a pure function of the five parts, so a ref
+    /// with equal parts is the same ref (a cache: the stated digest is still compared).
+    static RECENT_REFS: std::cell::RefCell<Vec<DeploymentRef>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// How many refs [`RECENT_REFS`] keeps.
+const RECENT_REFS_KEPT: usize = 8;
+
+/// [`DeploymentRef::from_parts`], taken from [`RECENT_REFS`] when it holds equal parts.
+fn from_parts_recent(
+    name: QualifiedName,
+    contract_digest: Digest,
+    implementation_digest: Digest,
+    configuration_digest: Digest,
+    bindings_digest: Digest,
+) -> DeploymentRef {
+    RECENT_REFS.with(|recent| {
+        let mut recent = recent.borrow_mut();
+        let same = |r: &&DeploymentRef| {
+            r.name == name
+                && r.contract_digest == contract_digest
+                && r.implementation_digest == implementation_digest
+                && r.configuration_digest == configuration_digest
+                && r.bindings_digest == bindings_digest
+        };
+        if let Some(known) = recent.iter().find(same) {
+            return known.clone();
+        }
+        let built =
+            DeploymentRef::from_parts(name, contract_digest, implementation_digest, configuration_digest, bindings_digest);
+        if recent.len() >= RECENT_REFS_KEPT {
+            recent.remove(0);
+        }
+        recent.push(built.clone());
+        built
+    })
+}
+
 impl FromJson for DeploymentRef {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;
-        let recomputed = DeploymentRef::from_parts(
+        let recomputed = from_parts_recent(
             r.required("name")?,
             r.required_with("contract_digest", digest_from_json)?,
             r.required_with("implementation_digest", digest_from_json)?,
@@ -272,6 +313,31 @@ mod tests {
             assert_eq!(out, format!("x{}", r.to_json().to_canonical_string()));
             assert_eq!(DeploymentRef::from_json(&r.to_json()).unwrap(), r);
         }
+    }
+
+    /// Decoding reuses a ref recently built from equal parts, but each decode still compares
+    /// the stated digest and each field: a record that differs in one part or states a wrong
+    /// digest is refused (or decoded as its own ref) right after the right one decoded.
+    #[test]
+    fn a_recently_decoded_ref_still_checks_every_part_and_the_stated_digest() {
+        let r = leaf("tool.echo", 1);
+        assert_eq!(DeploymentRef::from_json(&r.to_json()).unwrap(), r);
+        let mut wrong = members(&r);
+        wrong.insert("digest".into(), Json::String(d(9).to_string()));
+        let refused = DeploymentRef::from_json(&Json::Object(wrong));
+        assert!(refused.is_err_and(|e| e.to_string().contains("digest mismatch")));
+        let other = DeploymentRef::from_parts(name("tool.echo"), d(1), d(2), d(9), r.bindings_digest());
+        let mut changed = members(&r);
+        changed.insert("configuration_digest".into(), Json::String(d(9).to_string()));
+        assert!(DeploymentRef::from_json(&Json::Object(changed.clone())).is_err(), "the old digest no longer fits");
+        changed.insert("digest".into(), Json::String(other.digest().to_string()));
+        assert_eq!(DeploymentRef::from_json(&Json::Object(changed)).unwrap(), other);
+        // More refs than the cache keeps: each still decodes to itself.
+        for n in 0..(RECENT_REFS_KEPT as u8 + 3) {
+            let r = leaf("tool.many", n * 3 + 1);
+            assert_eq!(DeploymentRef::from_json(&r.to_json()).unwrap(), r);
+        }
+        assert_eq!(DeploymentRef::from_json(&r.to_json()).unwrap(), r);
     }
 
     #[test]

@@ -113,7 +113,7 @@ pub fn check_snapshot(s: &TreeSnapshot) -> Vec<Violation> {
 /// only re-encode and re-hash the same bytes.
 pub fn check_decoded_snapshot(s: &TreeSnapshot) -> Vec<Violation> {
     let mut r = Report::default();
-    let by_id: BTreeMap<&ProcessId, &Process> = s.processes().iter().map(|p| (&p.id, p)).collect();
+    let by_id: BTreeMap<&ProcessId, &Process> = s.processes().iter().map(|p| (&p.id, &**p)).collect();
     let mut children: BTreeMap<&ProcessId, Vec<&Process>> = BTreeMap::new();
     for p in s.processes() {
         if let Some(parent) = &p.relation.parent_id {
@@ -717,6 +717,17 @@ fn child_wait_answers(p: &Process, kids: &[&Process], by_id: &BTreeMap<&ProcessI
     }
 }
 
+thread_local! {
+    /// (parent, child) → the (step, index) of the parent's Effect whose derived child id is
+    /// the child's, for children whose start effect was found by search (see
+    /// `child_identity`).
+    static START_EFFECTS: std::cell::RefCell<BTreeMap<(ProcessId, ProcessId), (u64, u32)>> =
+        const { std::cell::RefCell::new(BTreeMap::new()) };
+}
+
+/// Bound on [`START_EFFECTS`] (cleared when full; a cache only).
+const START_EFFECTS_KEPT: usize = 4096;
+
 /// 25 on one cut: a child's ProcessId is derived from the EffectId of the start that made it.
 fn child_identity(c: &Process, parent: &Process, r: &mut Report) {
     let from_batch = parent.prepared.iter().flat_map(|s| &s.effects).any(|e| ProcessId::child(&e.id) == c.id);
@@ -731,7 +742,25 @@ fn child_identity(c: &Process, parent: &Process, r: &mut Report) {
     // Index-major: a Step declares few Effects, so a child's start sits at a small index of
     // some Step; walking every Step per index finds it after about `index × steps`
     // derivations instead of `step × indices` (the same finite set, so the same verdict).
-    let found = (0..indices as u32).any(|i| (1..=steps).any(|st| ProcessId::child(&EffectId::derive(&parent.id, st, i)) == c.id));
+    // A start effect found once for this (parent, child) is a proof that stays true (ids are
+    // pure functions of their parts): it answers again while it is within the ranges, and the
+    // search runs only otherwise. The oracle checks every child on every commit.
+    let key = (parent.id.clone(), c.id.clone());
+    let known = START_EFFECTS.with(|m| m.borrow().get(&key).copied());
+    let found = known.is_some_and(|(st, i)| u64::from(i) < indices && (1..=steps).contains(&st)) || {
+        let hit = (0..indices as u32)
+            .find_map(|i| (1..=steps).find(|&st| ProcessId::child(&EffectId::derive(&parent.id, st, i)) == c.id).map(|st| (st, i)));
+        if let Some(hit) = hit {
+            START_EFFECTS.with(|m| {
+                let mut m = m.borrow_mut();
+                if m.len() >= START_EFFECTS_KEPT {
+                    m.clear();
+                }
+                m.insert(key, hit);
+            });
+        }
+        hit.is_some()
+    };
     if !found {
         r.push(25, format!("{}: not derived from any start effect of its parent {}", c.id, parent.id));
     }
@@ -1238,7 +1267,7 @@ fn unknown_exits(before: &TreeSnapshot, after: &TreeSnapshot, request: &CommitRe
 
 /// The checkpoint class of a cut, recomputed independently of the owner.
 fn cut_class(s: &TreeSnapshot) -> CheckpointKind {
-    let live: Vec<&Process> = s.processes().iter().filter(|p| !p.is_terminal()).collect();
+    let live: Vec<&Process> = s.processes().iter().map(|p| &**p).filter(|p| !p.is_terminal()).collect();
     if live.is_empty() {
         CheckpointKind::Terminal
     } else if live.iter().all(|p| p.is_parked()) {

@@ -206,7 +206,10 @@ impl SegmentTable {
     /// segments the states of `previous` (an earlier decoded cut) hold for records with
     /// identical key and bytes instead of parsing them again. `None` when a record is not
     /// carried, does not decode as a segment record, or is not under its own key.
-    pub fn of_cut_reusing(entries: &[CutEntry], previous: &[super::process::Process]) -> Option<SegmentTable> {
+    pub fn of_cut_reusing<'a>(
+        entries: &[CutEntry],
+        previous: impl IntoIterator<Item = &'a super::process::Process>,
+    ) -> Option<SegmentTable> {
         let mut known: BTreeMap<Digest, (Arc<Segment>, Arc<SegmentRecord>)> = BTreeMap::new();
         for p in previous {
             let states = std::iter::once(&p.committed_state).chain(p.prepared.iter().map(|s| &s.candidate_state));

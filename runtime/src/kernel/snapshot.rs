@@ -203,8 +203,9 @@ pub struct TreeSnapshot {
     pub root_id: ProcessId,
     pub incarnation: IncarnationId,
     pub limits: TreeLimits,
-    /// Sorted by (depth, ProcessId).
-    processes: Vec<Process>,
+    /// Sorted by (depth, ProcessId). Each record is shared (`Arc`) with the owner's table and
+    /// with the other snapshots that hold it unchanged, so a cut copies no Process.
+    processes: Vec<Arc<Process>>,
     /// The canonical bytes of each record of `processes`, in the same order.
     encoded: Vec<Arc<EncodedProcess>>,
     /// The residue records of retired children, sorted by ProcessId, with their canonical
@@ -227,9 +228,9 @@ impl TreeSnapshot {
     ) -> Result<TreeSnapshot, SnapshotError> {
         let members = processes.into_iter().map(|p| {
             let encoded = Arc::new(EncodedProcess::encode(&p));
-            (p, encoded)
+            (Arc::new(p), encoded)
         });
-        TreeSnapshot::assemble(root_id, incarnation, limits, members.collect(), encode_residues(residues))
+        TreeSnapshot::assemble_shared(root_id, incarnation, limits, members.collect(), encode_residues(residues))
     }
 
     /// Assembles and validates a snapshot from records whose canonical bytes are already
@@ -241,6 +242,18 @@ impl TreeSnapshot {
         incarnation: IncarnationId,
         limits: TreeLimits,
         members: Vec<(Process, Arc<EncodedProcess>)>,
+        residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
+    ) -> Result<TreeSnapshot, SnapshotError> {
+        let members = members.into_iter().map(|(p, e)| (Arc::new(p), e)).collect();
+        TreeSnapshot::assemble_shared(root_id, incarnation, limits, members, residues)
+    }
+
+    /// [`TreeSnapshot::assemble`] of records already shared (`Arc`): none is copied.
+    pub fn assemble_shared(
+        root_id: ProcessId,
+        incarnation: IncarnationId,
+        limits: TreeLimits,
+        members: Vec<(Arc<Process>, Arc<EncodedProcess>)>,
         residues: Vec<(Arc<RetiredChild>, Arc<EncodedProcess>)>,
     ) -> Result<TreeSnapshot, SnapshotError> {
         let snap =
@@ -260,7 +273,7 @@ impl TreeSnapshot {
         incarnation: IncarnationId,
         limits: TreeLimits,
         envelope: CutEnvelope,
-        members: Vec<(Process, Arc<EncodedProcess>)>,
+        members: Vec<(Arc<Process>, Arc<EncodedProcess>)>,
         residues: Arc<ResidueSet>,
         fresh: &dyn Fn(&ProcessId) -> bool,
         previous: Option<&TreeCut>,
@@ -275,7 +288,7 @@ impl TreeSnapshot {
         root_id: ProcessId,
         incarnation: IncarnationId,
         limits: TreeLimits,
-        members: Vec<(Process, Arc<EncodedProcess>)>,
+        members: Vec<(Arc<Process>, Arc<EncodedProcess>)>,
         residues: Arc<ResidueSet>,
         previous: Option<&TreeCut>,
     ) -> TreeSnapshot {
@@ -288,12 +301,12 @@ impl TreeSnapshot {
         incarnation: IncarnationId,
         limits: TreeLimits,
         envelope: CutEnvelope,
-        mut members: Vec<(Process, Arc<EncodedProcess>)>,
+        mut members: Vec<(Arc<Process>, Arc<EncodedProcess>)>,
         residues: Arc<ResidueSet>,
         previous: Option<&TreeCut>,
     ) -> TreeSnapshot {
         members.sort_by(|a, b| (a.0.relation.depth, &a.0.id).cmp(&(b.0.relation.depth, &b.0.id)));
-        let (processes, encoded): (Vec<Process>, Vec<Arc<EncodedProcess>>) = members.into_iter().unzip();
+        let (processes, encoded): (Vec<Arc<Process>>, Vec<Arc<EncodedProcess>>) = members.into_iter().unzip();
         // Process records in (depth, id) order, residue records by id, then every referenced
         // segment record once, by key. Keys are Process ids (a residue's: the retired
         // child's), unique in a validated cut (duplicates fail `validate`), and segment keys,
@@ -364,15 +377,23 @@ impl TreeSnapshot {
         if !cut.is_whole() {
             return whole();
         }
-        let Some((root_id, incarnation, limits)) = decode_envelope(cut) else { return whole() };
+        // The envelope is the same bytes as the previous head's in every commit of one writer:
+        // those decode to the previous head's root, writer and limits (its envelope is the
+        // keel envelope of them), so only a new envelope is parsed.
+        let (root_id, incarnation, limits) = if cut.envelope() == previous.cut.envelope() {
+            (previous.root_id.clone(), previous.incarnation.clone(), previous.limits)
+        } else {
+            let Some(decoded) = decode_envelope(cut) else { return whole() };
+            decoded
+        };
         let same_limits = limits == previous.limits;
-        let known: BTreeMap<&str, (&Process, &Arc<EncodedProcess>)> =
+        let known: BTreeMap<&str, (&Arc<Process>, &Arc<EncodedProcess>)> =
             previous.processes.iter().zip(&previous.encoded).map(|(p, e)| (&*e.key, (p, e))).collect();
         let known_residues: BTreeMap<&str, (&Arc<RetiredChild>, &Arc<EncodedProcess>)> =
             previous.residues.residues().iter().zip(previous.residues.encoded()).map(|(r, e)| (&*e.key, (r, e))).collect();
         let parse_limits = crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() };
         // Segment records first (the Process records name them), reusing the previous head's.
-        let Some(mut segments) = SegmentTable::of_cut_reusing(cut.entries(), &previous.processes) else { return whole() };
+        let Some(mut segments) = SegmentTable::of_cut_reusing(cut.entries(), previous.processes.iter().map(|p| &**p)) else { return whole() };
         let mut members = Vec::with_capacity(cut.entries().len());
         let mut residues = Vec::new();
         let mut fresh: BTreeSet<ProcessId> = BTreeSet::new();
@@ -386,7 +407,7 @@ impl TreeSnapshot {
                     if !segments.claim(p) {
                         return whole();
                     }
-                    members.push(((*p).clone(), Arc::clone(encoded)));
+                    members.push((Arc::clone(p), Arc::clone(encoded)));
                     continue;
                 }
             }
@@ -405,7 +426,7 @@ impl TreeSnapshot {
                     return whole();
                 }
                 fresh.insert(p.id.clone());
-                members.push((p, Arc::new(encoded)));
+                members.push((Arc::new(p), Arc::new(encoded)));
                 continue;
             }
             let Ok(value) = crate::json::parse_with(bytes, &parse_limits) else { return whole() };
@@ -424,13 +445,15 @@ impl TreeSnapshot {
                 return whole();
             }
             fresh.insert(p.id.clone());
-            members.push((p, Arc::new(encoded)));
+            members.push((Arc::new(p), Arc::new(encoded)));
         }
         if segments.check_all_used().is_err() {
             return whole();
         }
-        let snap =
-            TreeSnapshot::assemble_unchecked(root_id, incarnation, limits, members, Arc::new(ResidueSet::new(residues)), Some(&previous.cut));
+        // The cut's envelope is the keel envelope of these (checked above), so it is reused.
+        let envelope = cut.envelope().clone();
+        let residues = Arc::new(ResidueSet::new(residues));
+        let snap = TreeSnapshot::assemble_with_envelope(root_id, incarnation, limits, envelope, members, residues, Some(&previous.cut));
         // Canonical order: the assembled (sorted) keys are the cut's keys in the cut's order
         // (Process records, residue records, then segment records).
         if snap.cut.entries().len() != cut.entries().len()
@@ -456,7 +479,7 @@ impl TreeSnapshot {
     pub fn tree_cut(&self) -> &TreeCut {
         &self.cut
     }
-    pub fn processes(&self) -> &[Process] {
+    pub fn processes(&self) -> &[Arc<Process>] {
         &self.processes
     }
     /// The canonical bytes of each record, in the order of [`TreeSnapshot::processes`].
@@ -486,7 +509,7 @@ impl TreeSnapshot {
         self.residues.residues().iter().map(|r| &**r).filter(move |r| &r.parent_id == parent)
     }
     pub fn process(&self, id: &ProcessId) -> Option<&Process> {
-        self.processes.iter().find(|p| &p.id == id)
+        self.processes.iter().find(|p| &p.id == id).map(|p| &**p)
     }
     pub fn root(&self) -> &Process {
         // validate() guarantees the root exists.
@@ -526,7 +549,7 @@ impl TreeSnapshot {
                 }
             }
         }
-        let by_id: BTreeMap<&ProcessId, &Process> = self.processes.iter().map(|p| (&p.id, p)).collect();
+        let by_id: BTreeMap<&ProcessId, &Process> = self.processes.iter().map(|p| (&p.id, &**p)).collect();
         if by_id.len() != self.processes.len() {
             return Err(SnapshotError::Tree("duplicate process ids".into()));
         }
@@ -686,7 +709,7 @@ impl TreeSnapshot {
     ) -> TreeSnapshot {
         let members = processes.into_iter().map(|p| {
             let encoded = Arc::new(EncodedProcess::encode(&p));
-            (p, encoded)
+            (Arc::new(p), encoded)
         });
         TreeSnapshot::assemble_unchecked(
             root_id,
@@ -789,11 +812,11 @@ fn encode(
     root: &ProcessId,
     inc: &IncarnationId,
     limits: &TreeLimits,
-    processes: &[Process],
+    processes: &[Arc<Process>],
     residues: &[Arc<RetiredChild>],
 ) -> Json {
     let mut records: Vec<Json> =
-        processes.iter().map(Process::to_record_json).chain(residues.iter().map(|r| r.to_json())).collect();
+        processes.iter().map(|p| p.to_record_json()).chain(residues.iter().map(|r| r.to_json())).collect();
     let mut sink = RecordSink { fresh: true, ..Default::default() };
     for p in processes {
         sink.chain(&p.committed_state.segments);

@@ -161,7 +161,7 @@ fn check_snapshot(snap: &TreeSnapshot, data: &[u8]) {
     assert_eq!(snap.to_json().to_canonical_bytes(), data, "re-encoding is byte-identical");
     let again = TreeSnapshot::decode(&snap.to_json().to_canonical_bytes()).expect("re-encoding decodes");
     assert_eq!(&again, snap);
-    let rebuilt = TreeSnapshot::build(snap.root_id.clone(), snap.incarnation.clone(), snap.limits, snap.processes().to_vec(), snap.residues().iter().map(|r| (**r).clone()))
+    let rebuilt = TreeSnapshot::build(snap.root_id.clone(), snap.incarnation.clone(), snap.limits, snap.processes().iter().map(|p| (**p).clone()).collect::<Vec<_>>(), snap.residues().iter().map(|r| (**r).clone()))
         .expect("an accepted snapshot rebuilds");
     assert_eq!(&rebuilt, snap);
     for p in snap.processes() {

@@ -258,7 +258,7 @@ impl Owner {
     }
     /// Whether every Process of the tree is terminal in the acknowledged head.
     pub fn is_finished(&self) -> bool {
-        self.head().is_some_and(|h| h.processes().iter().all(Process::is_terminal))
+        self.head().is_some_and(|h| h.processes().iter().all(|p| p.is_terminal()))
     }
     /// Number of dispatch jobs in flight.
     pub fn jobs_in_flight(&self) -> usize {
@@ -373,9 +373,9 @@ impl Owner {
     #[doc(hidden)]
     pub fn fresh_cut(&self) -> Result<TreeSnapshot, SnapshotError> {
         use super::snapshot::EncodedProcess;
-        let members = self.processes.values().map(|p| (p.clone(), Arc::new(EncodedProcess::encode_fresh(p))));
+        let members = self.processes.iter().map(|(_, p)| (Arc::clone(p), Arc::new(EncodedProcess::encode_fresh(p))));
         let residues = self.processes.residues().map(|r| (Arc::new(r.clone()), Arc::new(EncodedProcess::encode_residue(r))));
-        TreeSnapshot::assemble(self.root_id.clone(), self.incarnation.clone(), self.limits, members.collect(), residues.collect())
+        TreeSnapshot::assemble_shared(self.root_id.clone(), self.incarnation.clone(), self.limits, members.collect(), residues.collect())
     }
 
     /// Commits the `child_start` checkpoint owed by `pid`, after running on `pid` as far as

@@ -30,7 +30,9 @@ use std::sync::Arc;
 
 #[derive(Default)]
 pub(super) struct ProcessTable {
-    map: BTreeMap<ProcessId, Process>,
+    /// Each record is shared with the cuts that hold it: a cut copies none, and the first
+    /// mutable access after a cut copies only the record it changes (`Arc::make_mut`).
+    map: BTreeMap<ProcessId, Arc<Process>>,
     encoded: BTreeMap<ProcessId, Arc<EncodedProcess>>,
     changed: bool,
     valid: std::collections::BTreeSet<ProcessId>,
@@ -54,31 +56,42 @@ pub(super) struct ProcessTable {
 }
 
 impl std::ops::Deref for ProcessTable {
-    type Target = BTreeMap<ProcessId, Process>;
+    type Target = BTreeMap<ProcessId, Arc<Process>>;
     fn deref(&self) -> &Self::Target {
         &self.map
     }
 }
 
 impl ProcessTable {
+    /// One record (the map's `get` through the shared pointer; inherent, so it wins over
+    /// `Deref`'s).
+    pub(super) fn get(&self, id: &ProcessId) -> Option<&Process> {
+        self.map.get(id).map(|p| &**p)
+    }
+
+    /// Every record in id order.
+    pub(super) fn values(&self) -> impl Iterator<Item = &Process> {
+        self.map.values().map(|p| &**p)
+    }
+
     /// Mutable access to one record; its cached encoding is dropped.
     pub(super) fn get_mut(&mut self, id: &ProcessId) -> Option<&mut Process> {
         self.encoded.remove(id);
         self.valid.remove(id);
         self.changed = true;
-        self.map.get_mut(id)
+        self.map.get_mut(id).map(Arc::make_mut)
     }
 
     pub(super) fn insert(&mut self, id: ProcessId, p: Process) -> Option<Process> {
         self.encoded.remove(&id);
         self.valid.remove(&id);
         self.changed = true;
-        self.map.insert(id, p)
+        self.map.insert(id, Arc::new(p)).map(Arc::unwrap_or_clone)
     }
 
     /// Inserts a record together with its known canonical encoding (restore: the records come
     /// from a validated snapshot that already holds their bytes).
-    pub(super) fn insert_encoded(&mut self, p: Process, encoded: Arc<EncodedProcess>) {
+    pub(super) fn insert_encoded(&mut self, p: Arc<Process>, encoded: Arc<EncodedProcess>) {
         self.changed = true;
         self.valid.insert(p.id.clone());
         self.encoded.insert(p.id.clone(), encoded);
@@ -90,7 +103,7 @@ impl ProcessTable {
         self.encoded.remove(id);
         self.valid.remove(id);
         self.changed = true;
-        self.map.remove(id)
+        self.map.remove(id).map(Arc::unwrap_or_clone)
     }
 
     /// Replaces a retired child's record by its residue record (same key). The residues of
@@ -209,7 +222,7 @@ impl ProcessTable {
         let mut members = Vec::with_capacity(ids.len());
         for id in &ids {
             let (Some(encoded), Some(p)) = (self.encoded_of(id), self.map.get(id)) else { continue };
-            members.push((p.clone(), encoded));
+            members.push((Arc::clone(p), encoded));
         }
         let residues = self
             .residue_set

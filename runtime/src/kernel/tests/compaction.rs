@@ -163,7 +163,7 @@ fn the_oracle_catches_a_child_that_left_with_its_unknown() {
     r.run_to_idle();
     let before = w.head();
     let child = before.process(&u).unwrap().clone();
-    let mut processes: Vec<_> = before.processes().iter().filter(|p| p.id != u).cloned().collect();
+    let mut processes: Vec<_> = before.processes().iter().filter(|p| p.id != u).map(|p| (**p).clone()).collect();
     let root = processes.iter_mut().find(|p| p.relation.is_root()).unwrap();
     root.retired.count += 1;
     let residue = crate::kernel::retired::RetiredChild {
@@ -197,7 +197,7 @@ fn residues(s: &TreeSnapshot) -> Vec<RetiredChild> {
 
 /// Builds (and validates) `s` with its root's retired count set to `count` and `residues`.
 fn forged(s: &TreeSnapshot, count: u64, residues: Vec<RetiredChild>) -> Result<TreeSnapshot, SnapshotError> {
-    let mut processes = s.processes().to_vec();
+    let mut processes = s.processes().iter().map(|p| (**p).clone()).collect::<Vec<_>>();
     processes.iter_mut().find(|p| p.relation.is_root()).unwrap().retired.count = count;
     TreeSnapshot::build(s.root_id.clone(), s.incarnation.clone(), s.limits, processes, residues)
 }
@@ -405,7 +405,7 @@ fn the_oracle_catches_a_residue_that_changed_left_or_came_back() {
     let d = details(&compacted, &rewritten);
     assert!(d.iter().any(|d| d.contains("changed between heads")), "{d:?}");
     // One cut: the root counts two retired children but the cut holds one residue.
-    let mut processes = compacted.processes().to_vec();
+    let mut processes = compacted.processes().iter().map(|p| (**p).clone()).collect::<Vec<_>>();
     processes[0].retired.count = 2;
     let miscounted = TreeSnapshot::build_unchecked_for_tests(compacted.root_id.clone(), compacted.incarnation.clone(), compacted.limits, processes, residues(&compacted));
     let v = crate::kernel::invariants::check_snapshot(&miscounted);
@@ -425,7 +425,7 @@ fn a_residue_set_checked_once_still_refuses_a_tampered_or_misplaced_residue() {
     let members = |processes: Vec<crate::kernel::process::Process>| {
         processes.into_iter().map(|p| {
             let e = Arc::new(crate::kernel::snapshot::EncodedProcess::encode(&p));
-            (p, e)
+            (Arc::new(p), e)
         })
     };
     let reassemble = |processes: Vec<crate::kernel::process::Process>| {
@@ -441,15 +441,15 @@ fn a_residue_set_checked_once_still_refuses_a_tampered_or_misplaced_residue() {
         )
     };
     // The same set under the same Processes: the same cut, sharing the set.
-    let again = reassemble(head.processes().to_vec()).unwrap();
+    let again = reassemble(head.processes().iter().map(|p| (**p).clone()).collect::<Vec<_>>()).unwrap();
     assert_eq!(again.digest(), head.digest());
     assert!(Arc::ptr_eq(again.residue_set(), &set));
     // Reused set, but the parent's count no longer matches it: refused.
-    let mut processes = head.processes().to_vec();
+    let mut processes = head.processes().iter().map(|p| (**p).clone()).collect::<Vec<_>>();
     processes[0].retired.count = 2;
     assert!(matches!(fault(reassemble(processes)), ResidueFault::CountMismatch { recorded: 2, counted: 3, .. }));
     // Reused set, but the parent is gone (another root in its place): refused.
-    let mut processes = head.processes().to_vec();
+    let mut processes = head.processes().iter().map(|p| (**p).clone()).collect::<Vec<_>>();
     processes[0].id = ProcessId::parse("process:other").unwrap();
     assert!(reassemble(processes).is_err());
     // A tampered residue record (the second child's key made the first's), decoded reusing

@@ -78,3 +78,31 @@ fn cached_cuts_equal_fresh_builds_across_children_signals_and_restore() {
     }
     w.check(&r);
 }
+
+/// Cuts share Process records instead of copying them: a record no commit touched is the same
+/// allocation in consecutive heads, and the oracle's decode of the next head reuses the
+/// previous head's record for each byte-identical one.
+#[test]
+fn consecutive_cuts_share_unchanged_process_records() {
+    let w = echo_world();
+    let d = w.deployment.reference().clone();
+    let child = |key: &str| ChildPlan::new(key, &d, vec![Op::Wait("go".into())], Budget::unlimited());
+    let op = Op::Children { children: vec![child("a"), child("b")], boundary: Boundary::SubtreeDrained, condition: Condition::All };
+    let mut r = w.start(&[op], Budget::unlimited());
+    r.run_to_idle();
+    let before = r.owner.head().cloned().expect("a head");
+    let a = child_by_key(&before, "a").clone();
+    let wait = a.current_wait_id.clone().expect("child a waits");
+    let reply = r.command(Command::Deliver { process: a.id.clone(), requests: vec![request("signal:go-a", Some(&wait), "yes")] });
+    assert!(reply.is_ok(), "{reply:?}");
+    r.run_to_idle();
+    let after = r.owner.head().cloned().expect("a head");
+    assert_ne!(before.digest(), after.digest(), "the answer was committed");
+    let b = |s: &TreeSnapshot| s.processes().iter().find(|p| p.relation.child_key.as_ref().is_some_and(|k| k.as_str() == "b")).cloned().expect("child b");
+    assert!(std::sync::Arc::ptr_eq(&b(&before), &b(&after)), "the untouched child's record was copied");
+    // The reader's decode against the previous head takes the untouched record from it.
+    let decoded = TreeSnapshot::decode_reusing(after.tree_cut(), Some(&before)).expect("decodes");
+    assert_eq!(decoded.digest(), after.digest());
+    assert!(std::sync::Arc::ptr_eq(&b(&before), &b(&decoded)), "decode_reusing copied an identical record");
+    w.check(&r);
+}

@@ -42,7 +42,7 @@ fn heads(r: &DirectRunner) -> Vec<TreeSnapshot> {
 
 /// The cut with its processes mutated, built WITHOUT validation.
 fn mutate(s: &TreeSnapshot, f: impl FnOnce(&mut Vec<Process>)) -> TreeSnapshot {
-    let mut processes = s.processes().to_vec();
+    let mut processes = s.processes().iter().map(|p| (**p).clone()).collect::<Vec<_>>();
     f(&mut processes);
     TreeSnapshot::build_unchecked_for_tests(s.root_id.clone(), s.incarnation.clone(), s.limits, processes, s.residues().iter().map(|r| (**r).clone()).collect())
 }
@@ -265,7 +265,7 @@ fn tree_limit_violations_are_reported() {
     let (pr, _) = parent_child_run();
     let tree = heads(&pr).pop().unwrap();
     let rebuild = |limits: TreeLimits| {
-        TreeSnapshot::build_unchecked_for_tests(tree.root_id.clone(), tree.incarnation.clone(), limits, tree.processes().to_vec(), tree.residues().iter().map(|r| (**r).clone()).collect())
+        TreeSnapshot::build_unchecked_for_tests(tree.root_id.clone(), tree.incarnation.clone(), limits, tree.processes().iter().map(|p| (**p).clone()).collect::<Vec<_>>(), tree.residues().iter().map(|r| (**r).clone()).collect())
     };
     assert_reports(&check_snapshot(&rebuild(TreeLimits::default().with_max_children(Quota::Finite(0)))), 17);
     assert_reports(&check_snapshot(&rebuild(TreeLimits::default().with_max_snapshot_bytes(Quota::Finite(64)))), 17);
@@ -709,7 +709,7 @@ fn remaining_one_cut_rules_are_each_reported() {
         crowded.root_id.clone(),
         crowded.incarnation.clone(),
         TreeLimits::default().with_max_pending_signals(1),
-        crowded.processes().to_vec(),
+        crowded.processes().iter().map(|p| (**p).clone()).collect::<Vec<_>>(),
         crowded.residues().iter().map(|r| (**r).clone()).collect(),
     );
     assert_reports(&check_snapshot(&tight), 17);
@@ -769,7 +769,7 @@ fn remaining_transition_rules_are_each_reported() {
     assert_reports(&check_transition(&tree, &mutate(&tree, |ps| root_mut(ps).capabilities = CapabilitySet::from_names(&["x"]).unwrap())), 16);
     let later = crate::env::Timestamp::from_millis(1_800_000_000_000).unwrap();
     assert_reports(&check_transition(&tree, &mutate(&tree, |ps| child_mut(ps).started_at = later)), 25);
-    let relimited = TreeSnapshot::build_unchecked_for_tests(tree.root_id.clone(), tree.incarnation.clone(), TreeLimits::default().with_max_depth(3), tree.processes().to_vec(), tree.residues().iter().map(|r| (**r).clone()).collect());
+    let relimited = TreeSnapshot::build_unchecked_for_tests(tree.root_id.clone(), tree.incarnation.clone(), TreeLimits::default().with_max_depth(3), tree.processes().iter().map(|p| (**p).clone()).collect::<Vec<_>>(), tree.residues().iter().map(|r| (**r).clone()).collect());
     assert_reports(&check_transition(&tree, &relimited), 17);
     // 1: a pending permission revoked while the process lives.
     let revoked = mutate(pending, |ps| root_mut(ps).prepared.as_mut().unwrap().effects[0].phase = EffectPhase::Planned);

@@ -83,7 +83,7 @@ fn real_processes() -> Vec<Process> {
                     .expect("cut decodes")
                     .processes()
                     .iter()
-                    .cloned(),
+                    .map(|p| (**p).clone()),
             );
         }
     }

@@ -293,7 +293,7 @@ fn segment_records_no_state_references_leave_the_cut() {
     assert_eq!(segment_positions(snap.tree_cut().entries()).len(), 3);
     // The state's context replaced by one new segment: the old records leave the cut, and the
     // delta against the old cut carries the new record and names no old one.
-    let mut processes = snap.processes().to_vec();
+    let mut processes = snap.processes().iter().map(|p| (**p).clone()).collect::<Vec<_>>();
     let replaced = Segment::seal(&Json::Array(vec![Json::str("summary")]));
     processes[0].committed_state.segments = vec![replaced.clone()];
     let next = TreeSnapshot::build(snap.root_id.clone(), snap.incarnation.clone(), snap.limits, processes, []).expect("valid");

@@ -57,7 +57,7 @@ fn a_cut_over_its_byte_limits_is_rejected() {
     let s = finished_head();
     let len = s.bytes().len() as u64;
     let with = |limits: TreeLimits| {
-        TreeSnapshot::build_unchecked_for_tests(s.root_id.clone(), s.incarnation.clone(), limits, s.processes().to_vec(), s.residues().iter().map(|r| (**r).clone()).collect())
+        TreeSnapshot::build_unchecked_for_tests(s.root_id.clone(), s.incarnation.clone(), limits, s.processes().iter().map(|p| (**p).clone()).collect::<Vec<_>>(), s.residues().iter().map(|r| (**r).clone()).collect())
     };
     let fits = with(TreeLimits::default().with_max_snapshot_bytes(crate::kernel::resource::Quota::Finite(len)));
     assert!(TreeSnapshot::decode(fits.bytes()).is_ok(), "a cut exactly at the limit is valid");

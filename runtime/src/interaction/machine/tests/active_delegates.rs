@@ -22,7 +22,7 @@ fn head(h: &Harness, r: &DirectRunner) -> TreeSnapshot {
 }
 
 fn root(snapshot: &TreeSnapshot) -> Process {
-    snapshot.processes().iter().find(|p| p.relation.child_key.is_none()).unwrap().clone()
+    snapshot.processes().iter().find(|p| p.relation.child_key.is_none()).map(|p| (**p).clone()).unwrap()
 }
 
 /// [tool, delegate (waits), delegate (bad arguments, never started), delegate (waits)],

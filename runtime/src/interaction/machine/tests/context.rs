@@ -100,7 +100,7 @@ fn head_with_two_segments() -> (Harness, TreeSnapshot) {
 }
 
 fn with_candidate_segments(head: &TreeSnapshot, edit: impl FnOnce(&mut Vec<Arc<Segment>>)) -> TreeSnapshot {
-    let mut processes = head.processes().to_vec();
+    let mut processes = head.processes().iter().map(|p| (**p).clone()).collect::<Vec<_>>();
     let root = processes.iter_mut().find(|p| p.id == head.root_id).unwrap();
     edit(&mut root.prepared.as_mut().unwrap().candidate_state.segments);
     TreeSnapshot::build(head.root_id.clone(), head.incarnation.clone(), head.limits, processes, head.residues().iter().map(|r| (**r).clone())).expect("structurally valid")
