@@ -581,13 +581,13 @@ fn a_reducer_calling_a_model_adds_its_usage_and_its_failures_keep_their_kind() {
     let d = ModelDispatcher::new(manifest(), config).unwrap();
     let mut counted = answer();
     counted.usage = counted.usage.saturating_add(Usage::new(100, 10));
-    assert_eq!(settle(&d, &effect()), ModelResult::Response { response: counted, replacement_messages: Some(reduced) });
+    assert_eq!(settle(&d, &effect()), ModelResult::Response { response: counted, replacement_messages: Some(reduced), clock: None });
 
     let with = |error: ModelError| {
         let client = ScriptedClient::new(vec![Ok(answer())]);
         let config = DispatcherConfig::complete(client.clone()).with_reducer(Arc::new(CallingReducer(Err(error))));
         let d = ModelDispatcher::new(manifest(), config).unwrap();
-        let outcome = block_on(d.attempt(request_for(&effect()), quiet()));
+        let outcome = block_on(d.attempt(request_for(&effect()), quiet(), None));
         assert_eq!(client.calls(), 0, "the model is not called after its reducer failed");
         outcome
     };
