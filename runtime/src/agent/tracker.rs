@@ -539,6 +539,7 @@ impl RunState {
             .iter()
             .filter(|p| !p.relation.is_root() && p.committed_state.kind.as_str() == ParentState::KIND)
             .filter(|p| !self.seen.contains(&format!("delegate:{}", p.id)))
+            .map(|p| &**p)
             .collect();
         new.sort_by_key(|p| p.relation.depth);
         for delegate in new {
