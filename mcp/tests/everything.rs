@@ -7,7 +7,7 @@ mod support;
 use futures::StreamExt;
 use keel::prelude::*;
 use keel::kernel::commit::{Committer, MemoryCommitter};
-use keel_mcp::{Elicitation, ElicitationAnswer, McpError, McpExt, McpServer, McpTools, NotSentRetry};
+use keel_mcp::{Elicitation, ElicitationAnswer, McpError, McpServer, McpTools, NotSentRetry};
 use std::sync::Arc;
 use std::time::Duration;
 use support::runs::{agent, settled};

@@ -6,7 +6,7 @@ mod support;
 use keel::kernel::commit::{Committer, MemoryCommitter};
 use keel::prelude::*;
 use keel_mcp::in_process::{Fault, InProcessServer};
-use keel_mcp::{Elicitation, ElicitationAnswer, ElicitationQuestion, McpError, McpExt, McpServer, McpTools, NotSentRetry};
+use keel_mcp::{Elicitation, ElicitationAnswer, ElicitationQuestion, McpError, McpServer, McpTools, NotSentRetry};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
