@@ -6,7 +6,7 @@
 use super::continue_as_new::ContinueAsNew;
 use super::summary::{splice, transcript, Plan, Summarizer, CARRIED_MARKER, SUMMARY_HEADING};
 use crate::chat::{Message, Request, Response, Role, ToolCall, ToolOutput, ToolResult, Usage};
-use crate::env::{BoxFuture, Env, TokioEnv};
+use crate::env::{BoxFuture, Clock, Env, TokioEnv};
 use crate::interaction::model::{ModelCallContext, ModelClient, ModelError, ModelMode};
 use crate::interaction::state::ParentState;
 use crate::kernel::commit::{Committer, MemoryCommitter};
@@ -340,7 +340,7 @@ fn a_crash_during_the_summarizing_call_keeps_nothing_and_the_call_is_reissued_wh
         let run = first.start("Find it.").await.unwrap();
         // Wait until the summarizing call is in flight, then abandon the process.
         while summaries.requests().is_empty() {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            env().clock.sleep(std::time::Duration::from_millis(5)).await;
         }
         assert_eq!(main.requests().len(), 4, "the fifth call is summarizing first");
         let id = run.id();

@@ -32,8 +32,9 @@ impl Clock for HandClock {
     fn now(&self) -> Timestamp {
         Timestamp::from_millis(T0 + self.0.load(Ordering::SeqCst)).unwrap()
     }
+    // Real sleeping, on the runtime's own clock: only `now` is driven by hand.
     fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
-        Box::pin(tokio::time::sleep(d))
+        TokioEnv::current().unwrap().sleep(d)
     }
 }
 
