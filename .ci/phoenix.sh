@@ -49,6 +49,8 @@ case "${1:-}" in
     ;;
   stop)
     if [ -f "$DATA/pid" ]; then kill "$(cat "$DATA/pid")" 2>/dev/null || true; fi
+    # Also a server whose pid file is gone (a start interrupted before writing it).
+    pkill -f "$VENV/bin/phoenix serve" 2>/dev/null || true
     rm -rf "$DATA"
     ;;
   url) echo "$URL" ;;
