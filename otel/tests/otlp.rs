@@ -5,10 +5,9 @@
 //! Go SDK's sources, PyPI and npm no collector), so this receiver is `keel_otel::testing`'s,
 //! which sees every exported byte; `tests/phoenix.rs` exports to a real trace store.
 
-use keel::prelude::*;
 use keel_otel::testing::{OtlpReceiver, ReceivedSpan};
 use std::time::Duration;
-use tracing_subscriber::layer::SubscriberExt as _;
+mod exported;
 
 fn named<'a>(spans: &'a [ReceivedSpan], name: &str) -> Vec<&'a ReceivedSpan> {
     spans.iter().filter(|s| s.span.name == name).collect()
@@ -19,25 +18,7 @@ fn a_run_with_a_tool_call_arrives_at_an_otlp_receiver_as_one_trace() {
     let receiver = OtlpReceiver::start().unwrap();
     // Built outside any async runtime: the exporter's blocking client runs on its own thread.
     let provider = keel_otel::otlp_provider("keel-otlp-test", Some(&receiver.endpoint())).unwrap();
-    let subscriber = tracing_subscriber::registry().with(keel_otel::layer(&provider));
-    let id = tracing::subscriber::with_default(subscriber, || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-        rt.block_on(async {
-            let weather = tool_fn(
-                "get_weather",
-                "The current weather of a city.",
-                r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#,
-                |_| async move { Ok("sunny".to_owned()) },
-            );
-            let model = ScriptedModel::new().call_tool("get_weather", r#"{"city":"Paris"}"#).then_text("Sunny.");
-            let agent = Agent::builder("weather").version("1").model(model).tool(weather).build().unwrap();
-            let run = Runtime::in_memory(agent).unwrap().start("Weather in Paris?").await.unwrap();
-            assert_eq!(run.result().await.unwrap().text(), "Sunny.");
-            run.id().to_string()
-        })
-    });
-    provider.force_flush().unwrap();
-    provider.shutdown().unwrap();
+    let id = exported::run_weather_exported(provider);
 
     let spans = receiver.wait_for(Duration::from_secs(10), |s| !named(s, "invoke_agent weather").is_empty());
     assert!(receiver.refused().is_empty(), "{:?}", receiver.refused());

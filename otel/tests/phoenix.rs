@@ -6,10 +6,9 @@
 //! test says so and passes, except where `CI` or `KEEL_REQUIRE_PHOENIX` is set: there it
 //! fails, so CI cannot skip it by accident.
 
-use keel::prelude::*;
 use serde_json::Value;
 use std::time::{Duration, Instant};
-use tracing_subscriber::layer::SubscriberExt as _;
+mod exported;
 
 fn phoenix_url() -> Option<String> {
     let required =
@@ -72,25 +71,7 @@ fn a_run_exported_over_otlp_is_stored_by_phoenix_as_one_trace_with_genai_attribu
     let Some(url) = phoenix_url() else { return };
     // Built outside any async runtime: the exporter's blocking client runs on its own thread.
     let provider = keel_otel::otlp_provider("keel-phoenix-test", Some(&format!("{url}/v1/traces"))).unwrap();
-    let subscriber = tracing_subscriber::registry().with(keel_otel::layer(&provider));
-    let id = tracing::subscriber::with_default(subscriber, || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-        rt.block_on(async {
-            let weather = tool_fn(
-                "get_weather",
-                "The current weather of a city.",
-                r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#,
-                |_| async move { Ok("sunny".to_owned()) },
-            );
-            let model = ScriptedModel::new().call_tool("get_weather", r#"{"city":"Paris"}"#).then_text("Sunny.");
-            let agent = Agent::builder("weather").version("1").model(model).tool(weather).build().unwrap();
-            let run = Runtime::in_memory(agent).unwrap().start("Weather in Paris?").await.unwrap();
-            assert_eq!(run.result().await.unwrap().text(), "Sunny.");
-            run.id().to_string()
-        })
-    });
-    provider.force_flush().expect("Phoenix accepted the export");
-    provider.shutdown().unwrap();
+    let id = exported::run_weather_exported(provider);
 
     // One run span, two model calls and one tool call.
     let spans = spans_of(&url, &id, |spans| spans.len() >= 4);
