@@ -268,14 +268,18 @@ fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs this once as a smoke test.
     let quick = !std::env::args().any(|a| a == "--bench");
     // `TOOL_ROUND_PROFILE=R:N` runs only the MemoryCommitter loop of R rounds, N times (a
-    // profiler's workload: compare two R under `perf record`), and prints its time per round.
-    if let Some((r, n)) = std::env::var("TOOL_ROUND_PROFILE").ok().and_then(|v| {
-        let (r, n) = v.split_once(':')?;
-        Some((r.parse::<u64>().ok()?, n.parse::<u64>().ok()?))
+    // profiler's workload: compare two R under `perf record`), and prints its time per round;
+    // `R:N:file` runs the FileCommitter loop instead.
+    if let Some((r, n, store)) = std::env::var("TOOL_ROUND_PROFILE").ok().and_then(|v| {
+        let mut parts = v.split(':');
+        let r = parts.next()?.parse::<u64>().ok()?;
+        let n = parts.next()?.parse::<u64>().ok()?;
+        let store = if parts.next() == Some("file") { Store::File } else { Store::Memory };
+        Some((r, n, store))
     }) {
         let started = Instant::now();
         for run in 0..n {
-            one_run(Store::Memory, r, run);
+            one_run(store, r, run);
         }
         println!("# profile R={r} x{n}: {:.3} ms/round", started.elapsed().as_secs_f64() * 1e3 / (r * n.max(1)) as f64);
         return;
