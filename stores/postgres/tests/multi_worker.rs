@@ -384,6 +384,9 @@ async fn pause_mid_payment(
         for (index, owned) in candidates {
             let (name, child) = &workers.live[index];
             let pid = child.id();
+            if first_payments_in_flight(dir, pid).is_empty() {
+                continue; // none even before the pause: not worth stopping it
+            }
             tries += 1;
             signal("STOP", pid);
             wait_stopped(pid);
@@ -421,9 +424,10 @@ fn wait_stopped(pid: u32) {
         };
         tasks.filter_map(Result::ok).all(|task| {
             let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-            // The state follows the parenthesised command name, which may contain spaces.
+            // The state follows the parenthesised command name, which may contain spaces. A
+            // thread that is exiting (Z, X, or gone: no state) changes nothing either.
             let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
-            matches!(state, Some('T' | 't'))
+            matches!(state, None | Some('T' | 't' | 'Z' | 'X'))
         })
     };
     let since = Instant::now();
