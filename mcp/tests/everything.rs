@@ -206,11 +206,10 @@ async fn streamable_http_server_question_is_answered_with_run_answer() {
     assert!(text.contains("- Name: Ada Lovelace") && text.contains("Agreed to terms: true"), "{text}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stdio_declined_question_reaches_the_server() {
-    let Some(script) = server_script() else { return };
-    let tools = stdio(&script).connect().await.unwrap().select([ASK]).unwrap();
-    let run = Runtime::in_memory(agent(&tools, ask_then_done())).unwrap().start("go").await.unwrap();
+/// A run asked by the server declines; the decline reaches the server, which answers the call
+/// with that, and the run finishes.
+async fn decline_reaches_the_server(tools: &McpTools) {
+    let run = Runtime::in_memory(agent(tools, ask_then_done())).unwrap().start("go").await.unwrap();
     let (request, _) = asked(&run).await;
     run.answer(&request, ElicitationAnswer::Decline.to_json()).await.unwrap();
     assert_eq!(tokio::time::timeout(Duration::from_secs(60), run.result()).await.expect("finished in time").unwrap().text(), "done");
@@ -218,42 +217,70 @@ async fn stdio_declined_question_reaches_the_server() {
     assert!(!results[0].1 && results[0].2.contains("User declined to provide the requested information"), "{results:?}");
 }
 
-/// A run asked by the server, its runtime and server process gone (as when the process
-/// exits), resumed by a new runtime on the same store with a newly started server, and
-/// answered there.
-async fn restarted_while_asked(script: &str, retry_safe: bool) -> (Run, McpTools) {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_declined_question_reaches_the_server() {
+    let Some(script) = server_script() else { return };
+    let tools = stdio(&script).connect().await.unwrap().select([ASK]).unwrap();
+    decline_reaches_the_server(&tools).await;
+}
+
+/// A run asked by the server, its runtime and server gone (as when the process exits), resumed
+/// by a new runtime on the same store and answered there. `restart` takes the old tools, ends
+/// their server and returns tools connected to a newly started one, with whatever keeps that
+/// server up.
+async fn restarted_while_asked<K, F>(tools: McpTools, restart: impl FnOnce(McpTools) -> F) -> (Run, McpTools, K)
+where
+    F: std::future::Future<Output = (McpTools, K)>,
+{
     let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
     let env = || keel::env::TokioEnv::current().expect("a tokio runtime").env();
-    let connect = || async {
-        let tools = stdio(script).connect().await.unwrap().select([ASK]).unwrap();
-        if retry_safe { tools.retry_safe([ASK]).unwrap() } else { tools }
-    };
-    let tools = connect().await;
-    let first = tools.process_id().await.expect("a running server");
     let id = {
         let runtime = Runtime::with_store(agent(&tools, ask_then_done()), store.clone(), env());
         let run = runtime.start("go").await.unwrap();
         asked(&run).await;
         run.id()
     };
-    drop(tools);
-    let tools = connect().await;
-    assert_ne!(tools.process_id().await, Some(first), "a new server process");
+    let (tools, keep) = restart(tools).await;
     let runtime = Runtime::with_store(agent(&tools, ask_then_done()), store, env());
     let run = runtime.resume(&id).await.unwrap();
     let (request, _) = asked(&run).await; // the committed question is still pending
     run.answer(&request, ada().to_json()).await.unwrap();
+    (run, tools, keep)
+}
+
+/// `restarted_while_asked` over stdio: the restart drops the tools (ending the server process)
+/// and starts a new process.
+async fn stdio_restarted_while_asked(script: &str, retry_safe: bool) -> (Run, McpTools) {
+    let connect = || async {
+        let tools = stdio(script).connect().await.unwrap().select([ASK]).unwrap();
+        if retry_safe { tools.retry_safe([ASK]).unwrap() } else { tools }
+    };
+    let tools = connect().await;
+    let first = tools.process_id().await.expect("a running server");
+    let (run, tools, ()) = restarted_while_asked(tools, |old| async move {
+        drop(old);
+        let tools = connect().await;
+        assert_ne!(tools.process_id().await, Some(first), "a new server process");
+        (tools, ())
+    })
+    .await;
     (run, tools)
+}
+
+/// The run waits for the host with the one call held as Unknown.
+async fn held_unknown(run: &Run) -> UnknownEffect {
+    let idle = tokio::time::timeout(Duration::from_secs(60), run.idle()).await.expect("idle in time").unwrap();
+    let Idle::NeedsResolution(mut held) = idle else { panic!("expected the call held as Unknown, got {idle:?}") };
+    assert_eq!(held.len(), 1, "{held:?}");
+    held.remove(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_restart_while_asked_leaves_the_call_unknown_and_unsent() {
     let Some(script) = server_script() else { return };
-    let (run, tools) = restarted_while_asked(&script, false).await;
-    let idle = tokio::time::timeout(Duration::from_secs(60), run.idle()).await.expect("idle in time").unwrap();
-    let Idle::NeedsResolution(held) = idle else { panic!("expected the call held as Unknown, got {idle:?}") };
-    assert_eq!(held.len(), 1);
-    run.resolve(&held[0], Resolution::Failed("outcome unknown".into())).await.unwrap();
+    let (run, tools) = stdio_restarted_while_asked(&script, false).await;
+    let held = held_unknown(&run).await;
+    run.resolve(&held, Resolution::Failed("outcome unknown".into())).await.unwrap();
     assert_eq!(run.result().await.unwrap().text(), "done");
     assert_eq!(tools.sessions_opened(), 1, "only the listing's session: nothing was sent again");
 }
@@ -261,7 +288,7 @@ async fn stdio_restart_while_asked_leaves_the_call_unknown_and_unsent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_restart_while_asked_resends_a_retry_safe_call_and_reuses_the_answer() {
     let Some(script) = server_script() else { return };
-    let (run, _tools) = restarted_while_asked(&script, true).await;
+    let (run, _tools) = stdio_restarted_while_asked(&script, true).await;
     let result = tokio::time::timeout(Duration::from_secs(60), run.result()).await.expect("finished in time").unwrap();
     assert_eq!(result.text(), "done");
     let results = settled(&run).await;
@@ -278,33 +305,19 @@ async fn streamable_http_decline_and_a_restart_while_asked() {
     let mut server = HttpServer::start(&script).await;
     let tools = connect(server.url.clone()).await;
     // A decline reaches the server over the call's response stream.
-    let run = Runtime::in_memory(agent(&tools, ask_then_done())).unwrap().start("go").await.unwrap();
-    let (request, _) = asked(&run).await;
-    run.answer(&request, ElicitationAnswer::Decline.to_json()).await.unwrap();
-    assert_eq!(tokio::time::timeout(Duration::from_secs(60), run.result()).await.expect("finished in time").unwrap().text(), "done");
-    let results = settled(&run).await;
-    assert!(!results[0].1 && results[0].2.contains("User declined"), "{results:?}");
+    decline_reaches_the_server(&tools).await;
 
     // Asked again, then the process and the server go away; a new runtime on the same store
     // with a new server gets the answer: the call is Unknown, not sent again.
-    let store: Arc<dyn Committer> = Arc::new(MemoryCommitter::new());
-    let env = || keel::env::TokioEnv::current().expect("a tokio runtime").env();
-    let id = {
-        let runtime = Runtime::with_store(agent(&tools, ask_then_done()), store.clone(), env());
-        let run = runtime.start("go").await.unwrap();
-        asked(&run).await;
-        run.id()
-    };
-    drop(tools);
-    server.child.start_kill().unwrap();
-    let _ = server.child.wait().await;
-    let server = HttpServer::start(&script).await;
-    let tools = connect(server.url.clone()).await;
-    let run = Runtime::with_store(agent(&tools, ask_then_done()), store, env()).resume(&id).await.unwrap();
-    let (request, _) = asked(&run).await;
-    run.answer(&request, ada().to_json()).await.unwrap();
-    let idle = tokio::time::timeout(Duration::from_secs(60), run.idle()).await.expect("idle in time").unwrap();
-    let Idle::NeedsResolution(held) = idle else { panic!("expected the call held as Unknown, got {idle:?}") };
-    assert_eq!(held.len(), 1);
+    let script = &script;
+    let (run, tools, _server) = restarted_while_asked(tools, |old| async move {
+        drop(old);
+        server.child.start_kill().unwrap();
+        let _ = server.child.wait().await;
+        let server = HttpServer::start(script).await;
+        (connect(server.url.clone()).await, server)
+    })
+    .await;
+    held_unknown(&run).await;
     assert_eq!(tools.sessions_opened(), 1, "nothing sent again");
 }

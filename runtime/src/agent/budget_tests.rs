@@ -3,6 +3,7 @@
 //! Unknown), a delegate works within its share of the tree's budget, and a failed run keeps
 //! what it spent.
 
+use super::delegation_fixture::{boss, calls_helper};
 use crate::chat::{Request, Response, Usage};
 use crate::env::{BoxFuture, Env, TokioEnv};
 use crate::interaction::model::ModelIdentity;
@@ -151,12 +152,7 @@ fn a_delegate_works_within_its_share_of_the_parent_budget_and_a_failed_one_is_ch
             .budget(Budget::new().total_tokens(1_000_000).reserve_output_tokens(100))
             .build()
             .unwrap();
-        let task = r#"{"messages":[{"role":"user","parts":[{"type":"text","text":"Find it."}]}]}"#;
-        let parent_model = Metered::new(ScriptedModel::new().call_tool("helper", task).then_text("Done."), Usage::new(900, 10));
-        let parent = Agent::builder("boss")
-            .version("1")
-            .model(parent_model)
-            .delegate("helper", "Ask the helper.", helper)
+        let parent = boss(Metered::new(calls_helper(), Usage::new(900, 10)), helper)
             .budget(Budget::new().total_tokens(950).reserve_output_tokens(5))
             .build()
             .unwrap();
@@ -189,11 +185,7 @@ fn a_delegate_that_finishes_adds_its_spending_to_the_parent() {
             .tool(echo())
             .build()
             .unwrap();
-        let task = r#"{"messages":[{"role":"user","parts":[{"type":"text","text":"Find it."}]}]}"#;
-        let parent = Agent::builder("boss")
-            .version("1")
-            .model(Metered::new(ScriptedModel::new().call_tool("helper", task).then_text("Done."), Usage::new(100, 10)))
-            .delegate("helper", "Ask the helper.", helper)
+        let parent = boss(Metered::new(calls_helper(), Usage::new(100, 10)), helper)
             .budget(Budget::new().total_tokens(100_000).tool_calls(5).reserve_output_tokens(5))
             .build()
             .unwrap();

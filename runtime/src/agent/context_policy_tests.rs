@@ -17,8 +17,9 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(f)
 }
 
-/// A conversation: system, task, then `rounds` exchanges of one tool call with a large result.
-fn conversation(rounds: usize) -> Vec<Message> {
+/// A conversation: system, task, then `rounds` exchanges of one tool call with a ~1 KB result
+/// (the summary tests shorten it too).
+pub(super) fn conversation(rounds: usize) -> Vec<Message> {
     let mut messages = vec![Message::system("Be brief."), Message::user("Find it.")];
     for i in 0..rounds {
         let call = ToolCall::new(format!("c{i}"), "search", format!(r#"{{"page":{i}}}"#));

@@ -2,7 +2,8 @@
 //!
 //! The kernel hands a dispatcher a delta sink only when one is configured; the agent's model
 //! dispatcher is wrapped so every streamed delta of a run reaches that run's bounded queue
-//! (see `tracker::MAX_RUN_DELTAS`). Deltas are attempt facts: a crash may lose or repeat them,
+//! (see `tracker::MAX_RUN_DELTAS`). A delegate's model calls are its agent's dispatcher's: they
+//! find the run through the delegating agent's hub and are tagged with the delegate's name. Deltas are attempt facts: a crash may lose or repeat them,
 //! and the committed response is complete whatever happened to them.
 
 use super::events::RunEvent;
@@ -15,7 +16,7 @@ use crate::kernel::dispatcher::{DeltaSink, DispatchContext, DispatchError, Dispa
 use crate::kernel::effect::Settlement;
 use std::sync::Arc;
 
-/// A dispatcher that routes its deltas to the run of the request's root.
+/// A dispatcher that routes its deltas to the run of the request's tree.
 pub(crate) struct DeltaTap {
     pub(crate) inner: Arc<dyn Dispatcher>,
     pub(crate) hub: Arc<Hub>,
@@ -27,7 +28,9 @@ impl Dispatcher for DeltaTap {
     }
 
     fn dispatch<'a>(&'a self, request: EffectRequest, mut cx: DispatchContext) -> BoxFuture<'a, Result<Settlement, DispatchError>> {
-        if let Some(run) = self.hub.get(&request.relation.root_id) {
+        if let Some(run) = self.hub.tree_run(&request.relation.root_id) {
+            // Only a delegate's run is a Process other than its tree's root.
+            let delegate = (request.process_id != request.relation.root_id).then(|| self.hub.trace_config().agent.clone());
             let process = request.process_id.clone();
             let call = request.effect_id.clone();
             let outer = cx.deltas.take();
@@ -38,7 +41,7 @@ impl Dispatcher for DeltaTap {
                 let text = ModelResponseDelta::from_payload(&payload).ok().and_then(|d| d.response_delta.text);
                 // Increments with only tool-call or finish data carry nothing to show.
                 if let Some(text) = text.filter(|t| !t.is_empty()) {
-                    run.push_delta(RunEvent::ModelDelta { process: process.clone(), call: call.clone(), text });
+                    run.push_delta(RunEvent::ModelDelta { process: process.clone(), delegate: delegate.clone(), call: call.clone(), text });
                 }
                 true
             });

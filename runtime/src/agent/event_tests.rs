@@ -1,9 +1,11 @@
 //! Run events as a host counts them: one `ToolStarted` per tool call (also for a tool that
-//! asks the host and is dispatched again with the answer), no empty deltas, and every delta
-//! naming the model call whose response it streams.
+//! asks the host and is dispatched again with the answer), no empty deltas, every delta
+//! naming the model call whose response it streams, and a delegate's deltas in its parent
+//! run's events, tagged with the delegate.
 
 use crate::env::TokioEnv;
 use crate::kernel::commit::MemoryCommitter;
+use crate::kernel::ids::{EffectId, ProcessId};
 use crate::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,6 +21,15 @@ async fn collect(run: &Run) -> Vec<RunEvent> {
         out.push(e);
     }
     out
+}
+
+/// Runs `agent` on "Go." until it answers `answer`; its run and every event of it.
+async fn answered(agent: Agent, answer: &str) -> (Run, Vec<RunEvent>) {
+    let runtime = Runtime::with_store(agent, Arc::new(MemoryCommitter::new()), TokioEnv::current().unwrap().env());
+    let run = runtime.start("Go.").await.unwrap();
+    assert_eq!(run.result().await.unwrap().text(), answer);
+    let events = collect(&run).await;
+    (run, events)
 }
 
 #[test]
@@ -60,10 +71,7 @@ fn deltas_are_never_empty_and_name_their_model_call() {
             .tool(tool_fn("echo", "Echoes.", r#"{"type":"object"}"#, |_| async { Ok("echoed".to_owned()) }))
             .build()
             .unwrap();
-        let runtime = Runtime::with_store(agent, Arc::new(MemoryCommitter::new()), TokioEnv::current().unwrap().env());
-        let run = runtime.start("Go.").await.unwrap();
-        assert_eq!(run.result().await.unwrap().text(), "the answer, in pieces");
-        let events = collect(&run).await;
+        let (_, events) = answered(agent, "the answer, in pieces").await;
         let responses: Vec<_> = events
             .iter()
             .filter_map(|e| if let RunEvent::ModelResponse { call, text, .. } = e { Some((call.clone(), text.clone())) } else { None })
@@ -80,5 +88,53 @@ fn deltas_are_never_empty_and_name_their_model_call() {
         // Only the answering call streamed text, and its deltas add up to its response.
         assert_eq!(by_call.len(), 1, "{by_call:?}");
         assert_eq!(by_call.get(&responses[1].0).map(String::as_str), Some("the answer, in pieces"));
+    });
+}
+
+#[test]
+fn a_delegates_deltas_reach_the_run_tagged_with_the_delegate() {
+    block_on(async {
+        // The parent streams a call of its delegate, then its answer; the delegate (an agent
+        // named "researcher", called as the tool "research") streams its own answer.
+        let researcher = Agent::builder("researcher")
+            .version("1")
+            .description("Researches.")
+            .streaming_model(ScriptedModel::new().then_text("found it, in pieces").chunk_bytes(4))
+            .build()
+            .unwrap();
+        let task = r#"{"messages":[{"role":"user","parts":[{"type":"text","text":"Find it."}]}]}"#;
+        let boss = Agent::builder("boss")
+            .version("1")
+            .streaming_model(ScriptedModel::new().call_tool("research", task).then_text("done, in pieces").chunk_bytes(4))
+            .delegate("research", "Ask the researcher.", researcher)
+            .build()
+            .unwrap();
+        let (run, events) = answered(boss, "done, in pieces").await;
+        let root = run.id().process_id().clone();
+
+        // Each settled model call by (Process, call id), and the text its deltas streamed.
+        let responses: Vec<(ProcessId, EffectId, String)> = events
+            .iter()
+            .filter_map(|e| match e {
+                RunEvent::ModelResponse { process, call, text, .. } if !text.is_empty() => Some((process.clone(), call.clone(), text.clone())),
+                _ => None,
+            })
+            .collect();
+        let mut streamed: BTreeMap<(Option<String>, ProcessId, EffectId), String> = BTreeMap::new();
+        for e in &events {
+            if let RunEvent::ModelDelta { process, delegate, call, text } = e {
+                streamed.entry((delegate.clone(), process.clone(), call.clone())).or_default().push_str(text);
+            }
+        }
+        let answer = |text: &str| responses.iter().find(|r| r.2 == text).cloned().unwrap_or_else(|| panic!("no response {text:?}: {events:#?}"));
+        let (own_process, own_call, _) = answer("done, in pieces");
+        let (delegate_process, delegate_call, _) = answer("found it, in pieces");
+        assert_eq!(own_process, root);
+        assert_ne!(delegate_process, root, "the delegate runs in a Process of its own");
+        let expected = BTreeMap::from([
+            ((None, root.clone(), own_call), "done, in pieces".to_owned()),
+            ((Some("researcher".to_owned()), delegate_process, delegate_call), "found it, in pieces".to_owned()),
+        ]);
+        assert_eq!(streamed, expected, "the parent's deltas untagged, the delegate's tagged with its agent: {events:#?}");
     });
 }

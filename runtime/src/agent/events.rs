@@ -32,10 +32,15 @@ pub enum UnknownKind {
 #[non_exhaustive]
 pub enum RunEvent {
     /// A piece of a streamed model response's text (not durable). Never empty: increments
-    /// carrying only tool-call or finish data are not reported.
+    /// carrying only tool-call or finish data are not reported. A delegate's model calls stream
+    /// into the run's events too, with `delegate` set.
     ModelDelta {
-        /// The Process whose model call streamed it.
+        /// The Process whose model call streamed it: the run's root, or a delegate's run (two
+        /// runs of one delegate have different Processes).
         process: ProcessId,
+        /// `None` for the run's own model calls; for a delegate's, the name of the delegate's
+        /// agent (at any depth: the delegate that made the call).
+        delegate: Option<String>,
         /// The model call it belongs to: the same id as the
         /// [`ModelResponse`](RunEvent::ModelResponse) or [`ModelFailed`](RunEvent::ModelFailed)
         /// event that settles the call.
@@ -54,7 +59,7 @@ pub enum RunEvent {
     /// [`ModelErrorPolicy`](super::ModelErrorPolicy). Not durable, like deltas: deltas of the
     /// failed attempt are not part of the answer.
     ModelRetrying {
-        /// The calling Process.
+        /// The calling Process (the run's root, or a delegate).
         process: ProcessId,
         /// The attempt that failed (1-based).
         attempt: u32,

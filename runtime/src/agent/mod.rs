@@ -79,6 +79,8 @@ mod versions;
 #[cfg(test)]
 mod context_policy_tests;
 #[cfg(test)]
+mod delegation_fixture;
+#[cfg(test)]
 mod summary_tests;
 #[cfg(test)]
 mod event_tests;

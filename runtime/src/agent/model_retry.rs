@@ -118,7 +118,7 @@ impl ModelRetry {
         // The attempt spans' parent: the span of the agent run making the call (the run's, or
         // a delegate's, found through the delegating agent's hub), or of the Unknown a re-issue
         // settles.
-        let parent = self.hub.traced_run(&request.relation.root_id).map(|run| run.lock().trace.model_parent(&request.effect_id, &request.process_id));
+        let parent = self.hub.tree_run(&request.relation.root_id).map(|run| run.lock().trace.model_parent(&request.effect_id, &request.process_id));
         loop {
             let span = trace::model_span(self.hub.trace_config(), &parent.clone().unwrap_or_else(tracing::Span::none), &request, attempt);
             let clock = env.as_ref().map(|e| e.clock.clone());
@@ -134,7 +134,8 @@ impl ModelRetry {
                 return Ok(settlement);
             }
             let delay = self.policy.delay(attempt, &effect);
-            if let Some(run) = self.hub.get(&request.relation.root_id) {
+            // A delegate's retries are reported in the run of the tree it runs in, as its deltas.
+            if let Some(run) = self.hub.tree_run(&request.relation.root_id) {
                 run.push_delta(RunEvent::ModelRetrying {
                     process: request.process_id.clone(),
                     attempt,

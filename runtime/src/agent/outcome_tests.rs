@@ -2,11 +2,13 @@
 //! conflicts between writers are named: the facade's answers to the ways a new user got a
 //! blank answer, a silent hang, a struct dump or "check disk space".
 
+use super::delegation_fixture::{boss, calls_helper};
 use crate::agent::MAX_MODEL_ATTEMPTS;
 use crate::chat::{Request, Response, ResponseDelta};
 use crate::env::{BoxFuture, Env, TokioEnv};
 use crate::interaction::model::ModelDeltaStream;
 use crate::kernel::commit::{Committer, MemoryCommitter};
+use crate::kernel::ids::ProcessId;
 use crate::kernel::status::Status;
 use crate::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -205,6 +207,41 @@ fn an_error_inside_a_started_stream_is_retried_and_the_answer_is_the_last_attemp
         assert_eq!(run.result().await.unwrap().text(), "Hello.", "the failed attempt's deltas are not in the answer");
         let events = collect(&run).await;
         assert!(events.iter().any(|e| matches!(e, RunEvent::ModelRetrying { attempt: 1, .. })), "{events:?}");
+    });
+}
+
+#[test]
+fn a_delegates_model_retries_are_reported_in_the_parent_run() {
+    block_on(async {
+        let overloaded = |n| ModelError::Transient(format!("HTTP 529 overloaded (attempt {n})"));
+        let helper = Agent::builder("helper")
+            .version("1")
+            .description("Helps.")
+            .model(Failing::new(1, overloaded))
+            .on_model_error(fast_retries())
+            .build()
+            .unwrap();
+        let parent = boss(calls_helper(), helper).build().unwrap();
+        let run = Runtime::with_store(parent, Arc::new(MemoryCommitter::new()), env()).start("Go.").await.unwrap();
+        assert_eq!(run.result().await.unwrap().text(), "Done.");
+        let events = collect(&run).await;
+        let helper_calls: Vec<&ProcessId> = events
+            .iter()
+            .filter_map(|e| match e {
+                RunEvent::ModelResponse { process, text, .. } if text == "Hello." => Some(process),
+                _ => None,
+            })
+            .collect();
+        let retried: Vec<&ProcessId> = events
+            .iter()
+            .filter_map(|e| match e {
+                RunEvent::ModelRetrying { process, attempt: 1, error, .. } if error.contains("529") => Some(process),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(helper_calls.len(), 1, "{events:#?}");
+        assert_eq!(retried, helper_calls, "the helper's retry, named by its Process: {events:#?}");
+        assert_ne!(retried[0], run.id().process_id());
     });
 }
 

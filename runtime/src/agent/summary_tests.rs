@@ -3,10 +3,11 @@
 //! every later call, counted in usage, kept across a restart on a file store, never kept from
 //! a call a crash interrupted, and carried by a summarizing continue-as-new.
 
+use super::context_policy_tests::conversation;
 use super::continue_as_new::ContinueAsNew;
 use super::summary::{splice, transcript, Plan, Summarizer, CARRIED_MARKER, SUMMARY_HEADING};
-use crate::chat::{Message, Request, Response, Role, ToolCall, ToolOutput, ToolResult, Usage};
-use crate::env::{BoxFuture, Clock, Env, TokioEnv};
+use crate::chat::{Message, Request, Response, Role, Usage};
+use crate::env::{BoxFuture, Env, TokioEnv};
 use crate::interaction::model::{ModelCallContext, ModelClient, ModelError, ModelMode};
 use crate::interaction::state::ParentState;
 use crate::kernel::commit::{Committer, MemoryCommitter};
@@ -25,18 +26,6 @@ fn env() -> Env {
 
 fn bytes(messages: &[Message]) -> u64 {
     super::continue_as_new::context_bytes(messages)
-}
-
-/// System, task, then `rounds` exchanges of one tool call with a ~1 KB result.
-fn conversation(rounds: usize) -> Vec<Message> {
-    let mut messages = vec![Message::system("Be brief."), Message::user("Find it.")];
-    for i in 0..rounds {
-        let call = ToolCall::new(format!("c{i}"), "search", format!(r#"{{"page":{i}}}"#));
-        messages.push(Message::assistant_with_calls(format!("looking at page {i}"), vec![call]));
-        let output = ToolOutput::text(format!("{i}:{}", "x".repeat(1000)));
-        messages.push(Message::tool_results(vec![ToolResult::ok(format!("c{i}"), "search", output)]));
-    }
-    messages
 }
 
 fn summarizer(after: u64, recent: u64) -> Summarizer {

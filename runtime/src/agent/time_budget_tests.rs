@@ -3,6 +3,7 @@
 //! `interaction.budget.time` before its next model call, a resumed run counts from the start
 //! its first writer recorded, and a delegate must stop by its parent's deadline.
 
+use super::delegation_fixture::{boss, calls_helper};
 use crate::chat::Usage;
 use crate::env::{BoxFuture, Clock, Env, Timestamp, TokioEnv};
 use crate::kernel::commit::{Committer, MemoryCommitter};
@@ -166,11 +167,7 @@ fn a_delegate_stops_at_its_parents_deadline() {
             .tool(slow(&clock, 5_000))
             .build()
             .unwrap();
-        let task = r#"{"messages":[{"role":"user","parts":[{"type":"text","text":"Find it."}]}]}"#;
-        let parent = Agent::builder("boss")
-            .version("1")
-            .model(ScriptedModel::new().call_tool("helper", task).then_text("Done."))
-            .delegate("helper", "Ask the helper.", helper)
+        let parent = boss(calls_helper(), helper)
             .budget(Budget::new().time(Duration::from_secs(3)))
             .build()
             .unwrap();

@@ -51,6 +51,67 @@ use tracing::Span;
 /// The target of every span and event (filter with `keel=info`, `keel=debug`).
 pub const TRACE_TARGET: &str = "keel";
 
+/// A span of one GenAI operation (`$op`, also the span's name): the fields every such span has,
+/// then the caller's own. A `tracing` span lists its fields where it is created; this macro is
+/// that list, once, for the run's, a delegate's, a tool call's and a model call's spans.
+macro_rules! gen_ai_span {
+    (parent: $parent:expr, $op:literal, subject: $subject:expr, kind: $kind:literal, root: $root:expr $(, $($own:tt)*)?) => {
+        tracing::info_span!(
+            target: TRACE_TARGET,
+            parent: $parent,
+            $op,
+            otel.name = %format_args!("{} {}", $op, $subject),
+            otel.kind = $kind,
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            gen_ai.operation.name = $op,
+            gen_ai.conversation.id = %$root,
+            error.type = Empty,
+            $($($own)*)?
+        )
+    };
+}
+
+/// An `invoke_agent` span (the run's, or a delegate's run): the fields both have, then the
+/// caller's own.
+macro_rules! invoke_agent_span {
+    (parent: $parent:expr, agent: $agent:expr, root: $root:expr $(, $($own:tt)*)?) => {
+        gen_ai_span!(
+            parent: $parent,
+            "invoke_agent",
+            subject: $agent,
+            kind: "internal",
+            root: $root,
+            gen_ai.agent.name = %$agent,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            keel.run.status = Empty,
+            $($($own)*)?
+        )
+    };
+}
+
+/// An `execute_tool` span (a tool's call, or a delegate's called as a tool): the fields both
+/// have, then the caller's own.
+macro_rules! execute_tool_span {
+    (parent: $parent:expr, tool: $tool:expr, call_id: $call_id:expr, root: $root:expr, process: $process:expr $(, $($own:tt)*)?) => {
+        gen_ai_span!(
+            parent: $parent,
+            "execute_tool",
+            subject: $tool,
+            kind: "internal",
+            root: $root,
+            gen_ai.tool.name = %$tool,
+            gen_ai.tool.call.id = %$call_id,
+            gen_ai.tool.type = "function",
+            gen_ai.tool.call.arguments = Empty,
+            gen_ai.tool.call.result = Empty,
+            keel.process.id = %$process,
+            $($($own)*)?
+        )
+    };
+}
+
 /// What an agent's spans say about it (set at build time, never part of its configuration
 /// digest: tracing changes no behavior).
 #[derive(Clone, Debug, Default)]
@@ -85,24 +146,13 @@ impl RunTrace {
     /// The run span of `root`: a fresh start, or a run restored from the store by this process.
     pub(crate) fn open(config: TraceConfig, root: &ProcessId, restored: bool) -> RunTrace {
         let c = &config;
-        let span = tracing::info_span!(
-            target: TRACE_TARGET,
+        let span = invoke_agent_span!(
             parent: None,
-            "invoke_agent",
-            otel.name = %format_args!("invoke_agent {}", c.agent),
-            otel.kind = "internal",
-            otel.status_code = Empty,
-            otel.status_description = Empty,
-            gen_ai.operation.name = "invoke_agent",
-            gen_ai.agent.name = %c.agent,
-            gen_ai.conversation.id = %root,
+            agent: c.agent,
+            root: root,
             gen_ai.provider.name = %c.provider,
             gen_ai.request.model = %c.model,
-            gen_ai.usage.input_tokens = Empty,
-            gen_ai.usage.output_tokens = Empty,
-            error.type = Empty,
             keel.run.restored = restored,
-            keel.run.status = Empty,
         );
         if restored {
             tracing::event!(target: TRACE_TARGET, parent: &span, tracing::Level::INFO, keel.run.id = %root, "run restored");
@@ -147,23 +197,12 @@ impl RunTrace {
         let parent = self.agent_span(delegate.relation.parent_id.as_ref());
         let agent = delegate.deployment_ref.name().as_str();
         let tool = call.map_or(agent, |c| c.name.as_str());
-        let call_span = tracing::info_span!(
-            target: TRACE_TARGET,
+        let call_span = execute_tool_span!(
             parent: &parent,
-            "execute_tool",
-            otel.name = %format_args!("execute_tool {tool}"),
-            otel.kind = "internal",
-            otel.status_code = Empty,
-            otel.status_description = Empty,
-            gen_ai.operation.name = "execute_tool",
-            gen_ai.tool.name = %tool,
-            gen_ai.tool.call.id = call.map_or("", |c| c.id.as_str()),
-            gen_ai.tool.type = "function",
-            gen_ai.conversation.id = %delegate.relation.root_id,
-            gen_ai.tool.call.arguments = Empty,
-            gen_ai.tool.call.result = Empty,
-            error.type = Empty,
-            keel.process.id = %delegate.id,
+            tool: tool,
+            call_id: call.map_or("", |c| c.id.as_str()),
+            root: delegate.relation.root_id,
+            process: delegate.id,
             keel.delegate.agent = %agent,
         );
         if call_span.is_disabled() {
@@ -174,24 +213,13 @@ impl RunTrace {
                 call_span.record("gen_ai.tool.call.arguments", call.arguments.as_str());
             }
         }
-        let agent_span = tracing::info_span!(
-            target: TRACE_TARGET,
+        let agent_span = invoke_agent_span!(
             parent: &call_span,
-            "invoke_agent",
-            otel.name = %format_args!("invoke_agent {agent}"),
-            otel.kind = "internal",
-            otel.status_code = Empty,
-            otel.status_description = Empty,
-            gen_ai.operation.name = "invoke_agent",
-            gen_ai.agent.name = %agent,
-            gen_ai.conversation.id = %delegate.relation.root_id,
+            agent: agent,
+            root: delegate.relation.root_id,
             gen_ai.provider.name = Empty,
             gen_ai.request.model = Empty,
-            gen_ai.usage.input_tokens = Empty,
-            gen_ai.usage.output_tokens = Empty,
-            error.type = Empty,
             keel.process.id = %delegate.id,
-            keel.run.status = Empty,
         );
         if let Some(model) = model {
             agent_span.record("gen_ai.provider.name", model.provider());
@@ -246,24 +274,7 @@ impl RunTrace {
             return;
         }
         let parent = self.agent_span(caller);
-        let span = tracing::info_span!(
-            target: TRACE_TARGET,
-            parent: &parent,
-            "execute_tool",
-            otel.name = %format_args!("execute_tool {tool}"),
-            otel.kind = "internal",
-            otel.status_code = Empty,
-            otel.status_description = Empty,
-            gen_ai.operation.name = "execute_tool",
-            gen_ai.tool.name = %tool,
-            gen_ai.tool.call.id = %call_id,
-            gen_ai.tool.type = "function",
-            gen_ai.conversation.id = %root,
-            gen_ai.tool.call.arguments = Empty,
-            gen_ai.tool.call.result = Empty,
-            error.type = Empty,
-            keel.process.id = %process,
-        );
+        let span = execute_tool_span!(parent: &parent, tool: tool, call_id: call_id, root: root, process: process);
         if span.is_disabled() {
             return;
         }
@@ -393,24 +404,19 @@ impl RunTrace {
 
 /// The span of one model-call attempt under `parent`.
 pub(crate) fn model_span(config: &TraceConfig, parent: &Span, request: &EffectRequest, attempt: u32) -> Span {
-    let span = tracing::info_span!(
-        target: TRACE_TARGET,
+    let span = gen_ai_span!(
         parent: parent,
         "chat",
-        otel.name = %format_args!("chat {}", config.model),
-        otel.kind = "client",
-        otel.status_code = Empty,
-        otel.status_description = Empty,
-        gen_ai.operation.name = "chat",
+        subject: config.model,
+        kind: "client",
+        root: request.relation.root_id,
         gen_ai.provider.name = %config.provider,
         gen_ai.request.model = %config.model,
-        gen_ai.conversation.id = %request.relation.root_id,
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         gen_ai.response.finish_reasons = Empty,
         gen_ai.input.messages = Empty,
         gen_ai.output.messages = Empty,
-        error.type = Empty,
         keel.effect.id = %request.effect_id,
         keel.process.id = %request.process_id,
         keel.model.call = Empty,

@@ -102,14 +102,16 @@ impl Hub {
         delegators.push(Arc::downgrade(parent));
     }
 
-    /// The run of `root` for tracing: one of this agent's runs or, for a call this agent makes
-    /// as a delegate, the run a delegating agent (at any depth) tracks. Only spans read it.
-    pub(crate) fn traced_run(&self, root: &ProcessId) -> Option<Arc<RunShared>> {
+    /// The run of the tree `root` that a model call of this agent belongs to: one of this
+    /// agent's runs or, for a call this agent makes as a delegate, the run a delegating agent
+    /// (at any depth) tracks. Spans, deltas and retry notices read it; durable events never
+    /// come through here.
+    pub(crate) fn tree_run(&self, root: &ProcessId) -> Option<Arc<RunShared>> {
         if let Some(run) = self.get(root) {
             return Some(run);
         }
         let delegators: Vec<Arc<Hub>> = lock(&self.delegators).iter().filter_map(Weak::upgrade).collect();
-        delegators.iter().find_map(|hub| hub.traced_run(root))
+        delegators.iter().find_map(|hub| hub.tree_run(root))
     }
 
     /// Forgets what the host saw of `root` (before it is restored by a new writer).

@@ -4,8 +4,9 @@
 //! with the real Interaction: a scripted model that asks for two payments and one lookup, a
 //! payment tool that appends to a ledger file outside the store and then takes its time (so a
 //! kill often lands mid-call), and a replayable lookup tool. A seeded schedule kills a worker
-//! with SIGKILL and starts a fresh one, a few times, then pauses one (SIGSTOP) past its lease
-//! and wakes it (SIGCONT) after its runs were taken over. Afterwards:
+//! with SIGKILL and starts a fresh one, a few times, and once pauses one (SIGSTOP) while one of
+//! its payments is in flight, past its lease, and wakes it (SIGCONT) after its runs were taken
+//! over and that payment's run restored by another worker. Afterwards:
 //!
 //! * every agent finished, or waits for the host with its Unknown calls listed;
 //! * no acknowledged commit is lost: every commit a worker saw acknowledged is in the store's
@@ -13,7 +14,8 @@
 //! * no payment (not replayable) was dispatched twice, by the ledger;
 //! * every run ends closed, owned by one worker, with no live lease, and no run was restored
 //!   more often than it was claimed;
-//! * the paused worker, once awake, was fenced by the database at least once.
+//! * the paused worker, once awake, was fenced by the database at least once (the commit of its
+//!   late payment result names the incarnation the takeover replaced).
 //!
 //! The executable has its own `main` (no test harness) so that it can be its own worker.
 
@@ -119,14 +121,36 @@ fn append(path: &Path, line: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// The directory (under the test's) holding one file per payment in flight, named
+/// `<pid> <agent> <n>`.
+const IN_FLIGHT: &str = "in-flight";
+
+/// A payment in flight: its file exists from before the ledger line until the call returns or
+/// is dropped.
+struct InFlight(PathBuf);
+
+impl InFlight {
+    fn mark(path: &Path) -> Result<InFlight, String> {
+        std::fs::File::create(path).map_err(|e| e.to_string())?;
+        Ok(InFlight(path.to_owned()))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 fn agent(dir: &Path) -> Agent {
     let ledger = dir.join("ledger.txt");
+    let in_flight = dir.join(IN_FLIGHT);
     let pay = tool_fn(
         "pay",
         "Pays once; never call twice.",
         r#"{"type":"object"}"#,
         move |args| {
-            let ledger = ledger.clone();
+            let (ledger, in_flight) = (ledger.clone(), in_flight.clone());
             async move {
                 let agent = args
                     .get("agent")
@@ -137,7 +161,11 @@ fn agent(dir: &Path) -> Agent {
                     .get("n")
                     .map(|n| n.to_canonical_string())
                     .unwrap_or_default();
-                append(&ledger, &format!("pay {agent} {n} {}", std::process::id()))?;
+                let pid = std::process::id();
+                // Marks the call in flight until it returns (or its future is dropped): the
+                // test pauses a worker only while one of its payments is in this window.
+                let _in_flight = InFlight::mark(&in_flight.join(format!("{pid} {agent} {n}")))?;
+                append(&ledger, &format!("pay {agent} {n} {pid}"))?;
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 Ok(format!("paid {n}"))
             }
@@ -306,8 +334,146 @@ impl Drop for Workers {
 }
 
 /// The schedule step that pauses a worker instead of killing it; the worker sleeps through the
-/// remaining steps and until its leases lapsed and were claimed by others.
-const PAUSE_AT: usize = 1;
+/// remaining steps and until its leases lapsed and were claimed by others. The first: a worker
+/// is caught while a run's first payment is in flight, and most runs are past it a second in.
+const PAUSE_AT: usize = 0;
+
+/// The worker the schedule paused, caught with a payment in flight for `run`, whose tree it
+/// holds at `incarnation` (its last acknowledged commit of that run).
+struct Paused {
+    name: String,
+    pid: u32,
+    run: RunId,
+    incarnation: String,
+}
+
+/// Pauses a live worker (SIGSTOP) at a moment it provably has a first payment in flight in a
+/// run it still owns: that payment's result is a commit the worker must make once awake. A worker
+/// caught with none is woken at once (a pause far shorter than its lease) and the next one
+/// tried, so the pause never depends on how fast a loaded machine runs the schedule.
+async fn pause_mid_payment(
+    workers: &mut Workers,
+    leases: &Leases,
+    dir: &Path,
+    keys: &BTreeMap<RunId, String>,
+    started: Instant,
+) -> Paused {
+    let runs: BTreeMap<&str, &RunId> = keys.iter().map(|(run, key)| (key.as_str(), run)).collect();
+    let mut tries = 0;
+    loop {
+        let rows = leases.list().await.unwrap();
+        let owned = |name: &str| -> Vec<RunId> {
+            rows.iter()
+                .filter(|r| r.state == LeaseState::Open && r.owner.as_deref() == Some(name))
+                .map(|r| r.run.clone())
+                .collect()
+        };
+        assert!(
+            rows.iter().any(|r| r.state == LeaseState::Open) && started.elapsed() < DEADLINE,
+            "no worker was caught with a first payment in flight in {:.1} s, and {} runs are \
+             still open: the schedule pauses too late",
+            started.elapsed().as_secs_f64(),
+            rows.iter().filter(|r| r.state == LeaseState::Open).count()
+        );
+        let mut candidates: Vec<(usize, Vec<RunId>)> = (0..workers.live.len())
+            .map(|i| (i, owned(&workers.live[i].0)))
+            .filter(|(_, runs)| !runs.is_empty())
+            .collect();
+        // The busiest first: it most likely has a call in flight.
+        candidates.sort_by_key(|(_, runs)| std::cmp::Reverse(runs.len()));
+        for (index, owned) in candidates {
+            let (name, child) = &workers.live[index];
+            let pid = child.id();
+            if first_payments_in_flight(dir, pid).is_empty() {
+                continue; // none even before the pause: not worth stopping it
+            }
+            tries += 1;
+            signal("STOP", pid);
+            wait_stopped(pid);
+            // Stopped, the worker changes no file: a marker seen now is a call not yet returned.
+            let caught = first_payments_in_flight(dir, pid)
+                .into_iter()
+                .filter_map(|agent| runs.get(agent.as_str()).copied())
+                .filter(|run| owned.contains(run))
+                .find_map(|run| {
+                    let incarnation = last_acked_incarnation(dir, name, run)?;
+                    Some((run.clone(), incarnation))
+                });
+            if let Some((run, incarnation)) = caught {
+                eprintln!("multi_worker: caught a payment in flight at the pause number {tries}");
+                let (name, child) = workers.live.remove(index);
+                workers.stopped.push((name.clone(), child));
+                return Paused {
+                    name,
+                    pid,
+                    run,
+                    incarnation,
+                };
+            }
+            signal("CONT", pid);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until every thread of `pid` is stopped (SIGSTOP is delivered asynchronously).
+fn wait_stopped(pid: u32) {
+    let stopped = || -> bool {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return false;
+        };
+        tasks.filter_map(Result::ok).all(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // The state follows the parenthesised command name, which may contain spaces. A
+            // thread that is exiting (Z, X, or gone: no state) changes nothing either.
+            let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+            matches!(state, None | Some('T' | 't' | 'Z' | 'X'))
+        })
+    };
+    let since = Instant::now();
+    while !stopped() {
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "worker {pid} did not stop after SIGSTOP"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The agents whose first payment worker process `pid` has in flight. Only the first: it is
+/// the one call of its model turn, so while it runs its tree has no commit in flight (one
+/// stopped inside a transaction would fail when the server ends that session, and the tree
+/// would stop before the payment's result is committed). The second payment shares its turn
+/// with a lookup whose result may be committing.
+fn first_payments_in_flight(dir: &Path, pid: u32) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir.join(IN_FLIGHT)) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let file = e.file_name().to_string_lossy().into_owned();
+            let parts: Vec<&str> = file.split(' ').collect();
+            let [owner, agent, "1"] = parts[..] else {
+                return None;
+            };
+            (owner.parse::<u32>().ok()? == pid).then(|| agent.to_owned())
+        })
+        .collect()
+}
+
+/// The incarnation of `run`'s tree in worker `name`'s memory: that of its last acknowledged
+/// commit of the run.
+fn last_acked_incarnation(dir: &Path, name: &str, run: &RunId) -> Option<String> {
+    let acks = std::fs::read_to_string(dir.join(format!("acks-{name}.txt"))).ok()?;
+    let root = run.process_id().as_str();
+    acks.lines()
+        .filter_map(|line| {
+            let p: Vec<&str> = line.split(' ').collect();
+            (p.len() == 5 && p[0] == "ACK" && p[1] == root).then(|| p[3].to_owned())
+        })
+        .last()
+}
 
 fn signal(name: &str, pid: u32) {
     let status = Command::new("kill")
@@ -338,7 +504,7 @@ async fn multi_worker() {
     let schema = support::fresh_schema("workers");
     let dir = std::env::temp_dir().join(format!("keel-pg-workers-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(dir.join(IN_FLIGHT)).unwrap();
     let store = support::open(&url, &schema).await;
     let leases = Leases::new(store.clone());
     let mut keys = BTreeMap::new();
@@ -362,7 +528,7 @@ async fn multi_worker() {
     }
     let mut schedule = Schedule(SEED);
     let started = Instant::now();
-    let mut paused: Option<(String, u32)> = None;
+    let mut paused: Option<Paused> = None;
     for step in 0..KILLS {
         tokio::time::sleep(Duration::from_millis(400 + schedule.next(600))).await;
         let victim = usize::try_from(schedule.next(workers.live.len() as u64)).unwrap();
@@ -371,52 +537,46 @@ async fn multi_worker() {
             // A paused worker (SIGSTOP past its lease, then SIGCONT) is the case fencing exists
             // for: its runs are taken over while it sleeps; when it wakes, its in-flight calls
             // finish and its next commits name the old incarnation. The database must refuse
-            // them. The paused one is the live worker owning the most runs (so it has calls in
-            // flight), whatever the schedule drew.
-            let rows = leases.list().await.unwrap();
-            let owned = |name: &str| {
-                rows.iter()
-                    .filter(|r| r.state == LeaseState::Open && r.owner.as_deref() == Some(name))
-                    .count()
-            };
-            let busiest = (0..workers.live.len())
-                .max_by_key(|&i| owned(&workers.live[i].0))
-                .unwrap();
-            let (name, child) = workers.live.remove(busiest);
-            signal("STOP", child.id());
-            let owned = owned(&name);
-            assert!(
-                owned > 0,
-                "no worker owns a run at {at:.1} s: the schedule pauses too late"
+            // them. The pause is kept only once it provably landed with a payment in flight.
+            let caught = pause_mid_payment(&mut workers, &leases, &dir, &keys, started).await;
+            eprintln!(
+                "multi_worker: SIGSTOP {} at {at:.1} s, its payment for {} in flight",
+                caught.name, keys[&caught.run]
             );
-            eprintln!("multi_worker: SIGSTOP {name} at {at:.1} s, owning {owned} runs");
-            paused = Some((name.clone(), child.id()));
-            workers.stopped.push((name, child));
+            paused = Some(caught);
         } else {
             let name = workers.kill(victim);
             eprintln!("multi_worker: SIGKILL {name} at {at:.1} s");
         }
         workers.spawn();
     }
-    let (paused_name, paused_pid) = paused.expect("the schedule pauses one worker");
+    let Paused {
+        name: paused_name,
+        pid: paused_pid,
+        run: paused_run,
+        incarnation: paused_incarnation,
+    } = paused.expect("the schedule pauses one worker");
     // Wake it only once every run it owned was claimed by another worker (its lease lapsed by
-    // the database clock), and that worker had a moment to restore it.
+    // the database clock) and the run of its payment in flight was restored under a new
+    // incarnation: the commit of that payment's result must then be fenced.
     loop {
         let rows = leases.list().await.unwrap();
         let still = rows
             .iter()
             .filter(|r| r.state == LeaseState::Open && r.owner.as_deref() == Some(&paused_name))
             .count();
-        if still == 0 {
+        let head = store.load_tree(paused_run.process_id()).await.unwrap();
+        let restored = head.is_some_and(|h| h.cut.incarnation.to_string() != paused_incarnation);
+        if still == 0 && restored {
             break;
         }
         assert!(
             started.elapsed() < DEADLINE,
-            "{paused_name}'s {still} leases never lapsed"
+            "{paused_name}'s {still} leases never lapsed, or {} was never restored",
+            keys[&paused_run]
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    tokio::time::sleep(Duration::from_millis(1000)).await;
     signal("CONT", paused_pid);
     let at = started.elapsed().as_secs_f64();
     eprintln!("multi_worker: SIGCONT {paused_name} at {at:.1} s");
@@ -436,11 +596,10 @@ async fn multi_worker() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    // The paused worker woke with calls in flight: give it the time they take to finish and
-    // attempt their commits.
+    // The paused worker woke with a payment in flight: wait for that call to return and its
+    // result's commit to be answered (the check below fails if it was not refused).
     let fenced_file = dir.join(format!("acks-{paused_name}.txt"));
-    let woke = Instant::now();
-    while woke.elapsed() < Duration::from_secs(10) {
+    while started.elapsed() < DEADLINE {
         let text = std::fs::read_to_string(&fenced_file).unwrap_or_default();
         if text.lines().any(|l| l.starts_with("FENCED ")) {
             break;
