@@ -18,20 +18,32 @@ use super::spec::Spec;
 use crate::world::Violation;
 use keel::interaction::budget::Limits;
 use keel::interaction::state::ParentState;
+use keel::kernel::ids::ProcessId;
 use keel::kernel::snapshot::TreeSnapshot;
+use keel::kernel::waist::ExecutionState;
+use std::collections::BTreeMap;
 
 /// Checks `budget_respected`; returns (violations, checks).
 pub fn check(spec: &Spec, decoded: &[Option<TreeSnapshot>]) -> (Vec<Violation>, u64) {
     let mut violations = Vec::new();
     let mut checks = 0u64;
     let mut root_start: Option<u64> = None;
+    // Most commits leave a Process's committed state as it was (an effect boundary, another
+    // Process's step): each distinct state is decoded once per Process, not once per cut.
+    // Comparing the states costs a byte comparison of their canonical text, decoding one a
+    // parse and a typed decode.
+    let mut states: BTreeMap<ProcessId, (ExecutionState, Option<ParentState>)> = BTreeMap::new();
     for (index, snap) in decoded.iter().enumerate() {
         let Some(snap) = snap else { continue };
         for p in snap.processes() {
             if p.committed_state.kind.as_str() != ParentState::KIND {
                 continue;
             }
-            let Ok(state) = ParentState::from_execution_state(&p.committed_state) else { continue };
+            if !states.get(&p.id).is_some_and(|(seen, _)| *seen == p.committed_state) {
+                let state = ParentState::from_execution_state(&p.committed_state).ok();
+                states.insert(p.id.clone(), (p.committed_state.clone(), state));
+            }
+            let Some(state) = states.get(&p.id).and_then(|(_, s)| s.as_ref()) else { continue };
             let own = if p.id == snap.root().id { spec.budget.unwrap_or_default().limits() } else { Limits::default() };
             let limits = state.limits(own);
             let spent = state.spending.amounts(state.usage);

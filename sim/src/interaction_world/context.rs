@@ -10,6 +10,7 @@ use crate::trace::Trace;
 use futures::channel::oneshot;
 use keel::env::Env;
 use keel::kernel::ids::ProcessId;
+use keel::kernel::snapshot::TreeSnapshot;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -33,6 +34,10 @@ pub struct Context {
     /// Incarnation number of the current engine (0 = first).
     incarnation: Mutex<u64>,
     faults: Mutex<std::collections::BTreeMap<String, u64>>,
+    /// The first head each restored writer acknowledged, as its owner holds it (typed
+    /// records, partly taken from the stopped writer's head): the oracle compares them with
+    /// its own strict decoding of the same stored bytes (`restore_decodes_alike`).
+    restored: Mutex<Vec<Arc<TreeSnapshot>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -62,6 +67,7 @@ impl Context {
             root: Mutex::new(None),
             incarnation: Mutex::new(0),
             faults: Mutex::new(std::collections::BTreeMap::new()),
+            restored: Mutex::new(Vec::new()),
         })
     }
 
@@ -88,6 +94,15 @@ impl Context {
 
     pub fn root(&self) -> Option<ProcessId> {
         lock(&self.root).clone()
+    }
+
+    /// Keeps a restored writer's first acknowledged head for the oracle.
+    pub fn restored(&self, head: Arc<TreeSnapshot>) {
+        lock(&self.restored).push(head);
+    }
+
+    pub fn restored_heads(&self) -> Vec<Arc<TreeSnapshot>> {
+        lock(&self.restored).clone()
     }
 
     pub fn incarnation(&self) -> u64 {

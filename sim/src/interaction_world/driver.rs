@@ -18,6 +18,7 @@ use keel::kernel::engine::{Engine, EngineConfig, ProcessHandle};
 use keel::kernel::ids::ProcessId;
 use keel::kernel::owner::RootConfig;
 use keel::kernel::resource::Budget;
+use keel::kernel::snapshot::TreeSnapshot;
 use keel::kernel::result::ProcessResult;
 use keel::kernel::tree_limits::TreeLimits;
 use std::sync::Arc;
@@ -88,6 +89,9 @@ pub async fn drive(cx: Arc<Context>) -> Driven {
     };
     let mut host = Host::new(cx.clone(), &deployments);
     let deadline = cx.env.clock.now().as_millis().saturating_add(millis(MAX_INTERACTION_RUN_TIME));
+    // The last head the stopped writer had acknowledged: the restore takes the stored
+    // records byte-identical to its records from it instead of parsing them again.
+    let mut known: Option<Arc<TreeSnapshot>> = None;
     loop {
         let engine = engine(&cx, &deployments);
         let opened = match &out.root {
@@ -99,7 +103,11 @@ pub async fn drive(cx: Arc<Context>) -> Driven {
             Some(root) => {
                 cx.trace(format!("engine {} restore", cx.incarnation()));
                 cx.timeline.mark(HOST_LANE, MarkKind::Restore, format!("engine {} restores the head", cx.incarnation()));
-                engine.load_and_restore(deployments.parent.clone(), root).await
+                let restored = engine.load_and_restore_reusing(deployments.parent.clone(), root, known.as_deref()).await;
+                if let Some(head) = restored.as_ref().ok().and_then(|h| engine.inspect_head(h.id())) {
+                    cx.restored(head);
+                }
+                restored
             }
         };
         let tick = match opened {
@@ -136,6 +144,7 @@ pub async fn drive(cx: Arc<Context>) -> Driven {
                 cx.timeline.mark(HOST_LANE, MarkKind::Stop, format!("writer {} stopped", cx.incarnation()));
                 drain(&cx, &mut out).await;
                 host.after_stop();
+                known = out.root.as_ref().and_then(|r| engine.inspect_head(r)).or(known);
                 drop(engine);
                 cx.next_incarnation();
                 if out.stops >= MAX_INTERACTION_CRASHES {

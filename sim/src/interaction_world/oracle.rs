@@ -20,6 +20,9 @@
 //! * `expect.*` — the scenario's own expectations; `same_output` — a crash run settled from
 //!   truth, restored from compacted cuts, ends like the fault-free run without compaction;
 //! * `budget_respected` — see `budget.rs`;
+//! * `restore_decodes_alike` — a restored writer's first acknowledged head, whose records the
+//!   restore partly took from the stopped writer's head instead of parsing them, equals the
+//!   strict decoding of the same stored bytes;
 //! * `log_compaction_same_head` — on every eighth seed, after the run (`run.rs`): the run's
 //!   commits replayed into a compacted, reopened file log end at the memory store's heads
 //!   (`crate::log_compaction`).
@@ -39,6 +42,7 @@ use keel::kernel::invariants::{check_commit_reusing, check_history};
 use keel::kernel::owner::CommitRequest;
 use keel::kernel::snapshot::TreeSnapshot;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// What a run ended with, comparable across runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -104,6 +108,9 @@ pub fn check(cx: &Context, host: &Host, root: Option<&ProcessId>, summary: &Summ
     let (violations, checks) = super::budget::check(&cx.spec, &decoded);
     c.violations.extend(violations);
     c.checks += checks;
+    let (violations, checks) = restore_decodes_alike(&cx.restored_heads(), &decoded);
+    c.violations.extend(violations);
+    c.checks += checks;
     expectations(&mut c, cx, summary);
     let (ledger, checks) = cx.ledger.findings();
     c.violations.extend(ledger);
@@ -131,6 +138,41 @@ fn check_store_decoded(store: &Store, root: Option<&ProcessId>, compacting: bool
         mailbox_bounded(&mut c, &decoded);
     }
     (c.violations, c.checks, decoded)
+}
+
+/// `restore_decodes_alike`: a restored writer's first acknowledged head, as its owner holds
+/// it (records the restore took from the stopped writer's head instead of parsing them),
+/// equals this oracle's strict decoding of the same acknowledged cut from the store's bytes,
+/// record for record. A head with no acknowledged cut of the same writer and digest here is
+/// not judged. Returns (violations, checks).
+pub fn restore_decodes_alike(restored: &[Arc<TreeSnapshot>], decoded: &[Option<TreeSnapshot>]) -> (Vec<Violation>, u64) {
+    let mut c = Checker { checks: 0, violations: Vec::new() };
+    for head in restored {
+        let same_cut = |d: &&TreeSnapshot| d.incarnation == head.incarnation && d.digest() == head.digest();
+        let Some(d) = decoded.iter().flatten().find(same_cut) else { continue };
+        let differences = differences(head, d);
+        c.expect(differences.is_empty(), "restore_decodes_alike", || {
+            format!("restored head {}: {} differ from the decoding of the stored bytes", head.digest(), differences.join(", "))
+        });
+    }
+    (c.violations, c.checks)
+}
+
+/// What differs between a head as held and the decoding of its stored bytes: the records
+/// (by ProcessId), the residues, the tree limits.
+pub fn differences(held: &TreeSnapshot, decoded: &TreeSnapshot) -> Vec<String> {
+    let mut out = Vec::new();
+    if held.processes() != decoded.processes() {
+        let ids: BTreeSet<&ProcessId> = held.processes().iter().chain(decoded.processes()).map(|p| &p.id).collect();
+        out.extend(ids.into_iter().filter(|id| held.process(id) != decoded.process(id)).map(|id| format!("record {id}")));
+    }
+    if held.residues() != decoded.residues() {
+        out.push("residues".to_owned());
+    }
+    if held.limits != decoded.limits {
+        out.push("tree limits".to_owned());
+    }
+    out
 }
 
 /// `mailbox_bounded`: a compacting writer drops every consumed Engine record no open wait

@@ -211,6 +211,22 @@ impl Engine {
         root_deployment: Deployment,
         root: &ProcessId,
     ) -> Result<ProcessHandle, EngineError> {
+        self.load_and_restore_reusing(root_deployment, root, None).await
+    }
+
+    /// [`Engine::load_and_restore`] for a host that still holds a head of the same tree (the
+    /// last one a stopped writer had acknowledged, `Engine::inspect_head`): the stored records
+    /// byte-identical to `known`'s are taken from it instead of being parsed again, so a
+    /// restore after a crash parses only what the store holds beyond that head. Only a cache:
+    /// every record is still the strict decoding of the stored bytes (`known`'s records encode
+    /// to exactly those bytes, and canonical encoding is one-to-one), and the head is checked
+    /// against the store's digest, root and writer as before.
+    pub async fn load_and_restore_reusing(
+        &self,
+        root_deployment: Deployment,
+        root: &ProcessId,
+        known: Option<&TreeSnapshot>,
+    ) -> Result<ProcessHandle, EngineError> {
         let head = self
             .shared
             .committer
@@ -218,7 +234,11 @@ impl Engine {
             .await
             .map_err(EngineError::Commit)?
             .ok_or_else(|| EngineError::NotFound(root.clone()))?;
-        let snapshot = TreeSnapshot::from_cut(&head.cut)?;
+        let known = known.filter(|k| &k.root_id == root);
+        let snapshot = match known {
+            None => TreeSnapshot::from_cut(&head.cut)?,
+            Some(k) => TreeSnapshot::decode_reusing(&head.cut, Some(k))?,
+        };
         // Pair check: what we read must be exactly what the store says it holds.
         if snapshot.digest() != head.cut.digest {
             return Err(EngineError::CorruptHead(

@@ -776,6 +776,43 @@ fn load_and_restore_continues_from_the_head_without_redispatch() {
     ));
 }
 
+/// A restore that takes the records a stopped writer's head holds (instead of parsing them
+/// again) restores exactly the strict decoding of the stored head: with the store's head equal
+/// to that writer's last head (`FailBefore`: every record reused) and one commit ahead of it
+/// (`LoseAck`: the changed record parsed, the rest reused).
+#[test]
+fn a_restore_reusing_the_stopped_writers_head_equals_the_decoding_of_the_stored_head() {
+    for fault in ["fail-before", "lose-ack"] {
+        let w = echo_world();
+        w.committer.set_fault_plan(Box::new(move |call| match fails_settled(&call.kind) {
+            true if fault == "fail-before" => Fault::FailBefore,
+            true => Fault::LoseAck,
+            false => Fault::Pass,
+        }));
+        let first = w.engine();
+        let old = w.sim.block_on(first.start(w.deployment.clone(), script_input(&[dispatch("x")]))).unwrap();
+        let root = old.id().clone();
+        assert!(w.sim.block_on(old.await_result()).is_err());
+        w.committer.clear_fault_plan();
+        let known = first.inspect_head(&root).expect("the stopped writer's last head");
+        let stored = TreeSnapshot::from_cut(&w.memory.head(&root).unwrap().cut).unwrap();
+        assert_eq!(stored.digest() == known.digest(), fault == "fail-before", "{fault}: the store's head");
+        let second = w.engine_with(2, vec![]);
+        w.sim.block_on(second.load_and_restore_reusing(w.deployment.clone(), &root, Some(&known))).unwrap();
+        let restored = second.inspect_head(&root).expect("the activation head");
+        // The activation changes only the writer: the records are the stored head's.
+        let activation = TreeSnapshot::from_cut(&w.memory.head(&root).unwrap().cut).unwrap();
+        assert_eq!(activation.digest(), restored.digest(), "{fault}: the activation is the store's head");
+        assert_eq!(restored.processes(), stored.processes(), "{fault}: restored records equal the stored head's decoding");
+        assert_eq!(restored.processes(), activation.processes(), "{fault}");
+        assert_eq!(restored.residues(), stored.residues(), "{fault}");
+        let reused = restored.processes().iter().filter(|p| known.processes().iter().any(|k| std::sync::Arc::ptr_eq(k, p))).count();
+        if fault == "fail-before" {
+            assert_eq!(reused, restored.processes().len(), "every record was taken from the known head");
+        }
+    }
+}
+
 #[test]
 fn of_two_concurrent_restores_exactly_one_wins() {
     let w = echo_world();
