@@ -4,7 +4,7 @@ use super::capability::CapabilitySet;
 use super::deployment::DeploymentRef;
 use super::ids::{ChildKey, ProcessId, WaitKey};
 use super::resource::Budget;
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, Payload, ToJson, WriteJson};
 
 /// A request to start one child Process under the requesting parent.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,6 +25,29 @@ impl ToJson for ChildSpec {
             .field("budget", &self.budget)
             .field("capabilities", &self.capabilities)
             .build()
+    }
+}
+
+/// The same bytes as the tree of [`ToJson`], written straight: a child's request digest is
+/// taken of them at its start and again by every cut validation that checks a settled start,
+/// so no tree (with a copy of the child's input) is built for it.
+impl WriteJson for ChildSpec {
+    fn write_json(&self, out: &mut String) {
+        let mut w = ObjectWriter::new(out);
+        w.write("budget", &self.budget)
+            .write("capabilities", &self.capabilities)
+            .write("deployment_ref", &self.deployment_ref)
+            .write("input", &self.input)
+            .write("key", &self.key);
+        w.finish();
+    }
+}
+
+impl ChildSpec {
+    /// The digest a started child records of the request that started it
+    /// (`child_request_digest`): SHA-256 of the spec's canonical encoding.
+    pub fn request_digest(&self) -> crate::json::Digest {
+        crate::json::Digest::of_written(self)
     }
 }
 
@@ -186,5 +209,41 @@ impl FromJson for ChildWaitSpec {
         r.finish()?;
         spec.validate().map_err(|e| DecodeError::invalid(e.to_string()))?;
         Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod spec_encoding_tests {
+    use super::*;
+    use crate::json::Digest;
+    use crate::kernel::descriptor::Descriptor;
+
+    #[test]
+    fn written_spec_and_its_request_digest_equal_the_tree_encoding() {
+        let descriptor = Descriptor::new("tool.echo", "Echoes \"q\".", Json::Bool(true), Json::Bool(true), None).unwrap();
+        let deployment_ref = DeploymentRef::new(&descriptor, Digest([5; 32]), Digest([6; 32]), &[]);
+        let input = Payload::from_json(crate::json::parse(br#"{"q":"round \"1\"\n","n":[1,2.5,null]}"#).unwrap()).unwrap();
+        let specs = [
+            ChildSpec {
+                key: ChildKey::parse("tool_call_1").unwrap(),
+                deployment_ref: deployment_ref.clone(),
+                input: input.clone(),
+                budget: Budget::unlimited(),
+                capabilities: CapabilitySet::empty(),
+            },
+            ChildSpec {
+                key: ChildKey::parse("tool_call_2").unwrap(),
+                deployment_ref,
+                input,
+                budget: Budget::finite(3, 4, 5),
+                capabilities: CapabilitySet::from_names(&["net.fetch", "fs.read"]).unwrap(),
+            },
+        ];
+        for spec in specs {
+            let mut written = String::new();
+            spec.write_json(&mut written);
+            assert_eq!(written.as_bytes(), &spec.to_json().to_canonical_bytes()[..]);
+            assert_eq!(spec.request_digest(), Digest::of_json(&spec.to_json()));
+        }
     }
 }

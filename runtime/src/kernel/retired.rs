@@ -83,7 +83,7 @@ pub fn is_residue(record: &Json) -> bool {
 
 /// The digest a retired child's residue keeps: SHA-256 of its canonical Result.
 pub fn result_digest(result: &super::result::ProcessResult) -> Digest {
-    Digest::of_json(&result.to_json())
+    Digest::of_written(result)
 }
 
 /// Whether a finished child may be retired, seen from the child alone: it is terminal and

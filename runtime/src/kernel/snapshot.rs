@@ -649,7 +649,7 @@ impl TreeSnapshot {
                                 || child.deployment_ref != spec.deployment_ref
                                 || child.budget != spec.budget
                                 || child.capabilities != spec.capabilities
-                                || child.child_request_digest != Some(Digest::of_json(&spec.to_json()))
+                                || child.child_request_digest != Some(spec.request_digest())
                             {
                                 return Err(perr(p, "a settled child start disagrees with its child"));
                             }

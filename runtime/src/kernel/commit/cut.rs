@@ -113,6 +113,14 @@ impl CutEnvelope {
     pub fn tail(&self) -> &[u8] {
         &self.tail
     }
+    /// The head text as the shared buffer it is held in (a record lists it without a copy).
+    pub(crate) fn head_shared(&self) -> &Arc<[u8]> {
+        &self.head
+    }
+    /// The tail text as the shared buffer it is held in.
+    pub(crate) fn tail_shared(&self) -> &Arc<[u8]> {
+        &self.tail
+    }
     pub fn len(&self) -> usize {
         self.head.len() + self.tail.len()
     }

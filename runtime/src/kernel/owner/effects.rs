@@ -16,7 +16,7 @@ use crate::kernel::relation::Relation;
 use crate::kernel::resource::Allocation;
 use crate::kernel::signal::SettlementStatus;
 use crate::kernel::status::{PendingControl, Status};
-use crate::json::{Digest, Json, ObjectBuilder, Payload, ToJson};
+use crate::json::{Json, ObjectBuilder, Payload, ToJson};
 
 fn succeeded(payload: Json) -> EffectPhase {
     // Framework settlement payloads are small, kernel-built JSON: they always fit.
@@ -102,7 +102,7 @@ impl Owner {
     /// a definite failed start that leaves no debit behind.
     fn start_child(&mut self, parent_id: &ProcessId, effect: &EffectId, spec: &ChildSpec) -> Result<ProcessId, Failure> {
         let child_id = ProcessId::child(effect);
-        let request_digest = Digest::of_json(&spec.to_json());
+        let request_digest = spec.request_digest();
         let parent = &self.processes[parent_id];
         if self.processes.residue(&child_id).is_some() {
             return Err(child_failure(crate::kernel::failure::codes::CHILD_IDENTITY_CONFLICT, "the derived child id belongs to a retired child"));

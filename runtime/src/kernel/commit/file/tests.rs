@@ -694,6 +694,136 @@ fn installation_of(r: &Request, sequence: u64) -> Installation {
     Installation { identity, content_digest, kind, sequence, cut: r.cut().clone(), carried: r.cut().clone() }
 }
 
+/// The record metadata as it was encoded before the direct writer: a `Json` tree built
+/// member by member, then encoded canonically (the reference the writer must equal).
+mod tree_encoding {
+    use super::super::record::{Listed, LoggedCut, Request};
+    use crate::json::{Digest, Json, ObjectBuilder, ToJson};
+    use crate::kernel::commit::{CommitRecord, CommitRecordKind, Head, Installation};
+
+    fn cut_fields(builder: ObjectBuilder, cut: &LoggedCut) -> ObjectBuilder {
+        let n = |v: usize| (v as u64).to_json();
+        let lens = Json::Array(vec![n(cut.envelope.head().len()), n(cut.envelope.tail().len())]);
+        let records = cut
+            .listed
+            .iter()
+            .map(|l| match l {
+                Listed::Carried(e) => Json::Array(vec![
+                    Json::String(e.key().to_owned()),
+                    e.digest().to_json(),
+                    n(e.bytes().map_or(0, |b| b.len())),
+                ]),
+                Listed::Kept { start, count } => Json::Array(vec![n(*start), n(*count)]),
+            })
+            .collect();
+        builder
+            .field("root_id", &cut.root_id)
+            .field("incarnation_id", &cut.incarnation)
+            .field("cut_digest", &cut.digest)
+            .value("envelope", lens)
+            .value("records", Json::Array(records))
+    }
+
+    pub(super) fn record(request: &Request, cut: &LoggedCut, i: &Installation) -> Vec<u8> {
+        let common = |commit: &str| {
+            ObjectBuilder::new()
+                .field("commit", commit)
+                .field("identity", &i.identity)
+                .field("content_digest", &i.content_digest)
+                .field("sequence", &i.sequence)
+        };
+        let meta = match request {
+            Request::Checkpoint(c) => common("checkpoint")
+                .field("kind", c.kind.as_str())
+                .opt_field("previous_digest", c.previous_digest.as_ref()),
+            Request::Effect(b) => common("effect")
+                .field("kind", b.kind.as_str())
+                .field("process_id", &b.process_id)
+                .field("effect_id", &b.effect_id)
+                .field("step_sequence", &b.step_sequence)
+                .field("batch_index", &b.batch_index)
+                .field("effect_digest", &b.effect_digest)
+                .opt_field("settlement_digest", b.settlement_digest.as_ref())
+                .field("previous_digest", &b.previous_digest),
+            Request::Activation(a) => common("activation")
+                .field("previous_incarnation", &a.previous_incarnation)
+                .field("previous_digest", &a.previous_digest),
+        };
+        cut_fields(meta, cut).build().to_canonical_bytes()
+    }
+
+    pub(super) fn base(head: &Head, commits: &[(CommitRecord, Digest)]) -> Vec<u8> {
+        let commits = commits
+            .iter()
+            .map(|(c, content)| {
+                let b = ObjectBuilder::new()
+                    .field("identity", &c.identity)
+                    .field("content_digest", content)
+                    .field("sequence", &c.sequence)
+                    .field("incarnation_id", &c.incarnation)
+                    .field("cut_digest", &c.cut_digest);
+                match &c.kind {
+                    CommitRecordKind::Checkpoint(k) => b.field("checkpoint", k.as_str()),
+                    CommitRecordKind::Effect { process_id, effect_id, kind } => b
+                        .field("effect", kind.as_str())
+                        .field("process_id", process_id)
+                        .field("effect_id", effect_id),
+                    CommitRecordKind::Activation { previous_incarnation } => {
+                        b.field("previous_incarnation", previous_incarnation)
+                    }
+                }
+                .build()
+            })
+            .collect();
+        let meta = ObjectBuilder::new()
+            .field("commit", "base")
+            .field("sequence", &head.sequence)
+            .value("commits", Json::Array(commits));
+        cut_fields(meta, &LoggedCut::whole(&head.cut)).build().to_canonical_bytes()
+    }
+}
+
+#[test]
+fn record_metadata_written_directly_equals_the_tree_encoding() {
+    use crate::kernel::commit::CommitRecordKind;
+    let requests = script();
+    let mut commits = Vec::new();
+    for (at, r) in requests.iter().enumerate() {
+        let installation = installation_of(r, at as u64 + 1);
+        // Every record carried, and a listing with a run of the head's records.
+        let whole = LoggedCut::listing(r.cut(), r.cut(), None);
+        let head = cut_of(r.cut().root_id.clone(), 99, writer(r.cut()));
+        let kept = LoggedCut::listing(r.cut(), r.cut(), Some(&head));
+        assert!(kept.listed.iter().any(|l| matches!(l, Listed::Kept { .. })), "{kept:?}");
+        for listing in [&whole, &kept] {
+            let written = encode_record(r, listing, &installation);
+            assert_eq!(
+                String::from_utf8(written.meta).unwrap(),
+                String::from_utf8(tree_encoding::record(r, listing, &installation)).unwrap()
+            );
+        }
+        commits.push((
+            CommitRecord {
+                identity: installation.identity.clone(),
+                kind: installation.kind.clone(),
+                sequence: installation.sequence,
+                incarnation: r.cut().incarnation.clone(),
+                cut_digest: r.cut().digest,
+            },
+            installation.content_digest,
+        ));
+    }
+    assert!(commits.iter().any(|(c, _)| matches!(c.kind, CommitRecordKind::Activation { .. })));
+    let head = Head { cut: cut(6, 2), sequence: 7 };
+    for n in [0, 1, commits.len()] {
+        let written = encode_base(&head, &commits[..n]);
+        assert_eq!(
+            String::from_utf8(written.meta).unwrap(),
+            String::from_utf8(tree_encoding::base(&head, &commits[..n])).unwrap()
+        );
+    }
+}
+
 #[test]
 fn a_checksum_valid_record_that_does_not_decode_is_corrupt() {
     let first = Request::Checkpoint(start(cut(1, 1)));
