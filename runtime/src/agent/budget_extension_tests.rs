@@ -225,3 +225,34 @@ fn the_default_policy_still_fails_and_the_policy_is_part_of_the_identity() {
         assert_eq!(failure_of(run.result().await).code(), "interaction.budget.tool_calls");
     });
 }
+
+#[test]
+fn a_delegate_asks_for_its_own_budget_and_goes_on_once_extended() {
+    block_on(async {
+        let ran = Arc::new(AtomicU32::new(0));
+        let researcher = Agent::builder("researcher")
+            .version("1")
+            .description("Finds facts.")
+            .model(ScriptedModel::new().call_tool("echo", "{}").then_text("Found."))
+            .tool(counting_echo(&ran))
+            .budget(Budget::new().tool_calls(0).on_exhausted(OnExhausted::AskHuman))
+            .build()
+            .unwrap();
+        let task = r#"{"messages":[{"role":"user","parts":[{"type":"text","text":"Find it."}]}]}"#;
+        let coordinator = Agent::builder("coordinator")
+            .version("1")
+            .model(ScriptedModel::new().call_tool("research", task).then_text("Done."))
+            .delegate("research", "Ask the researcher.", researcher)
+            .build()
+            .unwrap();
+        let run = Runtime::with_store(coordinator, Arc::new(MemoryCommitter::new()), env()).start("Hi.").await.unwrap();
+        let question = the_question(&run).await;
+        assert_ne!(question.process, *run.id().process_id(), "the delegate whose own budget ran out asks");
+        let asked = question.budget_question().unwrap();
+        assert_eq!((asked.kind, asked.limit, asked.spent), (BudgetKind::ToolCalls, 0, 0));
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        assert!(run.answer(&question, BudgetExtension::new().tool_calls(1).to_json()).await.unwrap());
+        assert_eq!(run.result().await.unwrap().text(), "Done.");
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+    });
+}
