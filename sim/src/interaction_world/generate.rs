@@ -212,11 +212,13 @@ pub fn generate(seed: u64) -> (Spec, SwarmOptions) {
             b = b.time(std::time::Duration::from_millis(rng.range_inclusive(0, 60)));
         }
         // Half the token budgets ask the host when they run out (an odd limit: decided from
-        // the draws above, so the seed's later draws stay as they were). The host grants half
-        // the token limit (and one tool call, 10 ms) once, then declines.
-        if let Some(tokens) = b.limits().total_tokens.filter(|t| t % 2 == 1) {
+        // the draws above, so the seed's later draws stay as they were), with a limit of 41 to
+        // 199 tokens so that most of them do run out. The host grants half the token limit
+        // (and one tool call, 10 ms) once, then declines.
+        if let Some(drawn) = b.limits().total_tokens.filter(|t| t % 2 == 1) {
             use keel::interaction::budget_question::{BudgetAnswer, BudgetExtension};
-            b = b.on_exhausted(keel::interaction::budget::OnExhausted::AskHuman);
+            let tokens = 41 + 2 * ((drawn / 2) % 80);
+            b = b.total_tokens(tokens).on_exhausted(keel::interaction::budget::OnExhausted::AskHuman);
             let mut grant = BudgetExtension::new().total_tokens((tokens / 2).max(1));
             if b.limits().tool_calls.is_some() {
                 grant = grant.tool_calls(1);
