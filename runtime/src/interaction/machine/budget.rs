@@ -154,6 +154,11 @@ impl Machine<'_> {
             ))),
             BudgetAnswer::Extend(extension) => {
                 self.s.extended = self.s.extended.saturating_add(extension);
+                #[cfg(feature = "mutations")]
+                if crate::mutation::active(crate::mutation::Mutation::BudgetGrantedTwice) {
+                    // MUTATION: the grant is applied a second time.
+                    self.s.extended = self.s.extended.saturating_add(extension);
+                }
                 if self.s.tool_round.is_some() {
                     self.schedule_tools()
                 } else {
