@@ -1,7 +1,9 @@
 //! Budgets: a coordinator and its researcher share one budget of tokens, cost and tool calls.
 //! The first run fits and reports what it spent; the second gets a budget too small for its
 //! second model call and fails with the budget's code and figures, keeping what it spent; the
-//! third has 200 ms and a lookup that takes 300 ms, so its next model call is refused.
+//! third has 200 ms and a lookup that takes 300 ms, so its next model call is refused; the
+//! fourth has the tight budget with `OnExhausted::AskHuman`: it asks the host, which grants
+//! 2000 tokens, and completes.
 //!
 //! Run: `cargo run -p keel-runtime --example budget`
 
@@ -103,5 +105,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         other => panic!("expected the time budget to stop the run, got {other:?}"),
     }
+
+    // Ask the host instead of failing: the run parks on a durable question (like a tool's
+    // question: an InputRequested event, pending_inputs, Idle::NeedsInput) and goes on from
+    // the call that did not fit once the host grants more.
+    let asking = Budget::new().total_tokens(1_500).reserve_output_tokens(200).on_exhausted(OnExhausted::AskHuman);
+    let run = Runtime::in_memory(coordinator(asking)?)?.start("How big is Paris?").await?;
+    let Idle::NeedsInput(questions) = run.idle().await? else { panic!("expected the budget question") };
+    let question = questions[0].budget_question().expect("a budget question");
+    println!("asked: {}", questions[0].prompt_text());
+    assert_eq!((question.kind, question.limit, question.spent), (BudgetKind::TotalTokens, 1_500, 1_470));
+    run.answer(&questions[0], BudgetExtension::new().total_tokens(2_000).to_json()).await?;
+    // (`BudgetAnswer::Decline.to_json()` would end it with interaction.budget.total_tokens.)
+    let result = run.result().await?;
+    println!("{} -- {} tokens after the extension", result.text(), result.usage().total());
+    assert_eq!(result.usage(), Usage::new(2_400, 120));
     Ok(())
 }

@@ -36,11 +36,14 @@ pub enum Mutation {
     /// A command addressed to a retired child is refused as `NotFound`, as for an id that
     /// never existed, instead of `ProcessFinished`.
     RetiredChildNotFound,
+    /// An answered budget extension is added to the run's grants twice, so its limits grow
+    /// by more than the host granted.
+    BudgetGrantedTwice,
 }
 
 impl Mutation {
     /// Every mutation, in declaration order.
-    pub const ALL: [Mutation; 7] = [
+    pub const ALL: [Mutation; 8] = [
         Mutation::DispatchBeforePending,
         Mutation::FoldInCompletionOrder,
         Mutation::RedispatchUnknown,
@@ -48,6 +51,7 @@ impl Mutation {
         Mutation::DropUnknownOnCompaction,
         Mutation::DropExternalOnCompaction,
         Mutation::RetiredChildNotFound,
+        Mutation::BudgetGrantedTwice,
     ];
 
     /// The stable snake_case name (for CLIs and reports).
@@ -60,6 +64,7 @@ impl Mutation {
             Mutation::DropUnknownOnCompaction => "drop_unknown_on_compaction",
             Mutation::DropExternalOnCompaction => "drop_external_on_compaction",
             Mutation::RetiredChildNotFound => "retired_child_not_found",
+            Mutation::BudgetGrantedTwice => "budget_granted_twice",
         }
     }
 
@@ -77,6 +82,7 @@ impl Mutation {
             Mutation::DropUnknownOnCompaction => 5,
             Mutation::DropExternalOnCompaction => 6,
             Mutation::RetiredChildNotFound => 7,
+            Mutation::BudgetGrantedTwice => 8,
         }
     }
 

@@ -54,6 +54,7 @@ fn every_mutation_has_a_test_below() {
         Mutation::DropUnknownOnCompaction,
         Mutation::DropExternalOnCompaction,
         Mutation::RetiredChildNotFound,
+        Mutation::BudgetGrantedTwice,
     ];
     assert_eq!(Mutation::ALL, tested, "a new mutation needs its own `caught_by` test");
 }
@@ -119,6 +120,13 @@ fn retired_child_not_found_is_caught() {
     // A command to a retired child is refused as if the id never existed: the kernel world's
     // probe of every retired child after the run expects `ProcessFinished`.
     caught_by(Mutation::RetiredChildNotFound, &["retired_addressing"]);
+}
+
+#[test]
+fn budget_granted_twice_is_caught() {
+    // A run that asked for more budget holds twice the grant: more than the host offered
+    // (and, once spent, past declared + granted).
+    caught_by(Mutation::BudgetGrantedTwice, &["budget_respected"]);
 }
 
 #[test]

@@ -91,6 +91,8 @@ mod outcome_tests;
 #[cfg(test)]
 mod budget_tests;
 #[cfg(test)]
+mod budget_extension_tests;
+#[cfg(test)]
 mod time_budget_tests;
 #[cfg(test)]
 mod tests;
@@ -101,7 +103,8 @@ mod versions_tests;
 
 pub use build_error::BuildError;
 pub use builder::{Agent, AgentBuilder, ToolWrapper};
-pub use crate::interaction::budget::{Budget, Price, Prices};
+pub use crate::interaction::budget::{Budget, BudgetKind, OnExhausted, Price, Prices};
+pub use crate::interaction::budget_question::{BudgetAnswer, BudgetExtension, BudgetQuestion};
 pub use context_policy::ContextPolicy;
 pub use continue_as_new::{ContinueAsNew, DEFAULT_KEEP_LAST_MESSAGES};
 pub use summary::{Summarize, BYTES_PER_TOKEN, DEFAULT_SUMMARY_INSTRUCTIONS};

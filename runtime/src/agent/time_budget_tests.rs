@@ -190,3 +190,30 @@ fn a_delegate_stops_at_its_parents_deadline() {
         assert_eq!(failure.code(), "interaction.budget.time", "{failure}");
     });
 }
+
+#[test]
+fn a_run_past_its_time_asks_and_an_extension_lets_the_refused_call_go_out() {
+    block_on(async {
+        let clock = Arc::new(HandClock::default());
+        let calls = Arc::new(AtomicU32::new(0));
+        let model = Counted { inner: ScriptedModel::new().call_tool("slow", "{}").then_text("Done."), calls: calls.clone() };
+        let agent = Agent::builder("a")
+            .version("1")
+            .model(model)
+            .tool(slow(&clock, 2_000))
+            .budget(Budget::new().time(Duration::from_secs(1)).on_exhausted(OnExhausted::AskHuman))
+            .build()
+            .unwrap();
+        let run = Runtime::with_store(agent, Arc::new(MemoryCommitter::new()), env(&clock)).start("Hi.").await.unwrap();
+        let Idle::NeedsInput(questions) = run.idle().await.unwrap() else { panic!("expected the time question") };
+        let asked = questions[0].budget_question().expect("a budget question");
+        assert_eq!((asked.kind, asked.limit, asked.spent, asked.needs), (BudgetKind::Time, 1_000, 2_000, None));
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "the refused call never reached the model");
+        // The answer comes 500 ms later: that wait counts too, so 2 s more covers it (the deadline moves to 3 s from the start).
+        clock.advance(500);
+        let grant = BudgetExtension::new().time(Duration::from_millis(2_000)).to_json();
+        assert!(run.answer(&questions[0], grant).await.unwrap());
+        assert_eq!(run.result().await.unwrap().text(), "Done.");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    });
+}

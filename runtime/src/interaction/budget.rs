@@ -125,10 +125,13 @@ pub enum BudgetKind {
     TotalTokens,
     Cost,
     ToolCalls,
+    /// Elapsed time in milliseconds ([`crate::interaction::run_clock`]): not an amount, so
+    /// [`Amounts`] and [`Limits`] never hold it.
+    Time,
 }
 
 impl BudgetKind {
-    /// The limit's name, as in [`Limits`]' wire form.
+    /// The limit's name, as in [`Limits`]' wire form (`time_ms` for time).
     pub fn as_str(self) -> &'static str {
         match self {
             BudgetKind::InputTokens => "input_tokens",
@@ -136,7 +139,13 @@ impl BudgetKind {
             BudgetKind::TotalTokens => "total_tokens",
             BudgetKind::Cost => "cost_micros",
             BudgetKind::ToolCalls => "tool_calls",
+            BudgetKind::Time => "time_ms",
         }
+    }
+
+    /// The kind named `name` ([`BudgetKind::as_str`]).
+    pub fn from_name(name: &str) -> Option<BudgetKind> {
+        BudgetKind::ALL.into_iter().chain([BudgetKind::Time]).find(|k| k.as_str() == name)
     }
 
     /// The failure code of a run stopped by this limit.
@@ -147,10 +156,12 @@ impl BudgetKind {
             BudgetKind::TotalTokens => codes::BUDGET_TOTAL_TOKENS,
             BudgetKind::Cost => codes::BUDGET_COST,
             BudgetKind::ToolCalls => codes::BUDGET_TOOL_CALLS,
+            BudgetKind::Time => codes::BUDGET_TIME,
         }
     }
 
-    const ALL: [BudgetKind; 5] = [
+    /// Every amount kind (time excluded).
+    pub(crate) const ALL: [BudgetKind; 5] = [
         BudgetKind::InputTokens,
         BudgetKind::OutputTokens,
         BudgetKind::TotalTokens,
@@ -177,16 +188,18 @@ impl Amounts {
             BudgetKind::TotalTokens => self.total_tokens,
             BudgetKind::Cost => self.cost_micros,
             BudgetKind::ToolCalls => self.tool_calls,
+            BudgetKind::Time => 0,
         }
     }
 
-    fn set(&mut self, kind: BudgetKind, value: u64) {
+    pub(crate) fn set(&mut self, kind: BudgetKind, value: u64) {
         match kind {
             BudgetKind::InputTokens => self.input_tokens = value,
             BudgetKind::OutputTokens => self.output_tokens = value,
             BudgetKind::TotalTokens => self.total_tokens = value,
             BudgetKind::Cost => self.cost_micros = value,
             BudgetKind::ToolCalls => self.tool_calls = value,
+            BudgetKind::Time => {}
         }
     }
 
@@ -246,6 +259,7 @@ impl Limits {
             BudgetKind::TotalTokens => self.total_tokens,
             BudgetKind::Cost => self.cost_micros,
             BudgetKind::ToolCalls => self.tool_calls,
+            BudgetKind::Time => None,
         }
     }
 
@@ -256,7 +270,18 @@ impl Limits {
             BudgetKind::TotalTokens => self.total_tokens = value,
             BudgetKind::Cost => self.cost_micros = value,
             BudgetKind::ToolCalls => self.tool_calls = value,
+            BudgetKind::Time => {}
         }
+    }
+
+    /// Each set limit raised by what `extension` grants of its kind (an unset limit stays
+    /// unlimited).
+    pub fn extended_by(mut self, extension: Amounts) -> Limits {
+        for k in BudgetKind::ALL {
+            let v = self.get(k).map(|l| l.saturating_add(extension.get(k)));
+            self.set(k, v);
+        }
+        self
     }
 
     /// Whether no limit is set.
@@ -449,6 +474,22 @@ pub struct Budget {
     limits: Limits,
     reserve_output_tokens: Option<u32>,
     time_ms: Option<u64>,
+    on_exhausted: OnExhausted,
+}
+
+/// What a run does when the next model call or tool call would pass one of its own limits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnExhausted {
+    /// The run fails with `interaction.budget.<limit>` (the default).
+    #[default]
+    Fail,
+    /// The run parks on a durable question to the host (an input request whose prompt is a
+    /// [`BudgetQuestion`](crate::interaction::budget_question::BudgetQuestion)): an answered
+    /// [`BudgetExtension`](crate::interaction::budget_question::BudgetExtension) raises the
+    /// limits and the run goes on where it stopped; a decline fails it as [`OnExhausted::Fail`]
+    /// would have. Only the run's own limits ask: a delegate that passes the share its parent
+    /// granted fails, and its parent asks when its own next call does not fit.
+    AskHuman,
 }
 
 impl Budget {
@@ -502,6 +543,18 @@ impl Budget {
         self.time_ms
     }
 
+    /// What a run does when a limit would be passed: fail (the default) or ask the host to
+    /// extend ([`OnExhausted::AskHuman`]).
+    pub fn on_exhausted(mut self, policy: OnExhausted) -> Budget {
+        self.on_exhausted = policy;
+        self
+    }
+
+    /// The exhaustion policy.
+    pub fn exhaustion_policy(&self) -> OnExhausted {
+        self.on_exhausted
+    }
+
     /// The output tokens a model call reserves when its request sets no `max_output_tokens`
     /// (default [`DEFAULT_RESERVE_OUTPUT_TOKENS`]).
     pub fn reserve_output_tokens(mut self, n: u32) -> Budget {
@@ -533,7 +586,11 @@ impl Budget {
             None => b,
         };
         // Written only when set, so budgets without one keep their digest.
-        b.opt_field("time_ms", self.time_ms.as_ref()).build()
+        let b = b.opt_field("time_ms", self.time_ms.as_ref());
+        match self.on_exhausted {
+            OnExhausted::Fail => b.build(),
+            OnExhausted::AskHuman => b.field("on_exhausted", "ask_human").build(),
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 //! | delegate child | `"interaction.delegate.child." + hex(sha256(dec(modelSeq) ‖ 0 ‖ callId ‖ 0 ‖ callName))` |
 //! | child wait | `"interaction.children:<modelSeq>:<firstIndexOfBatch>:<settledCount>"` |
 //! | tool input wait | `"interaction.input." + hex(sha256(dec(modelSeq) ‖ 0 ‖ callId ‖ 0 ‖ dec(pauseCount)))` |
+//! | budget question wait | `"interaction.budget:<number>"` (the run's 1st, 2nd, ... question) |
 //!
 //! Kernel identities allow only `A-Z a-z 0-9 - _ . :` (1–256 bytes). Every model-supplied
 //! part (call ids are arbitrary text) is inside a SHA-256, so each key is a fixed ASCII prefix
@@ -27,6 +28,8 @@ pub const DELEGATE_CHILD_KEY_PREFIX: &str = "interaction.delegate.child.";
 pub const CHILD_WAIT_KEY_PREFIX: &str = "interaction.children:";
 /// Prefix of every tool-input wait key.
 pub const TOOL_INPUT_WAIT_KEY_PREFIX: &str = "interaction.input.";
+/// Prefix of every budget question's wait key (`interaction.budget:<number>`).
+pub const BUDGET_WAIT_KEY_PREFIX: &str = "interaction.budget:";
 
 fn hex_sha256(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(64);

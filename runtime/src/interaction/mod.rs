@@ -36,6 +36,7 @@ pub mod active_delegates;
 pub mod artifact;
 pub mod attribution;
 pub mod budget;
+pub mod budget_question;
 pub mod run_clock;
 pub mod codes;
 pub mod completion;

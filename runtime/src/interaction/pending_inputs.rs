@@ -1,13 +1,17 @@
-//! Discovering and answering tool input waits from a tree snapshot.
+//! Discovering and answering input waits from a tree snapshot: tool input requests, and the
+//! budget questions an Interaction asks under `OnExhausted::AskHuman`
+//! ([`crate::interaction::budget_question`]).
 //!
-//! The answer goes to the tool child Process that owns the wait
-//! ([`PendingToolInput::process_id`]), never to the root: each child owns its WaitId and its
-//! continuation independently of its parent and siblings. The continuation state is never
-//! exposed here.
+//! The answer goes to the Process that owns the wait ([`PendingToolInput::process_id`]: the
+//! tool child, or the Interaction whose budget ran out), never to the root unless it is the
+//! root that asks: each Process owns its WaitId independently of its parent and siblings. The
+//! continuation state is never exposed here.
 
 use super::error::{ErrorKind, InteractionError};
 use super::signals::tool_input_response_signal;
-use super::state::{ToolCallState, ToolChildPhase};
+use super::budget_question::{BudgetAnswer, PendingBudgetQuestion};
+use super::state::{ParentState, Phase, ToolCallState, ToolChildPhase};
+use crate::json::FromJson;
 use crate::json::{Json, Payload};
 use crate::kernel::ids::{ProcessId, SignalId, WaitId};
 use crate::kernel::signal::SignalRequest;
@@ -23,6 +27,8 @@ pub struct PendingToolInput {
     prompt: Payload,
     response_schema: Payload,
     schema: Schema,
+    /// A budget question: an answer must also decode as a [`BudgetAnswer`].
+    budget: bool,
 }
 
 impl PendingToolInput {
@@ -39,6 +45,10 @@ impl PendingToolInput {
     pub fn response_schema(&self) -> &Payload {
         &self.response_schema
     }
+    /// Whether this is a budget question (its prompt is a [`BudgetQuestion`](super::budget_question::BudgetQuestion)).
+    pub fn is_budget_question(&self) -> bool {
+        self.budget
+    }
 
     /// Validates `response` against the response schema locally, then builds the
     /// wait-addressed answer. A response that fails validation is
@@ -47,6 +57,9 @@ impl PendingToolInput {
         let invalid = |detail: String| InteractionError::new(ErrorKind::InvalidToolInputRequest, detail);
         let normalized = Payload::from_json(response.clone()).map_err(|e| invalid(format!("input response: {e}")))?;
         self.schema.validate(normalized.value()).map_err(|v| invalid(format!("input response: {}", v.diagnostic())))?;
+        if self.budget {
+            BudgetAnswer::from_json(normalized.value()).map_err(|e| invalid(format!("budget answer: {e}")))?;
+        }
         tool_input_response_signal(signal_id, self.wait_id.clone(), normalized.value())
     }
 }
@@ -58,7 +71,28 @@ pub fn pending_tool_inputs(snapshot: &TreeSnapshot) -> Result<Vec<PendingToolInp
     let invalid = |detail: String| InteractionError::new(ErrorKind::InvalidPendingToolInput, detail);
     let mut pending = Vec::new();
     for process in snapshot.processes() {
-        if process.status != Status::Waiting || process.committed_state.kind.as_str() != ToolCallState::KIND {
+        if process.status != Status::Waiting {
+            continue;
+        }
+        if process.committed_state.kind.as_str() == ParentState::KIND {
+            if let Some(question) = budget_question(&process.committed_state.payload).map_err(|e| invalid(format!("process {}: {e}", process.id)))? {
+                let wait_id = question.wait_id.clone().ok_or_else(|| invalid(format!("process {} asks without a wait", process.id)))?;
+                if process.current_wait_id.as_ref() != Some(&wait_id) {
+                    return Err(invalid(format!("process {} is parked on another wait than its budget question", process.id)));
+                }
+                let request = question.question.input_request().map_err(invalid)?;
+                pending.push(PendingToolInput {
+                    process_id: process.id.clone(),
+                    wait_id,
+                    prompt: request.prompt().clone(),
+                    response_schema: request.response_schema().clone(),
+                    schema: request.schema().clone(),
+                    budget: true,
+                });
+            }
+            continue;
+        }
+        if process.committed_state.kind.as_str() != ToolCallState::KIND {
             continue;
         }
         let state = ToolCallState::from_execution_state(&process.committed_state)
@@ -79,7 +113,20 @@ pub fn pending_tool_inputs(snapshot: &TreeSnapshot) -> Result<Vec<PendingToolInp
             prompt: request.prompt().clone(),
             response_schema: request.response_schema().clone(),
             schema: request.schema().clone(),
+            budget: false,
         });
     }
     Ok(pending)
+}
+
+/// The budget question an Interaction state asks in `waiting_budget_answer`, read from its
+/// payload's `phase` and `budget_question` members only (a parent waiting on its children is
+/// not decoded whole on every head).
+fn budget_question(payload: &Payload) -> Result<Option<PendingBudgetQuestion>, String> {
+    let state = payload.value();
+    if state.get("phase").and_then(Json::as_str) != Some(Phase::WaitingBudgetAnswer.as_str()) {
+        return Ok(None);
+    }
+    let member = state.get("budget_question").ok_or("waiting_budget_answer without a budget_question")?;
+    PendingBudgetQuestion::from_json(member).map(Some).map_err(|e| format!("budget_question: {e}"))
 }

@@ -561,7 +561,8 @@ USAGE:
 --mutation NAME runs against a deliberately broken keel (a build with
 `--features mutations`; names: dispatch_before_pending, fold_in_completion_order,
 redispatch_unknown, steer_applied_twice, drop_unknown_on_compaction,
-drop_external_on_compaction, retired_child_not_found): the campaign is expected to fail.
+drop_external_on_compaction, retired_child_not_found, budget_granted_twice): the campaign is
+expected to fail.
 --scenario may be omitted when only one scenario is registered. Every failure prints a
 command that replays it, run from the same directory. Exit codes: 0 passed, 1 a run
 failed, 2 the command could not be carried out.

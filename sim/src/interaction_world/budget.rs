@@ -10,13 +10,19 @@
 //!   delegate by the deadline its parent passed down), and the root's recorded start never
 //!   changes from one acknowledged cut to the next (a restore does not restart the clock).
 //!
+//! * Under `OnExhausted::AskHuman` a limit is the declared one plus what the host granted
+//!   (`ParentState::extended`, which `limits`/`time_limit` add): a Process's grants never
+//!   shrink from one acknowledged cut to the next (a restore loses none) and never exceed the
+//!   sum of every extension the spec's host may give (none is applied twice).
+//!
 //! Counting each settlement once is checked by the runtime's tests (a re-issued call, a resumed
 //! run); a recount over acknowledged cuts here is not in place yet (its first form counted
 //! settlements it should not have).
 
 use super::spec::Spec;
 use crate::world::Violation;
-use keel::interaction::budget::Limits;
+use keel::interaction::budget::{BudgetKind, Limits};
+use keel::interaction::budget_question::{BudgetAnswer, BudgetExtension};
 use keel::interaction::state::ParentState;
 use keel::kernel::ids::ProcessId;
 use keel::kernel::snapshot::TreeSnapshot;
@@ -33,6 +39,11 @@ pub fn check(spec: &Spec, decoded: &[Option<TreeSnapshot>]) -> (Vec<Violation>, 
     // Comparing the states costs a byte comparison of their canonical text, decoding one a
     // parse and a typed decode.
     let mut states: BTreeMap<ProcessId, (ExecutionState, Option<ParentState>)> = BTreeMap::new();
+    let offered = spec.budget_answers.iter().fold(BudgetExtension::default(), |sum, a| match a {
+        BudgetAnswer::Extend(e) => sum.saturating_add(*e),
+        BudgetAnswer::Decline => sum,
+    });
+    let mut granted: BTreeMap<ProcessId, BudgetExtension> = BTreeMap::new();
     for (index, snap) in decoded.iter().enumerate() {
         let Some(snap) = snap else { continue };
         for p in snap.processes() {
@@ -44,6 +55,22 @@ pub fn check(spec: &Spec, decoded: &[Option<TreeSnapshot>]) -> (Vec<Violation>, 
                 states.insert(p.id.clone(), (p.committed_state.clone(), state));
             }
             let Some(state) = states.get(&p.id).and_then(|(_, s)| s.as_ref()) else { continue };
+            checks += 1;
+            let before = granted.insert(p.id.clone(), state.extended).unwrap_or_default();
+            let kinds = [BudgetKind::InputTokens, BudgetKind::OutputTokens, BudgetKind::TotalTokens, BudgetKind::Cost, BudgetKind::ToolCalls, BudgetKind::Time];
+            if let Some(k) = kinds.iter().find(|k| state.extended.get(**k) < before.get(**k) || state.extended.get(**k) > offered.get(**k)) {
+                violations.push(Violation::new(
+                    "budget_respected",
+                    format!(
+                        "acknowledged commit {index}: {} holds a grant of {} {} (before {}, the host offers {} in all)",
+                        p.id,
+                        state.extended.get(*k),
+                        k.as_str(),
+                        before.get(*k),
+                        offered.get(*k)
+                    ),
+                ));
+            }
             let own = if p.id == snap.root().id { spec.budget.unwrap_or_default().limits() } else { Limits::default() };
             let limits = state.limits(own);
             let spent = state.spending.amounts(state.usage);
@@ -54,7 +81,7 @@ pub fn check(spec: &Spec, decoded: &[Option<TreeSnapshot>]) -> (Vec<Violation>, 
                     format!("acknowledged commit {index}: {} spent {} of {} limit {}", p.id, over.spent, over.kind.as_str(), over.limit),
                 ));
             }
-            let time = if p.id == snap.root().id { spec.budget.and_then(|b| b.time_ms()) } else { None };
+            let time = state.time_limit(if p.id == snap.root().id { spec.budget.and_then(|b| b.time_ms()) } else { None });
             if let (Some(deadline), Some(last)) = (state.clock.deadline(time), state.clock.last_call_ms) {
                 checks += 1;
                 if last >= deadline {

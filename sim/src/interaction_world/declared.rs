@@ -17,6 +17,7 @@
 //! * each host action → its kind (`host.steer`, `host.steer.duplicate`, `host.steer.conflict`,
 //!   `host.input.stale`, `host.kill`, `host.cancel`); `answer_order: reverse` with two pausing
 //!   calls in one turn → `host.input.reverse`;
+//! * a budget with `on_exhausted: ask_human` and `answers` → `host.input.answer`;
 //! * each commit fault kind the file names (at a commit or per mille) → `commit.<kind>` and
 //!   `host.crash` (every commit fault stops the writer).
 //!
@@ -70,6 +71,11 @@ pub fn expected_of(spec: &Spec) -> Expected {
             turn_kinds(turn, &mut kinds);
         }
         model_kinds(&d.model, &mut kinds);
+    }
+    // A budget that asks, with the host's answers written down: the file sets out to run out
+    // and have the host answer.
+    if spec.budget.is_some_and(|b| b.exhaustion_policy() == keel::interaction::budget::OnExhausted::AskHuman) && !spec.budget_answers.is_empty() {
+        kinds.insert("host.input.answer");
     }
     for action in &spec.host {
         kinds.insert(match action.action {

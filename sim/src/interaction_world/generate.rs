@@ -211,6 +211,24 @@ pub fn generate(seed: u64) -> (Spec, SwarmOptions) {
         if rng.percent(40) {
             b = b.time(std::time::Duration::from_millis(rng.range_inclusive(0, 60)));
         }
+        // Half the token budgets ask the host when they run out (an odd limit: decided from
+        // the draws above, so the seed's later draws stay as they were), with a limit of 41 to
+        // 199 tokens so that most of them do run out. The host grants half the token limit
+        // (and one tool call, 10 ms) once, then declines.
+        if let Some(drawn) = b.limits().total_tokens.filter(|t| t % 2 == 1) {
+            use keel::interaction::budget_question::{BudgetAnswer, BudgetExtension};
+            let tokens = 41 + 2 * ((drawn / 2) % 80);
+            b = b.total_tokens(tokens).on_exhausted(keel::interaction::budget::OnExhausted::AskHuman);
+            let mut grant = BudgetExtension::new().total_tokens((tokens / 2).max(1));
+            if b.limits().tool_calls.is_some() {
+                grant = grant.tool_calls(1);
+            }
+            if b.time_ms().is_some() {
+                grant = grant.time(std::time::Duration::from_millis(10));
+            }
+            spec.budget_answers = vec![BudgetAnswer::Extend(grant), BudgetAnswer::Decline];
+            o.insert("budget_answers".into(), format!("{:?}", spec.budget_answers));
+        }
         o.insert("budget".into(), format!("{:?} time_ms {:?}", b.limits(), b.time_ms()));
         spec.budget = Some(b);
     }

@@ -278,7 +278,11 @@ impl Host {
         }
         for p in fresh {
             let prompt = p.prompt().value().as_str().unwrap_or_default().to_owned();
-            let answer = Json::str(format!("answer to {prompt}"));
+            let answer = if p.is_budget_question() {
+                self.budget_answer(head, p.process_id())
+            } else {
+                Json::str(format!("answer to {prompt}"))
+            };
             let Ok(sid) = SignalId::external(&derive("answer:", "answer", &[p.wait_id().as_str()])) else { continue };
             let request = match p.response_signal(sid, &answer) {
                 Ok(r) => r,
@@ -295,6 +299,19 @@ impl Host {
             }
         }
         Ok(true)
+    }
+
+    /// The answer to the budget question `process` asks in `head`: the spec's answer with the
+    /// question's number (read from the durable state, so a restored host answers alike), a
+    /// decline past the list.
+    fn budget_answer(&self, head: &TreeSnapshot, process: &ProcessId) -> Json {
+        use keel::interaction::budget_question::BudgetAnswer;
+        let number = head
+            .process(process)
+            .and_then(|p| p.committed_state.payload.value().get("budget_questions").and_then(Json::as_u64))
+            .unwrap_or(0);
+        let index = usize::try_from(number).unwrap_or(usize::MAX).saturating_sub(1);
+        self.cx.spec.budget_answers.get(index).copied().unwrap_or(BudgetAnswer::Decline).to_json()
     }
 
     /// Settles every new Unknown dispatcher Effect of `head` per the policy.

@@ -285,6 +285,8 @@ fn read_transcript(path: &Path) -> Result<Option<keel::transcript::Transcript>, 
 /// `--scenario NAME` find them from any directory. `sim/tests/interaction_scenarios.rs` checks
 /// this list against the directory.
 pub const BUNDLED_FILES: &[(&str, &str)] = &[
+    ("budget-ask-decline", include_str!("../../scenarios/budget-ask-decline.json")),
+    ("budget-ask-extend", include_str!("../../scenarios/budget-ask-extend.json")),
     ("budget-shared", include_str!("../../scenarios/budget-shared.json")),
     ("budget-time", include_str!("../../scenarios/budget-time.json")),
     ("cancel-during-model-call", include_str!("../../scenarios/cancel-during-model-call.json")),

@@ -361,6 +361,9 @@ pub struct Spec {
     pub expect: Expect,
     /// The root's budget (tokens, tool calls); its delegate works within the grant.
     pub budget: Option<keel::interaction::budget::Budget>,
+    /// How the host answers the run's budget questions (under `OnExhausted::AskHuman`): the
+    /// n-th question of a Process gets the n-th answer; past the list, a decline.
+    pub budget_answers: Vec<keel::interaction::budget_question::BudgetAnswer>,
     /// Whether the Engine retires consumed finished children (on; not part of the file
     /// format: only runs comparing a spec with its uncompacted twin turn it off).
     pub compaction: bool,
@@ -393,6 +396,7 @@ impl Spec {
             expect: Expect { same_output_under_crash: true, ..Expect::default() },
             compaction: true,
             budget: None,
+            budget_answers: Vec::new(),
         }
     }
 

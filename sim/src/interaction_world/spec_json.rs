@@ -133,8 +133,9 @@ fn spec(v: &Json) -> Result<Spec, DecodeError> {
     if let Some(n) = opt(&mut r, "max_model_calls", u32_of)? {
         s.max_model_calls = n;
     }
-    if let Some(b) = opt(&mut r, "budget", budget)? {
+    if let Some((b, answers)) = opt(&mut r, "budget", budget)? {
         s.budget = Some(b);
+        s.budget_answers = answers;
     }
     if let Some(n) = opt(&mut r, "max_concurrent_tool_calls", u32_of)? {
         s.max_concurrent_tool_calls = n;
@@ -169,9 +170,11 @@ fn spec(v: &Json) -> Result<Spec, DecodeError> {
 
 /// Cross-member rules: tool names unique, advertised names are deferred tools, the delegate
 /// name collides with no tool, tools and the concurrency limit go together.
-/// `{"total_tokens"?:u64,"tool_calls"?:u64,"reserve_output_tokens"?:u32,"time_ms"?:u64}`
-/// (time on the simulated clock from the run's start).
-fn budget(v: &Json) -> Result<keel::interaction::budget::Budget, DecodeError> {
+/// `{"total_tokens"?:u64,"tool_calls"?:u64,"reserve_output_tokens"?:u32,"time_ms"?:u64,
+/// "on_exhausted"?:"fail"|"ask_human","answers"?:[BudgetAnswer]}` (time on the simulated clock
+/// from the run's start; `answers`: the host's answers to the budget questions, in order).
+fn budget(v: &Json) -> Result<(keel::interaction::budget::Budget, Vec<keel::interaction::budget_question::BudgetAnswer>), DecodeError> {
+    use keel::json::FromJson;
     let mut r = ObjectReader::new(v)?;
     let mut b = keel::interaction::budget::Budget::new();
     if let Some(n) = opt(&mut r, "total_tokens", u64_of)? {
@@ -186,8 +189,14 @@ fn budget(v: &Json) -> Result<keel::interaction::budget::Budget, DecodeError> {
     if let Some(n) = opt(&mut r, "time_ms", u64_of)? {
         b = b.time(std::time::Duration::from_millis(n));
     }
+    match opt(&mut r, "on_exhausted", string)?.as_deref() {
+        None | Some("fail") => {}
+        Some("ask_human") => b = b.on_exhausted(keel::interaction::budget::OnExhausted::AskHuman),
+        Some(_) => return Err(bad("on_exhausted is \"fail\" or \"ask_human\"").in_member("on_exhausted")),
+    }
+    let answers = opt(&mut r, "answers", |v| list(v, keel::interaction::budget_question::BudgetAnswer::from_json))?.unwrap_or_default();
     finish(r)?;
-    Ok(b)
+    Ok((b, answers))
 }
 
 fn check_references(s: &Spec) -> Result<(), DecodeError> {

@@ -22,12 +22,18 @@
 //! | T5 | `waiting_children` + satisfaction | settle the outcomes; tools: S; delegates: fold, A |
 //! | S | schedule tools | start children up to the concurrency limit; else W; else fold, A |
 //! | C | completion | the validator (if any) accepts → Complete; rejects → its feedback goes to the model, R |
+//! | Q | R or S would pass an own limit under `OnExhausted::AskHuman`, nothing in flight | declare the question's wait |
+//! | T6 | `awaiting_budget_wait_open` + opening | it must echo the question; park on it |
+//! | T7 | `waiting_budget_answer` + answer | extend: add the grant, then R (no round) or S; decline: fail with the budget failure |
 //!
 //! * `collect`: the per-phase signal rules;
 //! * `model`: R, T1, T2, F and L;
 //! * `round`: A, E, the tool and delegate batches, T3, W, T4, T5 and S;
-//! * `complete`: C.
+//! * `complete`: C;
+//! * `budget`: Q (ask the host to extend a budget), T6 (the question's wait opened), T7 (the
+//!   answer: extend and go on where the run stopped, or decline and fail).
 
+mod budget;
 mod collect;
 mod complete;
 mod model;
@@ -84,9 +90,9 @@ impl Machine<'_> {
         self.s.limits(self.rules.budget.budget.limits())
     }
 
-    /// The run's own time limit in milliseconds.
+    /// The run's own time limit in milliseconds (with what the host granted).
     fn time_limit(&self) -> Option<u64> {
-        self.rules.budget.budget.time_ms()
+        self.s.time_limit(self.rules.budget.budget.time_ms())
     }
 
     /// What a model call declared now asks of the Dispatcher's clock: `None` without a time
@@ -132,6 +138,8 @@ impl Execution for ParentExecution {
             Phase::AwaitingChildStarts => m.on_starts(signals)?,
             Phase::AwaitingChildWaitOpen => m.on_wait_open(signals)?,
             Phase::WaitingChildren => m.on_wait_satisfied(signals)?,
+            Phase::AwaitingBudgetWaitOpen => m.on_budget_wait_open(signals)?,
+            Phase::WaitingBudgetAnswer => m.on_budget_answer(signals)?,
             Phase::Completed => return Err(invalid("completed execution cannot advance")),
         };
         if matches!(transition, Transition::Fail { .. }) {

@@ -63,7 +63,7 @@ impl Machine<'_> {
         self.request_model(applied)
     }
 
-    /// R: declare the next model call (counted when declared), or fail at the limit.
+    /// R: declare the next model call (counted when declared), or fail at the limit (or ask, Q).
     pub(super) fn request_model(&mut self, applied: Vec<SignalId>) -> Result<Transition, StepError> {
         if self.s.model_call_count >= self.rules.max_model_calls {
             return Ok(self.fail(codes::failure(
@@ -85,12 +85,14 @@ impl Machine<'_> {
                 Err(text) => return Ok(self.fail(codes::failure(codes::BUDGET_COST, &text))),
             };
             if let Some(exhausted) = limits.first_exceeded(self.spent(), reserved) {
-                return Ok(self.fail(exhausted.failure("the next model call's reservation")));
+                let question = self.own_question_rule().question(&exhausted);
+                return self.ask_or_fail(exhausted.failure("the next model call's reservation"), question, applied);
             }
         }
         // Time: the last reading the run has is already past its deadline.
         if let Some(exhausted) = self.s.clock.exhausted(self.time_limit()) {
-            return Ok(self.fail(exhausted.failure("the next model call")));
+            let question = self.own_time_question(&exhausted);
+            return self.ask_or_fail(exhausted.failure("the next model call"), question, applied);
         }
         let sequence = self.s.model_call_count + 1;
         let effect = ModelCallEffect {
@@ -124,7 +126,12 @@ impl Machine<'_> {
             ModelResult::OutOfTime { at_ms, deadline_ms } => {
                 self.s.clock.observe(at_ms);
                 let exhausted = self.s.clock.exhaustion(self.time_limit(), deadline_ms, at_ms);
-                return Ok(self.fail(exhausted.failure("the model call")));
+                let question = self.own_time_question(&exhausted);
+                if question.is_some() {
+                    // The run goes on after an extension: the steers wait for its next call.
+                    self.admit(&steers)?;
+                }
+                return self.ask_or_fail(exhausted.failure("the model call"), question, Vec::new());
             }
             ModelResult::Response { response, replacement_messages, clock } => {
                 if let Some(readings) = clock {

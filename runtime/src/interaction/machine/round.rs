@@ -148,8 +148,10 @@ impl Machine<'_> {
         }
     }
 
-    /// S: start tool children while slots are free; else wait; else fold and continue.
-    fn schedule_tools(&mut self) -> Result<Transition, StepError> {
+    /// S: start tool children while slots are free; else wait; else fold and continue. A
+    /// call that would pass a limit fails the run, or under `OnExhausted::AskHuman` (an own
+    /// limit) stops starting: the children in flight finish first, then the run asks (Q).
+    pub(super) fn schedule_tools(&mut self) -> Result<Transition, StepError> {
         let rules = self.rules;
         let tools = rules.tools.as_ref().ok_or_else(|| invalid("a tool batch without a tool set"))?;
         let sequence = self.s.model_call_count;
@@ -160,19 +162,33 @@ impl Machine<'_> {
         let mut spent = self.spent();
         let mut started = 0u64;
         let time = self.s.clock.exhausted(self.time_limit());
+        let time_question = time.as_ref().and_then(|e| self.own_time_question(e));
+        let asks = self.own_question_rule();
         let batch = self.batch_mut()?;
         let mut effects = Vec::new();
+        // What stopped the starts when the policy asks: the failure a decline ends with and the
+        // question.
+        let mut blocked = None;
         if let (Some(exhausted), true) = (time, occupied(batch) < max && planned(batch) < batch.invocations.len()) {
             // No tool starts once the time budget has passed (checked against the last reading).
             let failure = exhausted.failure("the next tool call");
-            return Ok(self.fail(failure));
+            match time_question {
+                Some(question) => blocked = Some((failure, question)),
+                None => return Ok(self.fail(failure)),
+            }
         }
-        while occupied(batch) < max && planned(batch) < batch.invocations.len() {
+        while blocked.is_none() && occupied(batch) < max && planned(batch) < batch.invocations.len() {
             // Each tool call is counted once, when it is started.
             let one = Amounts { tool_calls: 1, ..Amounts::default() };
             if let Some(exhausted) = limits.first_exceeded(spent, one) {
                 let failure = exhausted.failure("the next tool call");
-                return Ok(self.fail(failure));
+                match asks.question(&exhausted) {
+                    Some(question) => {
+                        blocked = Some((failure, question));
+                        break;
+                    }
+                    None => return Ok(self.fail(failure)),
+                }
             }
             spent = spent.saturating_add(one);
             started += 1;
@@ -201,6 +217,9 @@ impl Machine<'_> {
         }
         if active > 0 {
             return self.declare_wait();
+        }
+        if let Some((failure, question)) = blocked {
+            return self.ask_or_fail(failure, Some(question), Vec::new());
         }
         self.fold_batch(Vec::new())?;
         self.advance()

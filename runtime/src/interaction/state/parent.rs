@@ -8,6 +8,7 @@ use crate::interaction::artifact::{Artifact, Artifacts};
 use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::chat::Usage;
 use crate::interaction::budget::{read_spending, Limits, Spending};
+use crate::interaction::budget_question::{BudgetExtension, PendingBudgetQuestion};
 use crate::interaction::run_clock::RunClock;
 use crate::interaction::output::{read_usage, Output};
 use crate::interaction::protocol::{InteractionInput, Lineage};
@@ -19,6 +20,7 @@ use crate::kernel::waist::ExecutionState;
 ///
 /// Full wire form (the [`Wire`] codec: tests, fuzzing): `{"phase":Phase,"working_context":Request,
 /// "model_call_count":u32,"usage"?:Usage,"spending"?:Spending,"granted"?:Limits,"clock"?:RunClock,
+/// "extended"?:Extension,"budget_questions"?:u32,"budget_question"?:PendingBudgetQuestion,
 /// "advertised_tool_names"?:[S],"tool_round"?:ToolRound,
 /// "pending_steer"?:PendingSteer,"artifact_records"?:[Artifact],"final_output"?:Output,
 /// "model"?:ModelRecord,"lineage"?:Lineage}`.
@@ -51,6 +53,14 @@ pub struct ParentState {
     /// The run's start, a parent's deadline and the clock readings of its model calls
     /// ([`crate::interaction::run_clock`]); omitted when empty.
     pub clock: RunClock,
+    /// What the host granted on top of the run's own budget, summed over every answered
+    /// budget question ([`crate::interaction::budget_question`]); omitted when empty.
+    pub extended: BudgetExtension,
+    /// How many budget questions the run has asked (each has its own wait key); omitted
+    /// when zero.
+    pub budget_questions: u32,
+    /// The question being asked; only in the budget phases.
+    pub budget_question: Option<PendingBudgetQuestion>,
     /// Deferred tools made visible so far, append-only, in commit order.
     pub advertised_tool_names: Vec<String>,
     /// Exists only in the child phases.
@@ -83,6 +93,9 @@ impl ParentState {
             spending: Spending::default(),
             granted: input.budget,
             clock: RunClock::start(input.started_ms, input.deadline_ms),
+            extended: BudgetExtension::default(),
+            budget_questions: 0,
+            budget_question: None,
             advertised_tool_names: Vec::new(),
             tool_round: None,
             pending_steer: None,
@@ -93,12 +106,24 @@ impl ParentState {
         }
     }
 
-    /// The limits this run applies: its own budget's, tightened by a parent's grant.
+    /// The limits this run applies: its own budget's raised by what the host granted,
+    /// tightened by a parent's grant.
     pub fn limits(&self, own: Limits) -> Limits {
+        let own = self.own_limits(own);
         match self.granted {
             Some(g) => own.min(g),
             None => own,
         }
+    }
+
+    /// The run's own limits (its budget's `own`) raised by what the host granted.
+    pub fn own_limits(&self, own: Limits) -> Limits {
+        own.extended_by(self.extended.amounts())
+    }
+
+    /// The run's own time limit (its budget's `own_ms`) raised by what the host granted.
+    pub fn time_limit(&self, own_ms: Option<u64>) -> Option<u64> {
+        own_ms.map(|l| l.saturating_add(self.extended.time_ms()))
     }
 
     /// The Artifacts as validators see them.
@@ -174,6 +199,9 @@ impl ParentState {
             .opt_field("spending", (!self.spending.is_zero()).then_some(&self.spending))
             .opt_field("granted", self.granted.as_ref())
             .opt_field("clock", (!self.clock.is_empty()).then_some(&self.clock))
+            .opt_value("extended", (!self.extended.is_empty()).then(|| self.extended.grant_json()))
+            .opt_field("budget_questions", (self.budget_questions != 0).then_some(&self.budget_questions))
+            .opt_field("budget_question", self.budget_question.as_ref())
             .nonempty_field("advertised_tool_names", &self.advertised_tool_names)
             .opt_field("tool_round", self.tool_round.as_ref())
             .opt_field("pending_steer", self.pending_steer.as_ref())
@@ -201,6 +229,15 @@ fn decode_members(
         spending: read_spending(&mut r)?,
         granted: r.optional("granted")?,
         clock: r.optional("clock")?.unwrap_or_default(),
+        extended: match r.optional_value("extended")? {
+            Some(v) => BudgetExtension::from_grant_json(v, u64::MAX).map_err(|e| e.in_member("extended"))?,
+            None => BudgetExtension::default(),
+        },
+        budget_questions: match r.optional::<u32>("budget_questions")? {
+            Some(0) => return Err(DecodeError::invalid("a zero count is omitted, not written".to_owned()).in_member("budget_questions")),
+            other => other.unwrap_or(0),
+        },
+        budget_question: r.optional("budget_question")?,
         advertised_tool_names: read_nonempty_list(&mut r, "advertised_tool_names")?,
         tool_round: r.optional("tool_round")?,
         pending_steer: r.optional("pending_steer")?,

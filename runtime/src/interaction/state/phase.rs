@@ -7,7 +7,8 @@ use crate::json::{DecodeError, FromJson, Json, ToJson};
 /// transition and the state keeps its last valid shape (and must still restore).
 ///
 /// Wire form: `"ready_model" | "awaiting_model" | "awaiting_child_starts" |
-/// "awaiting_child_wait_open" | "waiting_children" | "completed"`.
+/// "awaiting_child_wait_open" | "waiting_children" | "awaiting_budget_wait_open" |
+/// "waiting_budget_answer" | "completed"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Phase {
     /// About to request the next model call (transient: at Start, restore, or inside a Step).
@@ -20,17 +21,23 @@ pub enum Phase {
     AwaitingChildWaitOpen,
     /// Parked on the child wait recorded in the batch.
     WaitingChildren,
+    /// A budget question's wait Effect is in flight (`budget_question` holds it).
+    AwaitingBudgetWaitOpen,
+    /// Parked on the budget question's wait until the host answers.
+    WaitingBudgetAnswer,
     /// Terminal; `final_output` holds the Output.
     Completed,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 6] = [
+    pub const ALL: [Phase; 8] = [
         Phase::ReadyModel,
         Phase::AwaitingModel,
         Phase::AwaitingChildStarts,
         Phase::AwaitingChildWaitOpen,
         Phase::WaitingChildren,
+        Phase::AwaitingBudgetWaitOpen,
+        Phase::WaitingBudgetAnswer,
         Phase::Completed,
     ];
 
@@ -41,6 +48,8 @@ impl Phase {
             Phase::AwaitingChildStarts => "awaiting_child_starts",
             Phase::AwaitingChildWaitOpen => "awaiting_child_wait_open",
             Phase::WaitingChildren => "waiting_children",
+            Phase::AwaitingBudgetWaitOpen => "awaiting_budget_wait_open",
+            Phase::WaitingBudgetAnswer => "waiting_budget_answer",
             Phase::Completed => "completed",
         }
     }
@@ -52,6 +61,11 @@ impl Phase {
     /// The three phases in which a tool round with a child batch exists.
     pub fn is_child_phase(self) -> bool {
         matches!(self, Phase::AwaitingChildStarts | Phase::AwaitingChildWaitOpen | Phase::WaitingChildren)
+    }
+
+    /// The two phases in which a budget question is asked.
+    pub fn is_budget_phase(self) -> bool {
+        matches!(self, Phase::AwaitingBudgetWaitOpen | Phase::WaitingBudgetAnswer)
     }
 }
 

@@ -46,7 +46,27 @@ impl ParentState {
                 Ok(())
             }
         };
+        forbid(self.budget_question.is_some() != phase.is_budget_phase(), "a budget_question (or lacks one)")?;
+        if self.budget_question.is_some() && self.budget_questions == 0 {
+            return Err(invalid("a budget_question needs budget_questions ≥ 1"));
+        }
         match phase {
+            Phase::AwaitingBudgetWaitOpen | Phase::WaitingBudgetAnswer => {
+                forbid(self.final_output.is_some(), "a final_output")?;
+                let question = self.budget_question.as_ref().ok_or_else(|| invalid("budget phases need a budget_question"))?;
+                if (phase == Phase::WaitingBudgetAnswer) != question.wait_id.is_some() {
+                    return Err(invalid(format!("phase {phase}: budget_question.wait_id is set only once the wait opened")));
+                }
+                // A question stopped either the next model call (no round) or the next tool
+                // start of a round whose batch then holds nothing in flight.
+                match &self.tool_round {
+                    None => Ok(()),
+                    Some(round) => {
+                        forbid(!question.applied_steer_signal_ids.is_empty(), "applied steers with a tool_round")?;
+                        check_round(phase, self.model_call_count, round).map_err(|e| e.context("tool_round"))
+                    }
+                }
+            }
             Phase::ReadyModel | Phase::AwaitingModel => {
                 forbid(self.tool_round.is_some(), "a tool_round")?;
                 #[cfg(feature = "mutations")]
@@ -202,7 +222,8 @@ fn check_round(phase: Phase, sequence: u32, round: &ToolRound) -> Result<(), Int
 /// `segment[j]` is the call of `batch.invocations[j]`.
 fn check_batch(phase: Phase, sequence: u32, batch: &ChildBatch, segment: &[&ToolCall]) -> Result<(), InteractionError> {
     let planned = usize::try_from(batch.next_start_index).unwrap_or(usize::MAX);
-    if planned == 0 || planned > batch.invocations.len() {
+    // A budget question may stop a batch before its first start.
+    if (planned == 0 && !phase.is_budget_phase()) || planned > batch.invocations.len() {
         return Err(invalid("next_start_index must be within 1..=len(invocations)"));
     }
     if batch.kind == BatchKind::Delegate && planned != batch.invocations.len() {
@@ -210,7 +231,7 @@ fn check_batch(phase: Phase, sequence: u32, batch: &ChildBatch, segment: &[&Tool
     }
     match (phase, &batch.wait_id) {
         (Phase::WaitingChildren, None) => return Err(invalid("waiting_children needs a wait_id")),
-        (Phase::AwaitingChildStarts | Phase::AwaitingChildWaitOpen, Some(_)) => {
+        (Phase::AwaitingChildStarts | Phase::AwaitingChildWaitOpen | Phase::AwaitingBudgetWaitOpen | Phase::WaitingBudgetAnswer, Some(_)) => {
             return Err(invalid(format!("phase {phase} must not hold a wait_id")))
         }
         _ => {}
@@ -283,6 +304,14 @@ fn check_batch(phase: Phase, sequence: u32, batch: &ChildBatch, segment: &[&Tool
             }
             if batch.kind == BatchKind::Delegate && active > 0 {
                 return Err(invalid("a delegate batch cannot hold active children while starting"));
+            }
+        }
+        Phase::AwaitingBudgetWaitOpen | Phase::WaitingBudgetAnswer => {
+            if pending > 0 || active > 0 {
+                return Err(invalid(format!("phase {phase}: a budget question waits with no child in flight")));
+            }
+            if planned >= batch.invocations.len() {
+                return Err(invalid(format!("phase {phase}: a budget question stops a batch with an unstarted call")));
             }
         }
         _ => {
