@@ -4,21 +4,13 @@
 //! anything is committed, and a question and its grants survive restarts on a file store.
 
 use crate::chat::{Request, Response, Usage};
-use crate::env::{BoxFuture, Env, TokioEnv};
+use crate::env::BoxFuture;
 use crate::interaction::model::ModelIdentity;
 use crate::kernel::commit::MemoryCommitter;
 use crate::prelude::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    rt.block_on(f)
-}
-
-fn env() -> Env {
-    TokioEnv::current().unwrap().env()
-}
+use super::test_runtime::{block_on, env};
 
 /// A scripted model reporting `usage` for every call, counting the calls that reached it.
 struct Metered {

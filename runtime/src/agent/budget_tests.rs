@@ -5,21 +5,13 @@
 
 use super::delegation_fixture::{boss, calls_helper};
 use crate::chat::{Request, Response, Usage};
-use crate::env::{BoxFuture, Env, TokioEnv};
+use crate::env::BoxFuture;
 use crate::interaction::model::ModelIdentity;
 use crate::kernel::commit::MemoryCommitter;
 use crate::prelude::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    rt.block_on(f)
-}
-
-fn env() -> Env {
-    TokioEnv::current().unwrap().env()
-}
+use super::test_runtime::{block_on, env};
 
 /// A scripted model reporting `usage` for every call; its first `unknowns` calls end with an
 /// unknown outcome (the request may have reached the provider).

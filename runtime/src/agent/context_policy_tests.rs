@@ -12,10 +12,7 @@ use crate::kernel::commit::{Committer, MemoryCommitter};
 use crate::prelude::*;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(f)
-}
+use super::test_runtime::block_on;
 
 /// A conversation: system, task, then `rounds` exchanges of one tool call with a ~1 KB result
 /// (the summary tests shorten it too).

@@ -9,10 +9,7 @@ use crate::kernel::ids::{EffectId, ProcessId};
 use crate::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(f)
-}
+use super::test_runtime::block_on;
 
 async fn collect(run: &Run) -> Vec<RunEvent> {
     let mut events = run.events();

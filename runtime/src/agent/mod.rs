@@ -81,6 +81,8 @@ mod context_policy_tests;
 #[cfg(test)]
 mod delegation_fixture;
 #[cfg(test)]
+mod test_runtime;
+#[cfg(test)]
 mod summary_tests;
 #[cfg(test)]
 mod event_tests;

@@ -10,10 +10,7 @@ use crate::prelude::*;
 use futures::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(f)
-}
+use super::test_runtime::block_on;
 
 /// A provider client as keel sees it: what it answers does not matter here, who it is does.
 struct Provider(&'static str, ScriptedModel);

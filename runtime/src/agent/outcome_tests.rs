@@ -5,7 +5,7 @@
 use super::delegation_fixture::{boss, calls_helper};
 use crate::agent::MAX_MODEL_ATTEMPTS;
 use crate::chat::{Request, Response, ResponseDelta};
-use crate::env::{BoxFuture, Env, TokioEnv};
+use crate::env::BoxFuture;
 use crate::interaction::model::ModelDeltaStream;
 use crate::kernel::commit::{Committer, MemoryCommitter};
 use crate::kernel::ids::ProcessId;
@@ -14,15 +14,7 @@ use crate::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    rt.block_on(f)
-}
-
-fn env() -> Env {
-    TokioEnv::current().unwrap().env()
-}
+use super::test_runtime::{block_on, env};
 
 async fn collect(run: &Run) -> Vec<RunEvent> {
     let mut events = run.events();

@@ -7,7 +7,7 @@ use super::context_policy_tests::conversation;
 use super::continue_as_new::ContinueAsNew;
 use super::summary::{splice, transcript, Plan, Summarizer, CARRIED_MARKER, SUMMARY_HEADING};
 use crate::chat::{Message, Request, Response, Role, Usage};
-use crate::env::{BoxFuture, Env, TokioEnv};
+use crate::env::BoxFuture;
 use crate::interaction::model::{ModelCallContext, ModelClient, ModelError, ModelMode};
 use crate::interaction::state::ParentState;
 use crate::kernel::commit::{Committer, MemoryCommitter};
@@ -15,14 +15,7 @@ use crate::kernel::snapshot::TreeSnapshot;
 use crate::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(f)
-}
-
-fn env() -> Env {
-    TokioEnv::current().unwrap().env()
-}
+use super::test_runtime::{block_on, env};
 
 fn bytes(messages: &[Message]) -> u64 {
     super::continue_as_new::context_bytes(messages)

@@ -4,21 +4,12 @@
 
 use super::recovery::UNKNOWN_TOOL_TEXT;
 use super::tracker::MAX_RUN_DELTAS;
-use crate::env::{Env, TokioEnv};
 use crate::kernel::commit::{Committer, MemoryCommitter};
 use crate::kernel::status::Status;
 use crate::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    rt.block_on(f)
-}
-
-fn env() -> Env {
-    TokioEnv::current().unwrap().env()
-}
+use super::test_runtime::{block_on, env};
 
 fn weather() -> FnTool {
     tool_fn(

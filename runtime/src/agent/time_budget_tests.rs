@@ -11,13 +11,9 @@ use crate::prelude::*;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use super::test_runtime::block_on;
 
 const T0: u64 = 1_800_000_000_000;
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    rt.block_on(f)
-}
 
 /// The runtime's clock, moved only by the test and its tools.
 #[derive(Default)]
@@ -76,19 +72,19 @@ fn failure_of(result: Result<RunResult, RunError>) -> RunFailure {
     }
 }
 
+/// An agent whose model asks for one `slow` call (2 s on `clock`), then answers "Done.", under
+/// `budget`; `calls` counts the model calls that went out.
+fn slow_then_done(clock: &Arc<HandClock>, calls: &Arc<AtomicU32>, budget: Budget) -> Agent {
+    let model = Counted { inner: ScriptedModel::new().call_tool("slow", "{}").then_text("Done."), calls: calls.clone() };
+    Agent::builder("a").version("1").model(model).tool(slow(clock, 2_000)).budget(budget).build().unwrap()
+}
+
 #[test]
 fn a_run_past_its_time_fails_before_the_next_model_call_with_what_to_do() {
     block_on(async {
         let clock = Arc::new(HandClock::default());
         let calls = Arc::new(AtomicU32::new(0));
-        let model = Counted { inner: ScriptedModel::new().call_tool("slow", "{}").then_text("Done."), calls: calls.clone() };
-        let agent = Agent::builder("a")
-            .version("1")
-            .model(model)
-            .tool(slow(&clock, 2_000))
-            .budget(Budget::new().time(Duration::from_secs(1)))
-            .build()
-            .unwrap();
+        let agent = slow_then_done(&clock, &calls, Budget::new().time(Duration::from_secs(1)));
         let run = Runtime::with_store(agent, Arc::new(MemoryCommitter::new()), env(&clock)).start("Hi.").await.unwrap();
         let failure = failure_of(run.result().await);
         assert_eq!(failure.code(), "interaction.budget.time");
@@ -196,14 +192,7 @@ fn a_run_past_its_time_asks_and_an_extension_lets_the_refused_call_go_out() {
     block_on(async {
         let clock = Arc::new(HandClock::default());
         let calls = Arc::new(AtomicU32::new(0));
-        let model = Counted { inner: ScriptedModel::new().call_tool("slow", "{}").then_text("Done."), calls: calls.clone() };
-        let agent = Agent::builder("a")
-            .version("1")
-            .model(model)
-            .tool(slow(&clock, 2_000))
-            .budget(Budget::new().time(Duration::from_secs(1)).on_exhausted(OnExhausted::AskHuman))
-            .build()
-            .unwrap();
+        let agent = slow_then_done(&clock, &calls, Budget::new().time(Duration::from_secs(1)).on_exhausted(OnExhausted::AskHuman));
         let run = Runtime::with_store(agent, Arc::new(MemoryCommitter::new()), env(&clock)).start("Hi.").await.unwrap();
         let Idle::NeedsInput(questions) = run.idle().await.unwrap() else { panic!("expected the time question") };
         let asked = questions[0].budget_question().expect("a budget question");

@@ -7,11 +7,7 @@ use crate::json::Json;
 use crate::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    rt.block_on(f)
-}
+use super::test_runtime::block_on;
 
 /// What one model call received: its request and the output schema in its context.
 type Seen = Arc<Mutex<Vec<(Request, Option<Json>)>>>;

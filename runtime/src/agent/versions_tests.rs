@@ -3,7 +3,7 @@
 
 use super::upgrade::successor_of;
 use crate::chat::{FinishReason, Part, Request, Response, ToolCall, Usage};
-use crate::env::{BoxFuture, Env, TokioEnv};
+use crate::env::BoxFuture;
 use crate::interaction::protocol::Lineage;
 use crate::interaction::state::ParentState;
 use crate::kernel::commit::{Committer, Fault, FaultyCommitter, MemoryCommitter};
@@ -15,15 +15,7 @@ use std::sync::Arc;
 #[path = "versions_fixture.rs"]
 mod fixture;
 use fixture::{concierge, v1, v2};
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    rt.block_on(f)
-}
-
-fn env() -> Env {
-    TokioEnv::current().unwrap().env()
-}
+use super::test_runtime::{block_on, env};
 
 /// The stored messages and lineage of `run`'s root.
 fn stored(store: &dyn Committer, run: &RunId) -> (Vec<String>, Option<Lineage>) {

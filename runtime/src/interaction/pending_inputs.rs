@@ -18,6 +18,7 @@ use crate::kernel::signal::SignalRequest;
 use crate::kernel::snapshot::TreeSnapshot;
 use crate::kernel::status::Status;
 use crate::schema::Schema;
+use crate::tool::ToolInputRequest;
 
 /// One tool child parked on an input wait.
 #[derive(Clone, Debug)]
@@ -32,6 +33,17 @@ pub struct PendingToolInput {
 }
 
 impl PendingToolInput {
+    fn new(process_id: &ProcessId, wait_id: WaitId, request: &ToolInputRequest, budget: bool) -> PendingToolInput {
+        PendingToolInput {
+            process_id: process_id.clone(),
+            wait_id,
+            prompt: request.prompt().clone(),
+            response_schema: request.response_schema().clone(),
+            schema: request.schema().clone(),
+            budget,
+        }
+    }
+
     /// The tool child Process to deliver the answer to.
     pub fn process_id(&self) -> &ProcessId {
         &self.process_id
@@ -81,14 +93,7 @@ pub fn pending_tool_inputs(snapshot: &TreeSnapshot) -> Result<Vec<PendingToolInp
                     return Err(invalid(format!("process {} is parked on another wait than its budget question", process.id)));
                 }
                 let request = question.question.input_request().map_err(invalid)?;
-                pending.push(PendingToolInput {
-                    process_id: process.id.clone(),
-                    wait_id,
-                    prompt: request.prompt().clone(),
-                    response_schema: request.response_schema().clone(),
-                    schema: request.schema().clone(),
-                    budget: true,
-                });
+                pending.push(PendingToolInput::new(&process.id, wait_id, &request, true));
             }
             continue;
         }
@@ -106,15 +111,7 @@ pub fn pending_tool_inputs(snapshot: &TreeSnapshot) -> Result<Vec<PendingToolInp
         if process.current_wait_id.as_ref() != Some(&wait_id) {
             return Err(invalid(format!("waiting tool child {} is parked on another wait", process.id)));
         }
-        let request = checkpoint.input_request;
-        pending.push(PendingToolInput {
-            process_id: process.id.clone(),
-            wait_id,
-            prompt: request.prompt().clone(),
-            response_schema: request.response_schema().clone(),
-            schema: request.schema().clone(),
-            budget: false,
-        });
+        pending.push(PendingToolInput::new(&process.id, wait_id, &checkpoint.input_request, false));
     }
     Ok(pending)
 }
