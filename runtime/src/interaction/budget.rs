@@ -145,7 +145,7 @@ impl BudgetKind {
 
     /// The kind named `name` ([`BudgetKind::as_str`]).
     pub fn from_name(name: &str) -> Option<BudgetKind> {
-        BudgetKind::ALL.into_iter().chain([BudgetKind::Time]).find(|k| k.as_str() == name)
+        BudgetKind::EVERY.into_iter().find(|k| k.as_str() == name)
     }
 
     /// The failure code of a run stopped by this limit.
@@ -167,6 +167,16 @@ impl BudgetKind {
         BudgetKind::TotalTokens,
         BudgetKind::Cost,
         BudgetKind::ToolCalls,
+    ];
+
+    /// Every limit kind, time included.
+    pub const EVERY: [BudgetKind; 6] = [
+        BudgetKind::InputTokens,
+        BudgetKind::OutputTokens,
+        BudgetKind::TotalTokens,
+        BudgetKind::Cost,
+        BudgetKind::ToolCalls,
+        BudgetKind::Time,
     ];
 }
 

@@ -128,7 +128,7 @@ impl BudgetExtension {
     /// The bare grant `{"<kind>":n,...}` (the state's `extended` member), zero kinds omitted.
     pub(crate) fn grant_json(&self) -> Json {
         let mut b = ObjectBuilder::new();
-        for k in KINDS {
+        for k in BudgetKind::EVERY {
             let v = self.get(k);
             b = b.opt_field(k.as_str(), (v != 0).then_some(&v));
         }
@@ -139,7 +139,7 @@ impl BudgetExtension {
     pub(crate) fn from_grant_json(value: &Json, max: u64) -> Result<BudgetExtension, DecodeError> {
         let mut r = ObjectReader::new(value)?;
         let mut e = BudgetExtension::default();
-        for k in KINDS {
+        for k in BudgetKind::EVERY {
             match r.optional::<u64>(k.as_str())? {
                 None => {}
                 Some(n) if n == 0 || n > max => {
@@ -155,16 +155,6 @@ impl BudgetExtension {
         Ok(e)
     }
 }
-
-/// Every kind an extension may grant, in wire (key) order.
-const KINDS: [BudgetKind; 6] = [
-    BudgetKind::Cost,
-    BudgetKind::InputTokens,
-    BudgetKind::OutputTokens,
-    BudgetKind::Time,
-    BudgetKind::ToolCalls,
-    BudgetKind::TotalTokens,
-];
 
 /// The host's answer to a budget question.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

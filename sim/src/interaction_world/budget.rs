@@ -57,8 +57,7 @@ pub fn check(spec: &Spec, decoded: &[Option<TreeSnapshot>]) -> (Vec<Violation>, 
             let Some(state) = states.get(&p.id).and_then(|(_, s)| s.as_ref()) else { continue };
             checks += 1;
             let before = granted.insert(p.id.clone(), state.extended).unwrap_or_default();
-            let kinds = [BudgetKind::InputTokens, BudgetKind::OutputTokens, BudgetKind::TotalTokens, BudgetKind::Cost, BudgetKind::ToolCalls, BudgetKind::Time];
-            if let Some(k) = kinds.iter().find(|k| state.extended.get(**k) < before.get(**k) || state.extended.get(**k) > offered.get(**k)) {
+            if let Some(k) = BudgetKind::EVERY.iter().find(|k| state.extended.get(**k) < before.get(**k) || state.extended.get(**k) > offered.get(**k)) {
                 violations.push(Violation::new(
                     "budget_respected",
                     format!(

@@ -5,7 +5,7 @@
 //! parent's grant or deadline fails as without the policy, so a shared tree budget is asked
 //! about by the run that declared it, when its own next step does not fit.
 
-use super::{invalid, Machine};
+use super::{count, invalid, Machine};
 use crate::interaction::budget::{Exhausted, Limits, OnExhausted};
 use crate::interaction::budget_question::{budget_wait_key, BudgetAnswer, BudgetQuestion, PendingBudgetQuestion};
 use crate::interaction::codes;
@@ -41,10 +41,6 @@ impl QuestionRule {
             needs: Some(exhausted.reserved),
         })
     }
-}
-
-fn count(n: usize) -> Result<u32, StepError> {
-    u32::try_from(n).map_err(|_| invalid("signal window too large"))
 }
 
 impl Machine<'_> {

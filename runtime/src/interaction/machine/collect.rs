@@ -1,16 +1,12 @@
 //! Signal collection per phase. Steers may accompany every expected signal; any
 //! other unexpected signal is a step error.
 
-use super::{invalid, Machine};
+use super::{count, invalid, Machine};
 use crate::interaction::protocol::ModelResult;
 use crate::interaction::signals::{classify_signal, IncomingSignal, SteerSignal};
 use crate::kernel::engine_signal::{ChildStartResult, ChildWaitOpened, ChildWaitSatisfied};
 use crate::kernel::signal::Signal;
 use crate::kernel::waist::StepError;
-
-fn count(n: usize) -> Result<u32, StepError> {
-    u32::try_from(n).map_err(|_| invalid("signal window too large"))
-}
 
 fn kernel_only<'a>(signal: &'a Signal, steers: &mut Vec<SteerSignal>) -> Result<Option<&'a Signal>, StepError> {
     match classify_signal(signal)? {

@@ -123,6 +123,11 @@ fn invalid(detail: impl AsRef<str>) -> StepError {
     StepError::from(InteractionError::invalid_state(detail))
 }
 
+/// A count of signals a Step consumed, as the Transition carries it.
+fn count(n: usize) -> Result<u32, StepError> {
+    u32::try_from(n).map_err(|_| invalid("signal window too large"))
+}
+
 impl Execution for ParentExecution {
     fn step(&mut self, cx: &StepContext, signals: &[Signal]) -> Result<Transition, StepError> {
         if cx.cancel.is_cancelled() {

@@ -695,7 +695,7 @@ fn installation_of(r: &Request, sequence: u64) -> Installation {
 }
 
 /// The record metadata as it was encoded before the direct writer: a `Json` tree built
-/// member by member, then encoded canonically (the reference the writer must equal).
+/// member by member, then encoded canonically (what the direct writer must equal, byte for byte).
 mod tree_encoding {
     use super::super::record::{Listed, LoggedCut, Request};
     use crate::json::{Digest, Json, ObjectBuilder, ToJson};
