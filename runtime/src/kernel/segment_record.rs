@@ -321,19 +321,14 @@ pub fn sorted_distinct<'a>(chains: impl IntoIterator<Item = &'a Arc<SegmentRecor
 
 /// [`sorted_distinct`], borrowed.
 pub fn sorted_distinct_refs<'a>(chains: impl IntoIterator<Item = &'a Arc<SegmentRecord>>) -> Vec<&'a Arc<SegmentRecord>> {
-    let mut all: Vec<&Arc<SegmentRecord>> = chains.into_iter().collect();
     // A key is the prefix plus the digest's lowercase hex, so key order is digest byte order.
-    // Comparing the digests' first 8 bytes as one big-endian integer first is the same order
-    // as comparing the bytes, without a `memcmp` call per comparison (this sort runs on every
-    // cut, over every segment of the tree).
-    let prefix = |r: &Arc<SegmentRecord>| {
-        let mut head = [0u8; 8];
-        head.copy_from_slice(&r.digest.0[..8]);
-        u64::from_be_bytes(head)
-    };
-    all.sort_unstable_by(|a, b| prefix(a).cmp(&prefix(b)).then_with(|| a.digest.0.cmp(&b.digest.0)));
-    all.dedup_by(|a, b| a.digest == b.digest);
-    all
+    // Each record's digest is read once, into a contiguous vector sorted in place: comparisons
+    // touch no record (this sort runs on every cut, over every segment of the tree, whose
+    // records lie scattered over the heap).
+    let mut all: Vec<(Digest, &Arc<SegmentRecord>)> = chains.into_iter().map(|r| (r.digest, r)).collect();
+    all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    all.dedup_by(|a, b| a.0 == b.0);
+    all.into_iter().map(|(_, r)| r).collect()
 }
 
 /// The distinct records of two chains given in chain order, `a` then `b` (a committed state
@@ -361,6 +356,24 @@ mod tests {
             t.insert(i, &crate::json::parse(r.bytes()).unwrap())?;
         }
         Ok(t)
+    }
+
+    #[test]
+    fn sorted_distinct_is_digest_order_once_each() {
+        let segments: Vec<Arc<Segment>> = (0..40).map(|i| seg(&format!("[{i}]"))).collect();
+        let mut sink = RecordSink::default();
+        sink.chain(&segments);
+        // The same chain twice, and a second chain sharing its prefix.
+        sink.chain(&segments);
+        sink.chain(&segments[..10]);
+        let got: Vec<Digest> = sorted_distinct_refs(&sink.records).iter().map(|r| r.digest()).collect();
+        let mut want: Vec<[u8; 32]> = sink.records.iter().map(|r| r.digest().0).collect();
+        want.sort();
+        want.dedup();
+        assert_eq!(got.iter().map(|d| d.0).collect::<Vec<_>>(), want);
+        assert_eq!(got.len(), 40);
+        let keys: Vec<String> = sorted_distinct(&sink.records).iter().map(|r| key_of(r.digest()).to_string()).collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "key order is digest order");
     }
 
     #[test]

@@ -48,7 +48,6 @@
 use crate::json::{Digest, Json, Member};
 use crate::kernel::ids::{IncarnationId, ProcessId};
 use sha2::{Digest as _, Sha256};
-use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 /// The longest record key.
@@ -604,8 +603,9 @@ fn ends_chunk(d: &Digest) -> bool {
 struct ChunkMatch<'a> {
     /// `(chunk digest, index in base)`, sorted by digest.
     base: Vec<(Digest, usize)>,
-    /// The entries of `base`'s unmatched chunks, sorted by record digest (then key).
-    unmatched: Vec<&'a CutEntry>,
+    /// The entries of `base`'s unmatched chunks with their record digests (copied beside
+    /// them, so sorting and searching read no entry), sorted by digest, then key.
+    unmatched: Vec<(Digest, &'a CutEntry)>,
 }
 
 impl<'a> ChunkMatch<'a> {
@@ -618,11 +618,11 @@ impl<'a> ChunkMatch<'a> {
             if ours.binary_search(&c.digest).is_ok() {
                 by_digest.push((c.digest, i));
             } else if !c.kept {
-                unmatched.extend(c.entries.iter());
+                unmatched.extend(c.entries.iter().map(|e| (e.digest, e)));
             }
         }
         by_digest.sort_unstable_by_key(|(d, _)| *d);
-        unmatched.sort_unstable_by(|a: &&CutEntry, b: &&CutEntry| a.digest.cmp(&b.digest).then_with(|| a.key.cmp(&b.key)));
+        unmatched.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.key.cmp(&b.1.key)));
         ChunkMatch { base: by_digest, unmatched }
     }
 
@@ -633,8 +633,8 @@ impl<'a> ChunkMatch<'a> {
 
     /// The entry of `base` with this key and record digest among its chunks `this` lacks.
     fn unmatched_base(&self, key: &str, digest: &Digest) -> Option<&'a CutEntry> {
-        let start = self.unmatched.partition_point(|e| e.digest < *digest);
-        self.unmatched[start..].iter().take_while(|e| e.digest == *digest).find(|e| &*e.key == key).copied()
+        let start = self.unmatched.partition_point(|(d, _)| d < digest);
+        self.unmatched[start..].iter().take_while(|(d, _)| d == digest).find(|(_, e)| &*e.key == key).map(|(_, e)| *e)
     }
 }
 
@@ -670,16 +670,19 @@ pub(crate) fn tree_digest_chunks<E: std::borrow::Borrow<CutEntry>>(
 ) -> (Digest, Vec<Chunk>) {
     // A previous chunk by the record digest of its first entry (a record digest names one
     // entry: keys live inside records, and segment keys are their digests).
-    let starts: BTreeMap<Digest, &Chunk> = previous
+    // A sorted vector, not a map: a cut has tens of chunks, and this runs on every cut.
+    let mut starts: Vec<(Digest, &Chunk)> = previous
         .unwrap_or_default()
         .iter()
         .filter_map(|c| Some((c.entries.first()?.digest, c)))
         .collect();
+    starts.sort_unstable_by_key(|(d, _)| *d);
+    let start_of = |d: &Digest| starts.binary_search_by_key(d, |(s, _)| *s).ok().map(|i| starts[i].1);
     let entry = |i: usize| -> &CutEntry { entries[i].borrow() };
     let mut chunks = Vec::with_capacity(entries.len() / 8 + 1);
     let mut at = 0;
     while at < entries.len() {
-        let reused = starts.get(&entry(at).digest).and_then(|old| {
+        let reused = start_of(&entry(at).digest).and_then(|old| {
             let end = at + old.entries.len();
             let new = entries.get(at..end)?;
             let mut carried = true;
