@@ -321,14 +321,19 @@ pub fn sorted_distinct<'a>(chains: impl IntoIterator<Item = &'a Arc<SegmentRecor
 
 /// [`sorted_distinct`], borrowed.
 pub fn sorted_distinct_refs<'a>(chains: impl IntoIterator<Item = &'a Arc<SegmentRecord>>) -> Vec<&'a Arc<SegmentRecord>> {
+    let mut all: Vec<&Arc<SegmentRecord>> = chains.into_iter().collect();
     // A key is the prefix plus the digest's lowercase hex, so key order is digest byte order.
-    // Each record's digest is read once, into a contiguous vector sorted in place: comparisons
-    // touch no record (this sort runs on every cut, over every segment of the tree, whose
-    // records lie scattered over the heap).
-    let mut all: Vec<(Digest, &Arc<SegmentRecord>)> = chains.into_iter().map(|r| (r.digest, r)).collect();
-    all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    all.dedup_by(|a, b| a.0 == b.0);
-    all.into_iter().map(|(_, r)| r).collect()
+    // Comparing the digests' first 8 bytes as one big-endian integer first is the same order
+    // as comparing the bytes, without a `memcmp` call per comparison (this sort runs on every
+    // cut, over every segment of the tree).
+    let prefix = |r: &Arc<SegmentRecord>| {
+        let mut head = [0u8; 8];
+        head.copy_from_slice(&r.digest.0[..8]);
+        u64::from_be_bytes(head)
+    };
+    all.sort_unstable_by(|a, b| prefix(a).cmp(&prefix(b)).then_with(|| a.digest.0.cmp(&b.digest.0)));
+    all.dedup_by(|a, b| a.digest == b.digest);
+    all
 }
 
 /// The distinct records of two chains given in chain order, `a` then `b` (a committed state

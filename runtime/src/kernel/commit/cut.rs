@@ -603,9 +603,8 @@ fn ends_chunk(d: &Digest) -> bool {
 struct ChunkMatch<'a> {
     /// `(chunk digest, index in base)`, sorted by digest.
     base: Vec<(Digest, usize)>,
-    /// The entries of `base`'s unmatched chunks with their record digests (copied beside
-    /// them, so sorting and searching read no entry), sorted by digest, then key.
-    unmatched: Vec<(Digest, &'a CutEntry)>,
+    /// The entries of `base`'s unmatched chunks, sorted by record digest (then key).
+    unmatched: Vec<&'a CutEntry>,
 }
 
 impl<'a> ChunkMatch<'a> {
@@ -618,11 +617,11 @@ impl<'a> ChunkMatch<'a> {
             if ours.binary_search(&c.digest).is_ok() {
                 by_digest.push((c.digest, i));
             } else if !c.kept {
-                unmatched.extend(c.entries.iter().map(|e| (e.digest, e)));
+                unmatched.extend(c.entries.iter());
             }
         }
         by_digest.sort_unstable_by_key(|(d, _)| *d);
-        unmatched.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.key.cmp(&b.1.key)));
+        unmatched.sort_unstable_by(|a: &&CutEntry, b: &&CutEntry| a.digest.cmp(&b.digest).then_with(|| a.key.cmp(&b.key)));
         ChunkMatch { base: by_digest, unmatched }
     }
 
@@ -633,8 +632,8 @@ impl<'a> ChunkMatch<'a> {
 
     /// The entry of `base` with this key and record digest among its chunks `this` lacks.
     fn unmatched_base(&self, key: &str, digest: &Digest) -> Option<&'a CutEntry> {
-        let start = self.unmatched.partition_point(|(d, _)| d < digest);
-        self.unmatched[start..].iter().take_while(|(d, _)| d == digest).find(|(_, e)| &*e.key == key).map(|(_, e)| *e)
+        let start = self.unmatched.partition_point(|e| e.digest < *digest);
+        self.unmatched[start..].iter().take_while(|e| e.digest == *digest).find(|e| &*e.key == key).copied()
     }
 }
 
