@@ -364,6 +364,24 @@ mod tests {
     }
 
     #[test]
+    fn sorted_distinct_is_digest_order_once_each() {
+        let segments: Vec<Arc<Segment>> = (0..40).map(|i| seg(&format!("[{i}]"))).collect();
+        let mut sink = RecordSink::default();
+        sink.chain(&segments);
+        // The same chain twice, and a second chain sharing its prefix.
+        sink.chain(&segments);
+        sink.chain(&segments[..10]);
+        let got: Vec<Digest> = sorted_distinct_refs(&sink.records).iter().map(|r| r.digest()).collect();
+        let mut want: Vec<[u8; 32]> = sink.records.iter().map(|r| r.digest().0).collect();
+        want.sort();
+        want.dedup();
+        assert_eq!(got.iter().map(|d| d.0).collect::<Vec<_>>(), want);
+        assert_eq!(got.len(), 40);
+        let keys: Vec<String> = sorted_distinct(&sink.records).iter().map(|r| key_of(r.digest()).to_string()).collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "key order is digest order");
+    }
+
+    #[test]
     fn records_link_to_their_predecessor_and_are_cached_once() {
         let (a, b) = (seg("[1]"), seg("[2]"));
         let mut sink = RecordSink::default();

@@ -48,7 +48,6 @@
 use crate::json::{Digest, Json, Member};
 use crate::kernel::ids::{IncarnationId, ProcessId};
 use sha2::{Digest as _, Sha256};
-use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 /// The longest record key.
@@ -670,16 +669,19 @@ pub(crate) fn tree_digest_chunks<E: std::borrow::Borrow<CutEntry>>(
 ) -> (Digest, Vec<Chunk>) {
     // A previous chunk by the record digest of its first entry (a record digest names one
     // entry: keys live inside records, and segment keys are their digests).
-    let starts: BTreeMap<Digest, &Chunk> = previous
+    // A sorted vector, not a map: a cut has tens of chunks, and this runs on every cut.
+    let mut starts: Vec<(Digest, &Chunk)> = previous
         .unwrap_or_default()
         .iter()
         .filter_map(|c| Some((c.entries.first()?.digest, c)))
         .collect();
+    starts.sort_unstable_by_key(|(d, _)| *d);
+    let start_of = |d: &Digest| starts.binary_search_by_key(d, |(s, _)| *s).ok().map(|i| starts[i].1);
     let entry = |i: usize| -> &CutEntry { entries[i].borrow() };
     let mut chunks = Vec::with_capacity(entries.len() / 8 + 1);
     let mut at = 0;
     while at < entries.len() {
-        let reused = starts.get(&entry(at).digest).and_then(|old| {
+        let reused = start_of(&entry(at).digest).and_then(|old| {
             let end = at + old.entries.len();
             let new = entries.get(at..end)?;
             let mut carried = true;

@@ -340,22 +340,24 @@ impl CommitIndex {
         super::port::check_chain(chain)?;
         let root = chain[0].cut().root_id.clone();
         let tree = self.trees.get(&root);
-        let fact = |request: &CommitRequest| tree.and_then(|t| t.facts.get(&request.identity()).copied());
-        let last = &chain[chain.len() - 1];
+        // Each identity is derived once (a hash) and looked up by it.
+        let identities: Vec<String> = chain.iter().map(CommitRequest::identity).collect();
+        let fact = |at: usize| tree.and_then(|t| t.facts.get(&identities[at]).copied());
+        let last = chain.len() - 1;
         if fact(last).is_some() {
-            if let Decision::Current = self.decide(last)? {
+            if let Decision::Current = self.decide(&chain[last])? {
                 // Every earlier commit must be installed with the same content too.
-                for request in &chain[..chain.len() - 1] {
+                for (at, request) in chain[..last].iter().enumerate() {
                     let content = request_content(request);
-                    if fact(request) != Some(content) {
-                        return Err(CommitError::CommitConflict { identity: request.identity() });
+                    if fact(at) != Some(content) {
+                        return Err(CommitError::CommitConflict { identity: identities[at].clone() });
                     }
                 }
                 return Ok(Vec::new());
             }
         }
         let facts: Vec<(String, Digest)> =
-            chain.iter().filter_map(|r| fact(r).map(|d| (r.identity(), d))).collect();
+            (0..chain.len()).filter_map(|at| fact(at).map(|d| (identities[at].clone(), d))).collect();
         let mut scratch = CommitIndex::for_tree(root, tree.and_then(|t| t.head.clone()), facts);
         #[cfg(test)]
         {

@@ -90,7 +90,7 @@ impl Owner {
     /// by `after` once acknowledged.
     pub(super) fn send_chain(&mut self, after: AfterCommit) {
         let chain = self.chain.take();
-        let Some((_, prospective, sequence)) = chain.entries.last().cloned() else { return };
+        let Some((prospective, sequence)) = chain.last().map(|(cut, sequence)| (cut.clone(), sequence)) else { return };
         let passed = chain.entries[..chain.entries.len() - 1].iter().map(|(_, cut, _)| cut.clone()).collect();
         self.in_flight = Some(InFlight { after, prospective, sequence, effects: chain.effects, passed });
         let mut requests: Vec<CommitRequest> = chain.entries.into_iter().map(|(request, _, _)| request).collect();

@@ -218,10 +218,18 @@ impl ProcessTable {
         incarnation: &IncarnationId,
         limits: TreeLimits,
     ) -> Result<TreeSnapshot, SnapshotError> {
-        let ids: Vec<ProcessId> = self.map.keys().cloned().collect();
-        let mut members = Vec::with_capacity(ids.len());
-        for id in &ids {
-            let (Some(encoded), Some(p)) = (self.encoded_of(id), self.map.get(id)) else { continue };
+        // No id is cloned: the encodings of unchanged records are looked up in place, and only
+        // a changed record's id is copied, into the cache.
+        let mut members = Vec::with_capacity(self.map.len());
+        for (id, p) in &self.map {
+            let encoded = match self.encoded.get(id) {
+                Some(e) => e.clone(),
+                None => {
+                    let e = Arc::new(EncodedProcess::encode(p));
+                    self.encoded.insert(id.clone(), e.clone());
+                    e
+                }
+            };
             members.push((Arc::clone(p), encoded));
         }
         let residues = self
@@ -256,7 +264,12 @@ impl ProcessTable {
                 self.last = Some(c.tree_cut().clone());
                 self.changed = false;
                 self.last_cut = Some(c.digest());
-                self.valid = self.map.keys().cloned().collect();
+                // Every record is valid now: add the ones that were not (no set rebuilt).
+                for id in self.map.keys() {
+                    if !self.valid.contains(id) {
+                        self.valid.insert(id.clone());
+                    }
+                }
             }
             Err(_) => self.last_cut = None,
         }
