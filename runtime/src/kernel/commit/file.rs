@@ -853,7 +853,8 @@ fn live_bytes(index: &CommitIndex) -> u64 {
     let mut sum = to_u64(FILE_HEADER.len());
     for root in index.roots() {
         if let Some(head) = index.head(&root) {
-            let records = to_u64(head.cut.entries().len());
+            // `len`, not `entries().len()`: that would build the head's flat entry list.
+            let records = to_u64(head.cut.len());
             sum = sum
                 .saturating_add(head.cut.whole_len().unwrap_or(0))
                 .saturating_add(records.saturating_mul(PER_RECORD))

@@ -159,30 +159,33 @@ impl LoggedCut {
     /// bytes), `whole` the same cut resolved against `head` (the installation's cut, entry for
     /// entry in the same order). Records the request carried are carried (unless one is the
     /// next head entry unchanged); every record it kept becomes part of a run of `head`, found
-    /// by key and digest. Cost: O(changed records) for
-    /// the log, and O(records) key comparisons, almost all against the next head entry.
+    /// by key and digest. Cost: O(changed records) for the log, and O(records) key
+    /// comparisons, almost all against the next head entry.
+    ///
+    /// The entries are walked by reference ([`TreeCut::carried`] of a whole cut is every entry
+    /// in order), never through [`TreeCut::entries`]: that builds a cut's flat entry list, a
+    /// reference count taken (and later dropped) per record, which cost more than the listing
+    /// itself and is of no other use per commit. The result is the listing
+    /// `listing_of_entries` computes over the flat lists (a test compares them).
     pub(super) fn listing(sent: &TreeCut, whole: &TreeCut, head: Option<&TreeCut>) -> LoggedCut {
-        let (sent_entries, whole_entries) = (sent.entries(), whole.entries());
         // The rules resolve a delta entry for entry; anything else is not a listing of it.
-        if sent_entries.len() != whole_entries.len() || !whole.is_whole() {
+        if sent.len() != whole.len() || !whole.is_whole() {
             return LoggedCut::whole(whole);
         }
-        let mut finder = HeadFinder::new(head.map_or(&[][..], |h| h.entries()));
+        let head_entries: Vec<&CutEntry> = match head {
+            Some(h) if h.is_whole() => h.carried().collect(),
+            Some(h) => h.entries().iter().collect(),
+            None => Vec::new(),
+        };
+        // `sent` lists the same keys in the same order as `whole` (keys are unique in a cut),
+        // so an entry of `whole` is carried by `sent` exactly when it is the next carried one.
+        let mut carried = sent.carried().peekable();
+        let mut finder = HeadFinder::new(&head_entries);
         let mut listed: Vec<Listed> = Vec::new();
-        for (sent, entry) in sent_entries.iter().zip(whole_entries) {
-            let found = if sent.bytes().is_some() { finder.pass(entry) } else { finder.find(entry) };
-            match (found, listed.last_mut()) {
-                (Some(at), Some(Listed::Kept { start, count })) if *start + *count == at => {
-                    *count += 1
-                }
-                (Some(at), _) => listed.push(Listed::Kept {
-                    start: at,
-                    count: 1,
-                }),
-                // Kept, but not in the head by key and digest (the rules resolved it, so this
-                // does not happen): carrying it is still a faithful record.
-                (None, _) => listed.push(Listed::Carried(entry.clone())),
-            }
+        for entry in whole.carried() {
+            let sent_carries = carried.next_if(|c| same_key(c, entry)).is_some();
+            let found = if sent_carries { finder.pass(entry) } else { finder.find(entry) };
+            push_listed(&mut listed, found, entry);
         }
         LoggedCut::of(whole, listed)
     }
@@ -200,7 +203,7 @@ impl LoggedCut {
 /// next, so the next record is almost always the head entry after the last one found, or a
 /// few entries on (records the cut dropped); only a reordering pays for a key index.
 struct HeadFinder<'a> {
-    head: &'a [CutEntry],
+    head: &'a [&'a CutEntry],
     next: usize,
     by_key: Option<BTreeMap<&'a str, usize>>,
 }
@@ -208,7 +211,7 @@ struct HeadFinder<'a> {
 impl<'a> HeadFinder<'a> {
     const LOOKAHEAD: usize = 4;
 
-    fn new(head: &'a [CutEntry]) -> HeadFinder<'a> {
+    fn new(head: &'a [&'a CutEntry]) -> HeadFinder<'a> {
         HeadFinder {
             head,
             next: 0,
@@ -217,9 +220,9 @@ impl<'a> HeadFinder<'a> {
     }
 
     fn find(&mut self, e: &CutEntry) -> Option<usize> {
-        let same = |h: &CutEntry| h.digest() == e.digest() && h.key() == e.key();
+        let same = |h: &CutEntry| h.digest() == e.digest() && same_key(h, e);
         let near = self.next..self.head.len().min(self.next + Self::LOOKAHEAD);
-        let at = match near.clone().find(|&at| same(&self.head[at])) {
+        let at = match near.clone().find(|&at| same(self.head[at])) {
             Some(at) => at,
             None => {
                 let head = self.head;
@@ -227,7 +230,7 @@ impl<'a> HeadFinder<'a> {
                     head.iter().enumerate().map(|(i, h)| (h.key(), i)).collect()
                 });
                 let at = *by_key.get(e.key())?;
-                if !same(&head[at]) {
+                if !same(head[at]) {
                     return None;
                 }
                 at
@@ -241,10 +244,47 @@ impl<'a> HeadFinder<'a> {
     /// and if it is that entry unchanged (a request sent whole), keep it as that entry.
     fn pass(&mut self, e: &CutEntry) -> Option<usize> {
         let at = self.next;
-        let h = self.head.get(at).filter(|h| h.key() == e.key())?;
+        let h = self.head.get(at).filter(|h| same_key(h, e))?;
         self.next += 1;
         (h.digest() == e.digest()).then_some(at)
     }
+}
+
+/// Appends one entry of a listing: `found` is its index in the head if it is kept from there
+/// (extending the last run when it continues it, so runs are maximal), `None` if carried.
+fn push_listed(listed: &mut Vec<Listed>, found: Option<usize>, entry: &CutEntry) {
+    match (found, listed.last_mut()) {
+        (Some(at), Some(Listed::Kept { start, count })) if *start + *count == at => *count += 1,
+        (Some(at), _) => listed.push(Listed::Kept { start: at, count: 1 }),
+        // Kept, but not in the head by key and digest (the rules resolved it, so this does
+        // not happen): carrying it is still a faithful record.
+        (None, _) => listed.push(Listed::Carried(entry.clone())),
+    }
+}
+
+/// Whether two entries have the same key; records shared between cuts share their key's
+/// allocation, so the address settles most comparisons.
+fn same_key(a: &CutEntry, b: &CutEntry) -> bool {
+    let (x, y) = (a.key(), b.key());
+    std::ptr::eq(x, y) || x == y
+}
+
+/// [`LoggedCut::listing`] over the cuts' flat entry lists, as it was first written: the
+/// reference the by-reference walk must equal (tests).
+#[cfg(test)]
+pub(super) fn listing_of_entries(sent: &TreeCut, whole: &TreeCut, head: Option<&TreeCut>) -> LoggedCut {
+    let (sent_entries, whole_entries) = (sent.entries(), whole.entries());
+    if sent_entries.len() != whole_entries.len() || !whole.is_whole() {
+        return LoggedCut::whole(whole);
+    }
+    let head_entries: Vec<&CutEntry> = head.map_or(&[][..], |h| h.entries()).iter().collect();
+    let mut finder = HeadFinder::new(&head_entries);
+    let mut listed: Vec<Listed> = Vec::new();
+    for (sent, entry) in sent_entries.iter().zip(whole_entries) {
+        let found = if sent.bytes().is_some() { finder.pass(entry) } else { finder.find(entry) };
+        push_listed(&mut listed, found, entry);
+    }
+    LoggedCut::of(whole, listed)
 }
 
 /// Rebuilds the whole cut a record lists, taking its runs from `head` (the head its tree held
