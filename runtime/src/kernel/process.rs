@@ -225,16 +225,6 @@ impl Process {
     ) -> Result<Process, DecodeError> {
         Process::decode_with(value, &mut |v| ExecutionState::decode_record(v, segments))
     }
-
-    /// Decodes the record form with `state` decoding each of its states (the committed one,
-    /// then the prepared candidate's): `kernel::record_decoder` hands over payloads it took
-    /// from the record's text.
-    pub(crate) fn decode_record_with(
-        value: &Json,
-        state: &mut dyn FnMut(&Json) -> Result<ExecutionState, DecodeError>,
-    ) -> Result<Process, DecodeError> {
-        Process::decode_with(value, state)
-    }
 }
 
 /// The value form: the states' segments inline (the record form differs only there).

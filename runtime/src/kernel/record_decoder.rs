@@ -7,19 +7,37 @@
 //! record's canonical text is split instead (`json::canonical`): each payload's span is
 //! checked canonical in place and becomes the payload as it is (its value is built only if
 //! something looks into it), and only the small members around the payloads are parsed, into
-//! the tree that the strict typed decoder ([`Process::decode_record_with`]) reads.
+//! the tree that the strict typed decoder reads (the same member rules as `Process`'s own decoding).
 //!
 //! The decoder only accepts canonical text, so it is a fast path, never a verdict: on `None`
 //! the caller decodes the record with the strict decoder, which names the fault; the caller
 //! also re-encodes an accepted record and compares the bytes, so an accepted record is the
 //! strict decoder's value for the same bytes.
+//!
+//! A changed record mostly repeats its previous version's members (an effect boundary changes
+//! the prepared batch, a settlement the mailbox, and the budget, capabilities, relation and
+//! deployment stay): the larger members are remembered per thread with the exact text they
+//! were decoded from ([`Recent`]), and a member whose text is byte-identical to a remembered
+//! one takes that value instead of being parsed and decoded again. Each of those members
+//! decodes from its own text alone (`FromJson`, no context), so the value is the one decoding
+//! would give; the text must be an object, array or string, which ends where its bytes end,
+//! so a remembered text found at a member's start is that member's whole text.
 
-use super::process::Process;
+use super::capability::CapabilitySet;
+use super::deployment::DeploymentRef;
+use super::mailbox::Mailbox;
+use super::prepared::PreparedStep;
+use super::process::{Finish, Process};
+use super::relation::Relation;
+use super::resource::Budget;
+use super::retired::RetiredChildren;
 use super::segment::Segment;
+use super::status::PendingControl;
 use super::waist::ExecutionState;
 use crate::json::canonical::{members, scan};
-use crate::json::{parse_with, DecodeError, Json, Object, ParseLimits, Payload};
+use crate::json::{parse_with, DecodeError, Json, Object, ObjectReader, ParseLimits, Payload};
 use crate::limits::MAX_JSON_DEPTH;
+use std::cell::RefCell;
 use std::sync::Arc;
 
 /// Decodes one Process record (canonical text only), resolving its states' segment
@@ -28,11 +46,121 @@ pub fn decode_process_record(
     bytes: &[u8],
     segments: &mut dyn FnMut(&Json) -> Result<Vec<Arc<Segment>>, DecodeError>,
 ) -> Option<Process> {
+    RECENT.with(|recent| decode_with_recent(bytes, segments, &mut recent.borrow_mut()))
+}
+
+thread_local! {
+    /// The members remembered by this thread's decodes (a cache only: see the module note).
+    static RECENT: RefCell<Remembered> = RefCell::new(Remembered::default());
+}
+
+/// How many distinct texts are remembered per member (a tree's Processes each change their
+/// records in turn; a few suffice for the root and its children).
+const KEPT: usize = 8;
+/// Longer member texts are not remembered (bounds the memory a thread keeps).
+const MAX_KEPT_BYTES: usize = 256 * 1024;
+
+/// Recently decoded values of one member, each with the text it was decoded from, most
+/// recently used first.
+struct Recent<T> {
+    entries: Vec<(Box<[u8]>, T)>,
+}
+
+impl<T> Default for Recent<T> {
+    fn default() -> Self {
+        Recent { entries: Vec::new() }
+    }
+}
+
+impl<T: Clone> Recent<T> {
+    /// The value whose text starts `bytes` at `start`, and the end of that text there.
+    fn find(&mut self, bytes: &[u8], start: usize) -> Option<(T, usize)> {
+        let rest = bytes.get(start..)?;
+        let i = self.entries.iter().position(|(text, _)| rest.starts_with(text))?;
+        let entry = self.entries.remove(i);
+        let found = (entry.1.clone(), start + entry.0.len());
+        self.entries.insert(0, entry);
+        Some(found)
+    }
+
+    /// Remembers that `text` (one whole canonical member value) decodes to `value`.
+    fn remember(&mut self, text: &[u8], value: &T) {
+        // Only a text that ends with its own closing byte can be recognized by its prefix.
+        if text.len() > MAX_KEPT_BYTES || !matches!(text.first(), Some(b'{' | b'[' | b'"')) {
+            return;
+        }
+        if self.entries.len() >= KEPT {
+            self.entries.pop();
+        }
+        self.entries.insert(0, (text.into(), value.clone()));
+    }
+}
+
+/// The remembered members, one list per member name.
+#[derive(Default)]
+struct Remembered {
+    relation: Recent<Relation>,
+    deployment_ref: Recent<DeploymentRef>,
+    budget: Recent<Budget>,
+    capabilities: Recent<CapabilitySet>,
+    mailbox: Recent<Mailbox>,
+    pending_control: Recent<PendingControl>,
+    finish: Recent<Finish>,
+    retired: Recent<RetiredChildren>,
+    /// Members taken from here (tests read it to prove the path is taken).
+    hits: u64,
+}
+
+/// The values one record took from [`Remembered`] (`None`: parsed).
+#[derive(Default)]
+struct Taken {
+    relation: Option<Relation>,
+    deployment_ref: Option<DeploymentRef>,
+    budget: Option<Budget>,
+    capabilities: Option<CapabilitySet>,
+    mailbox: Option<Mailbox>,
+    pending_control: Option<PendingControl>,
+    finish: Option<Finish>,
+    retired: Option<RetiredChildren>,
+}
+
+/// How many members this thread's decodes took from what it remembered, so far.
+#[cfg(test)]
+pub(crate) fn remembered_hits() -> u64 {
+    RECENT.with(|r| r.borrow().hits)
+}
+
+/// Forgets every remembered member of this thread.
+#[cfg(test)]
+pub(crate) fn forget_remembered() {
+    RECENT.with(|r| *r.borrow_mut() = Remembered::default());
+}
+
+fn decode_with_recent(
+    bytes: &[u8],
+    segments: &mut dyn FnMut(&Json) -> Result<Vec<Arc<Segment>>, DecodeError>,
+    recent: &mut Remembered,
+) -> Option<Process> {
     let text = std::str::from_utf8(bytes).ok()?;
     let mut record = Object::new();
     let mut committed = None;
     let mut candidate = None;
+    let mut taken = Taken::default();
+    // (member, start, end) of every remembered kind of member that was parsed here.
+    let mut parsed_spans: Vec<(&'static str, usize, usize)> = Vec::new();
     let end = members(bytes, 0, 0, &mut |key, start, depth| {
+        macro_rules! recall {
+            ($field:ident, $name:literal) => {{
+                if let Some((value, end)) = recent.$field.find(bytes, start) {
+                    taken.$field = Some(value);
+                    recent.hits += 1;
+                    return Some(end);
+                }
+                let (value, end) = parsed(text, start, depth)?;
+                parsed_spans.push(($name, start, end));
+                (value, end)
+            }};
+        }
         let (value, end) = match key {
             "committed_execution_state" => {
                 let (tree, payload, end) = state(text, start, depth)?;
@@ -44,6 +172,14 @@ pub fn decode_process_record(
                 candidate = Some(payload);
                 (tree, end)
             }
+            "relation" => recall!(relation, "relation"),
+            "deployment_ref" => recall!(deployment_ref, "deployment_ref"),
+            "budget" => recall!(budget, "budget"),
+            "capabilities" => recall!(capabilities, "capabilities"),
+            "mailbox" => recall!(mailbox, "mailbox"),
+            "pending_control" => recall!(pending_control, "pending_control"),
+            "finish" => recall!(finish, "finish"),
+            "retired_children" => recall!(retired, "retired_children"),
             _ => parsed(text, start, depth)?,
         };
         record.insert(key.to_owned(), value);
@@ -67,7 +203,110 @@ pub fn decode_process_record(
         let payload = payload.ok_or_else(|| DecodeError::invalid("a state outside the record's two state members"))?;
         ExecutionState::decode_record_with_payload(v, payload, segments)
     };
-    Process::decode_record_with(&record, &mut state_of).ok()
+    let p = assemble(&record, taken, &mut state_of).ok()?;
+    for (name, start, end) in parsed_spans {
+        let text = &bytes[start..end];
+        match name {
+            "relation" => recent.relation.remember(text, &p.relation),
+            "deployment_ref" => recent.deployment_ref.remember(text, &p.deployment_ref),
+            "budget" => recent.budget.remember(text, &p.budget),
+            "capabilities" => recent.capabilities.remember(text, &p.capabilities),
+            "mailbox" => recent.mailbox.remember(text, &p.mailbox),
+            "pending_control" => recent.pending_control.remember(text, &p.pending_control),
+            "finish" => {
+                if let Some(f) = &p.finish {
+                    recent.finish.remember(text, f)
+                }
+            }
+            "retired_children" => recent.retired.remember(text, &p.retired),
+            _ => {}
+        }
+    }
+    Some(p)
+}
+
+/// `Process`'s record decoding over a record tree that lacks the members in `taken`: each
+/// of those is the remembered value, every other member is read from the tree exactly as
+/// there (same members required, optional and refused as unknown; the tests decode every
+/// record both ways and compare).
+fn assemble(
+    record: &Json,
+    taken: Taken,
+    state: &mut dyn FnMut(&Json) -> Result<ExecutionState, DecodeError>,
+) -> Result<Process, DecodeError> {
+    let mut r = ObjectReader::new(record)?;
+    let id = r.required("process_id")?;
+    let relation = match taken.relation {
+        Some(v) => v,
+        None => r.required("relation")?,
+    };
+    let child_request_digest = r.optional("child_request_digest")?;
+    let deployment_ref = match taken.deployment_ref {
+        Some(v) => v,
+        None => r.required("deployment_ref")?,
+    };
+    let started_at = r.required("started_at")?;
+    let status = r.required("status")?;
+    let committed_steps = r.required("committed_steps")?;
+    let budget = match taken.budget {
+        Some(v) => v,
+        None => r.required("budget")?,
+    };
+    let allocated = r.required("allocated_resources")?;
+    let capabilities = match taken.capabilities {
+        Some(v) => v,
+        None => r.required("capabilities")?,
+    };
+    let (prepared_effects, dropped_deltas) = r.required_with("counters", |v| {
+        let mut c = ObjectReader::new(v)?;
+        let out = (c.required("prepared_effects")?, c.required("dropped_deltas")?);
+        c.finish()?;
+        Ok(out)
+    })?;
+    let committed_state = r.required_with("committed_execution_state", |v| state(v))?;
+    let mailbox = match taken.mailbox {
+        Some(v) => v,
+        None => r.required("mailbox")?,
+    };
+    let prepared = match r.optional_value("prepared")? {
+        Some(v) => Some(PreparedStep::decode_with(&id, v, state).map_err(|e| e.in_member("prepared"))?),
+        None => None,
+    };
+    let current_wait_id = r.optional("current_wait_id")?;
+    let pending_control = match taken.pending_control {
+        Some(v) => v,
+        None => r.required("pending_control")?,
+    };
+    let finish = match taken.finish {
+        Some(v) => Some(v),
+        None => r.optional("finish")?,
+    };
+    let retired = match taken.retired {
+        Some(v) => v,
+        None => r.optional("retired_children")?.unwrap_or_default(),
+    };
+    r.finish()?;
+    Ok(Process {
+        id,
+        relation,
+        child_request_digest,
+        deployment_ref,
+        started_at,
+        status,
+        committed_steps,
+        budget,
+        allocated,
+        capabilities,
+        prepared_effects,
+        dropped_deltas,
+        committed_state,
+        mailbox,
+        prepared,
+        current_wait_id,
+        pending_control,
+        finish,
+        retired,
+    })
 }
 
 /// The canonical value at `start` (`depth` containers enclose it in the record), parsed into
@@ -115,4 +354,129 @@ fn prepared(text: &str, start: usize, depth: usize) -> Option<(Json, Payload, us
         Some(end)
     })?;
     Some((Json::Object(tree), payload?, end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::child::{Boundary, Condition};
+    use crate::kernel::commit::TreeCut;
+    use crate::kernel::snapshot::TreeSnapshot;
+    use crate::kernel::testkit::{ChildPlan, Op};
+    use crate::kernel::tests::echo_world;
+
+    /// The acknowledged cuts of a run with children, waits, dispatches and retirements.
+    fn cuts() -> Vec<TreeCut> {
+        let w = echo_world();
+        let d = w.deployment.reference().clone();
+        let child = |key: &str| ChildPlan::new(key, &d, vec![Op::Dispatch(Json::str(key))], Budget::unlimited());
+        let op = Op::Children { children: vec![child("a"), child("b")], boundary: Boundary::SubtreeDrained, condition: Condition::All };
+        let mut r = w.start(&[Op::Dispatch(Json::str("first")), op, Op::Checkpoint, Op::Checkpoint], Budget::unlimited());
+        r.run_to_idle();
+        w.check(&r);
+        r.acknowledged_cuts()
+    }
+
+    /// Every Process record of `cuts` with changed bytes, in commit order (what the oracle
+    /// decodes with this decoder).
+    fn changed_records(cuts: &[TreeCut]) -> Vec<(TreeCut, Vec<u8>)> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut out = Vec::new();
+        for cut in cuts {
+            for e in cut.entries() {
+                let Some(bytes) = e.bytes() else { continue };
+                if e.key().starts_with(crate::kernel::segment_record::KEY_PREFIX) || !seen.insert(bytes.to_vec()) {
+                    continue;
+                }
+                out.push((cut.clone(), bytes.to_vec()));
+            }
+        }
+        out
+    }
+
+    /// The strict decoding of one record of `cut` (its segment records resolved from the cut).
+    fn strict(cut: &TreeCut, bytes: &[u8]) -> Result<Process, String> {
+        let whole = TreeSnapshot::decode(&cut.bytes().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+        let value = crate::json::parse_with(bytes, &ParseLimits { max_bytes: usize::MAX, ..Default::default() }).map_err(|e| e.to_string())?;
+        if crate::kernel::retired::is_residue(&value) {
+            return Err("a residue".into());
+        }
+        let id = value.get("process_id").and_then(Json::as_str).ok_or("no id")?.to_owned();
+        whole.processes().iter().find(|p| p.id.as_str() == id).map(|p| (**p).clone()).ok_or_else(|| "absent".into())
+    }
+
+    fn fast(cut: &TreeCut, bytes: &[u8]) -> Option<Process> {
+        let mut segments = crate::kernel::segment_record::SegmentTable::of_cut_reusing(cut.entries(), [])?;
+        decode_process_record(bytes, &mut |v| segments.resolve_member(v))
+    }
+
+    /// With members remembered from earlier records (the oracle's case) and without (a cold
+    /// thread), each record decodes to exactly the strict decoder's Process, and the
+    /// remembered path is taken.
+    #[test]
+    fn remembered_members_decode_as_the_strict_decoder() {
+        let cuts = cuts();
+        let records = changed_records(&cuts);
+        assert!(records.len() > 6, "several record versions");
+        forget_remembered();
+        let mut decoded = 0;
+        for (cut, bytes) in &records {
+            let Ok(expected) = strict(cut, bytes) else { continue };
+            decoded += 1;
+            // Warm: whatever earlier records left remembered.
+            assert_eq!(fast(cut, bytes).as_ref(), Some(&expected), "{}", String::from_utf8_lossy(bytes));
+            // A second time: every remembered kind of member is taken from memory.
+            let before = remembered_hits();
+            assert_eq!(fast(cut, bytes).as_ref(), Some(&expected));
+            assert!(remembered_hits() > before, "the second decode took remembered members");
+        }
+        assert!(decoded > 6);
+        // Cold, one by one.
+        for (cut, bytes) in &records {
+            let Ok(expected) = strict(cut, bytes) else { continue };
+            forget_remembered();
+            assert_eq!(fast(cut, bytes), Some(expected));
+            assert_eq!(remembered_hits(), 0);
+        }
+    }
+
+    /// A remembered member never makes a record acceptable that the strict decoder refuses:
+    /// a changed member beside a remembered one, an unknown member, a missing one, a member
+    /// text that merely starts like a remembered one.
+    #[test]
+    fn remembered_members_do_not_accept_what_the_strict_decoder_refuses() {
+        let cuts = cuts();
+        let records = changed_records(&cuts);
+        let (cut, bytes) = records.iter().rev().find(|(c, b)| strict(c, b).is_ok() && String::from_utf8_lossy(b).contains("\"mailbox\":")).expect("a record");
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        forget_remembered();
+        assert!(fast(cut, bytes).is_some());
+        let refused = |t: String| {
+            let hits = remembered_hits();
+            let out = fast(cut, t.as_bytes());
+            (out, remembered_hits() > hits)
+        };
+        // The budget and mailbox are remembered; the Process's status is not a status.
+        let mut status = None;
+        members(bytes, 0, 0, &mut |key, start, depth| {
+            if key == "status" {
+                status = Some(start + 1);
+            }
+            scan(bytes, start, depth)
+        });
+        let status = status.expect("a status member");
+        let bad_status = format!("{}x{}", &text[..status], &text[status..]);
+        assert_eq!(refused(bad_status), (None, true));
+        // An unknown member between remembered ones.
+        let unknown = text.replacen("\"mailbox\":", "\"mailbox\":{},\"mailboy\":", 1);
+        assert!(refused(unknown.clone()).0.is_none());
+        // The mailbox removed (the members after it still remembered).
+        let start = text.find("\"mailbox\":").unwrap();
+        let end = scan(bytes, start + "\"mailbox\":".len(), 1).unwrap();
+        let missing = format!("{}{}", &text[..start], &text[end + 1..]);
+        assert!(refused(missing).0.is_none());
+        // The remembered mailbox text followed by more of it: not the remembered value.
+        let doubled = format!("{}{}{}", &text[..end], &text[start + "\"mailbox\":".len()..end], &text[end..]);
+        assert!(refused(doubled).0.is_none());
+    }
 }
