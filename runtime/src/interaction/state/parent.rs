@@ -143,6 +143,13 @@ impl ParentState {
     /// encoded once per completion, not once per use.
     pub(crate) fn to_execution_state_with(&self, output: Option<&Payload>) -> Result<ExecutionState, InteractionError> {
         self.validate_structure()?;
+        self.encode_valid(output)
+    }
+
+    /// [`ParentState::to_execution_state_with`] of a state known to be valid (a parent
+    /// Execution only ever holds a state that passed the complete validation): encodes
+    /// without checking the structure again.
+    pub(crate) fn encode_valid(&self, output: Option<&Payload>) -> Result<ExecutionState, InteractionError> {
         let sealed;
         let context = if self.working_context.is_sealed() {
             &self.working_context
