@@ -6,7 +6,7 @@ use super::codes;
 use super::config::DefinitionConfig;
 use super::delegate::Delegate;
 use super::error::{ErrorKind, InteractionError};
-use super::machine::ParentExecution;
+use super::machine::{ParentExecution, Snapshotted};
 use super::manifest::ModelManifest;
 use super::protocol::InteractionInput;
 use super::state::{ParentState, RunModel, StateRules};
@@ -155,6 +155,12 @@ impl Definition {
     }
 
     /// Restores and fully validates a parent state this Definition produced.
+    /// The rules its Executions share (tests compare them by identity).
+    #[cfg(test)]
+    pub(crate) fn rules(&self) -> &Arc<Rules> {
+        &self.rules
+    }
+
     pub fn restore_state(&self, state: &ExecutionState) -> Result<ParentState, InteractionError> {
         let parent = ParentState::from_execution_state(state)?;
         parent.validate(self.rules.as_ref())?;
@@ -263,12 +269,25 @@ impl waist::Definition for Definition {
             return Err(codes::classified(codes::LIMIT_CONTEXT, &context_limit_text(self.rules.max_context_bytes)));
         }
         state.validate(self.rules.as_ref())?;
-        Ok(Box::new(ParentExecution::new(self.rules.clone(), state)))
+        Ok(Box::new(ParentExecution::new(self.rules.clone(), Arc::new(state))))
     }
 
+    /// Decodes and validates strictly, except for a state this Definition's own Execution
+    /// just encoded in this process ([`Snapshotted`]): that one was validated under these
+    /// rules before it was encoded, and decoding its payload gives it back exactly (test
+    /// builds check both on every such restore).
     fn restore(&self, _cx: &StepContext, state: &ExecutionState) -> Result<Box<dyn Execution>, StepError> {
+        if let Some(reused) = Snapshotted::reusable(state, &self.rules) {
+            #[cfg(test)]
+            assert_eq!(
+                self.restore_state(state).expect("a reused snapshot decodes strictly"),
+                *reused,
+                "a reused snapshot equals its strict decoding"
+            );
+            return Ok(Box::new(ParentExecution::new(self.rules.clone(), reused)));
+        }
         let state = self.restore_state(state)?;
-        Ok(Box::new(ParentExecution::new(self.rules.clone(), state)))
+        Ok(Box::new(ParentExecution::new(self.rules.clone(), Arc::new(state))))
     }
 }
 

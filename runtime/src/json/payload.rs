@@ -3,6 +3,7 @@ use super::error::SizeStage;
 use super::parse::{parse_with, ParseLimits};
 use super::{DecodeError, Digest, FromJson, Json, JsonError, ToJson};
 use crate::limits::{MAX_JSON_DEPTH, MAX_PAYLOAD_BYTES};
+use std::any::Any;
 use std::sync::{Arc, OnceLock};
 
 /// A normalized JSON value whose raw input and canonical encoding both fit
@@ -13,10 +14,16 @@ use std::sync::{Arc, OnceLock};
 /// decodes every acknowledged record and most payloads in it are never looked into. Equality
 /// and hashing compare the canonical text (the encoding is one-to-one); ordering is the
 /// value's, as before.
+///
+/// A payload may carry one decoded form of itself ([`Payload::decoded`]), attached by the
+/// code that encoded it from that form (an Execution's snapshot), so the restore that follows
+/// in the same process need not decode it again. Never part of equality, hashing, ordering or
+/// encoding; a payload read from bytes never has one.
 #[derive(Clone)]
 pub struct Payload {
     value: Arc<OnceLock<Json>>,
     canonical: Arc<str>,
+    decoded: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl PartialEq for Payload {
@@ -81,7 +88,7 @@ impl Payload {
         if canonical.len() > limit {
             return Err(JsonError::TooLarge { stage: SizeStage::Canonical, actual: canonical.len(), limit });
         }
-        Ok(Payload { value: ready(value), canonical: Arc::from(canonical) })
+        Ok(Payload { value: ready(value), canonical: Arc::from(canonical), decoded: None })
     }
     /// A payload whose canonical text is `text`, taken as it is: no value is built until
     /// [`Payload::value`] is first called. The caller has just checked `text` with
@@ -92,11 +99,11 @@ impl Payload {
         if text.len() > MAX_PAYLOAD_BYTES {
             return None;
         }
-        Some(Payload { value: Arc::new(OnceLock::new()), canonical: Arc::from(text) })
+        Some(Payload { value: Arc::new(OnceLock::new()), canonical: Arc::from(text), decoded: None })
     }
     /// The `null` payload.
     pub fn null() -> Payload {
-        Payload { value: ready(Json::Null), canonical: Arc::from("null") }
+        Payload { value: ready(Json::Null), canonical: Arc::from("null"), decoded: None }
     }
     pub fn value(&self) -> &Json {
         // Only `from_scanned` leaves the value unbuilt, and it took scanned canonical text
@@ -116,6 +123,16 @@ impl Payload {
     }
     pub fn digest(&self) -> Digest {
         Digest::of(self.canonical.as_bytes())
+    }
+    /// This payload carrying `decoded`, the value it was encoded from (replacing any other).
+    /// The caller guarantees that decoding the payload gives exactly `decoded`.
+    pub(crate) fn with_decoded<T: Any + Send + Sync>(mut self, decoded: Arc<T>) -> Payload {
+        self.decoded = Some(decoded);
+        self
+    }
+    /// The attached decoded form, if one of type `T` was attached.
+    pub(crate) fn decoded<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.decoded.clone().and_then(|d| d.downcast::<T>().ok())
     }
 }
 
@@ -163,6 +180,17 @@ mod tests {
         assert_eq!(Payload::from_json(p.value().clone()).unwrap(), p);
         assert_eq!(p.to_string(), p.canonical());
         assert_eq!(Payload::null(), Payload::from_bytes(b"null").unwrap());
+    }
+
+    #[test]
+    fn the_decoded_form_is_typed_shared_by_clones_and_never_compared() {
+        let plain = Payload::from_bytes(b"[1]").unwrap();
+        let carrying = plain.clone().with_decoded(Arc::new(vec![1u32]));
+        assert_eq!(carrying.clone().decoded::<Vec<u32>>().as_deref(), Some(&vec![1u32]));
+        assert!(carrying.decoded::<String>().is_none(), "only the attached type");
+        assert!(plain.decoded::<Vec<u32>>().is_none(), "attaching does not reach other payloads");
+        assert_eq!(carrying, plain, "equality is by the canonical text, never by the decoded form");
+        assert_eq!(carrying.canonical(), plain.canonical());
     }
 
     #[test]

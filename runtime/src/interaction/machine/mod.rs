@@ -1,6 +1,8 @@
 //! The parent Interaction Execution: one pure Step per kernel round trip.
 //!
-//! Each Step checks cancellation, re-validates the whole state, then works on a copy: phase
+//! Each Step checks cancellation, then works on a copy of the state (valid by construction:
+//! an Execution is built only from a state that passed the complete validation, and adopts
+//! only a state that passes it again after the Step; tests re-check it on entry): phase
 //! collection gathers the window's signals (steers may accompany the one expected signal of
 //! each phase), and the transitions below cascade until exactly one Transition results (for
 //! example settlement → L → R, or settlement → E → C → R). The copy is adopted only
@@ -55,7 +57,9 @@ use std::sync::Arc;
 /// The parent Execution: the Definition's rules and the current, valid state.
 pub struct ParentExecution {
     rules: Arc<Rules>,
-    state: ParentState,
+    /// Shared with the snapshot that encoded it ([`Snapshotted`]), so the restore that
+    /// follows each Step takes it back without decoding.
+    state: Arc<ParentState>,
     /// The encoding of `state.final_output` when the Step that completed built it (the
     /// Complete transition's payload): the snapshot reuses it instead of encoding the Output
     /// a second time. `None` otherwise (a restored instance encodes its own).
@@ -63,7 +67,8 @@ pub struct ParentExecution {
 }
 
 impl ParentExecution {
-    pub(crate) fn new(rules: Arc<Rules>, state: ParentState) -> ParentExecution {
+    /// An Execution over `state`, which passed [`ParentState::validate`] under `rules`.
+    pub(crate) fn new(rules: Arc<Rules>, state: Arc<ParentState>) -> ParentExecution {
         ParentExecution { rules, state, output: None }
     }
 
@@ -133,8 +138,9 @@ impl Execution for ParentExecution {
         if cx.cancel.is_cancelled() {
             return Err(StepError::Canceled);
         }
-        self.state.validate(self.rules.as_ref())?;
-        let mut m = Machine { rules: &self.rules, s: self.state.clone(), consumed: 0 };
+        #[cfg(test)]
+        self.state.validate(self.rules.as_ref()).expect("a parent Execution holds a valid state");
+        let mut m = Machine { rules: &self.rules, s: ParentState::clone(&self.state), consumed: 0 };
         // A run restored under another (allowed) model records the switch before anything else.
         m.s.adopt_model(self.rules.model.as_ref());
         let transition = match m.s.phase {
@@ -150,16 +156,17 @@ impl Execution for ParentExecution {
         if matches!(transition, Transition::Fail { .. }) {
             // A failing Step keeps the last valid state, but what it settled was spent: the
             // failed run's usage counts the call that failed it.
-            self.state.usage = m.s.usage;
-            self.state.spending = m.s.spending;
-            self.state.clock = m.s.clock;
+            let state = Arc::make_mut(&mut self.state);
+            state.usage = m.s.usage;
+            state.spending = m.s.spending;
+            state.clock = m.s.clock;
             return Ok(transition);
         }
         if let Some(failure) = m.seal()? {
             return Ok(m.fail(failure));
         }
         m.s.validate(self.rules.as_ref()).map_err(|e| e.context("state after step"))?;
-        self.state = m.s;
+        self.state = Arc::new(m.s);
         // Only a completing Step sets `final_output`, and it is the Output this payload
         // encodes (`evaluate_completion`); a completed state never steps again.
         self.output = match &transition {
@@ -170,7 +177,39 @@ impl Execution for ParentExecution {
     }
 
     fn snapshot(&self) -> Result<ExecutionState, StepError> {
-        self.state.validate(self.rules.as_ref())?;
-        Ok(self.state.to_execution_state_with(self.output.as_ref())?)
+        #[cfg(test)]
+        self.state.validate(self.rules.as_ref()).expect("a parent Execution holds a valid state");
+        let mut encoded = self.state.encode_valid(self.output.as_ref())?;
+        // The payload decodes to this very state only when its context was already sealed
+        // (`encode_valid` seals an unsealed tail on a copy; every Step seals its own).
+        if self.state.working_context.is_sealed() {
+            let decoded = Snapshotted { state: self.state.clone(), rules: self.rules.clone() };
+            encoded.payload = encoded.payload.with_decoded(Arc::new(decoded));
+        }
+        Ok(encoded)
+    }
+}
+
+/// The state a parent snapshot encoded, attached to its payload: restoring that payload
+/// with the same rules (and the same segments) takes the state back instead of decoding and
+/// validating it again (`Definition::restore`). A state read from storage never carries one
+/// and is decoded strictly.
+pub(crate) struct Snapshotted {
+    pub(crate) state: Arc<ParentState>,
+    /// The rules the state was validated under.
+    pub(crate) rules: Arc<Rules>,
+}
+
+impl Snapshotted {
+    /// The state, when `encoded` carries this snapshot's decoded form for `rules`: the same
+    /// rules (by identity) and exactly the segments the state's context holds (by identity:
+    /// a segment's bytes never change).
+    pub(crate) fn reusable(encoded: &ExecutionState, rules: &Arc<Rules>) -> Option<Arc<ParentState>> {
+        let memo = encoded.payload.decoded::<Snapshotted>()?;
+        let context = &memo.state.working_context;
+        let same_segments = context.segment_count() == encoded.segments.len()
+            && context.segments_iter().zip(&encoded.segments).all(|(a, b)| Arc::ptr_eq(a, b));
+        (Arc::ptr_eq(&memo.rules, rules) && same_segments && encoded.kind.as_str() == ParentState::KIND)
+            .then(|| memo.state.clone())
     }
 }

@@ -195,6 +195,16 @@ impl WorkingContext {
         self.tail.is_empty()
     }
 
+    /// The number of sealed segments.
+    pub(crate) fn segment_count(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// The sealed segments, in order, borrowed.
+    pub(crate) fn segments_iter(&self) -> impl Iterator<Item = &Arc<Segment>> + '_ {
+        self.parts.iter().map(|p| &p.segment)
+    }
+
     /// The sealed segments, in order.
     pub fn segments(&self) -> Vec<Arc<Segment>> {
         self.parts.iter().map(|p| p.segment.clone()).collect()

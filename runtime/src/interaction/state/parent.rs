@@ -13,7 +13,7 @@ use crate::interaction::run_clock::RunClock;
 use crate::interaction::output::{read_usage, Output};
 use crate::interaction::protocol::{InteractionInput, Lineage};
 use crate::interaction::wire::{read_nonempty_list, Wire};
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, Payload, ToJson};
 use crate::kernel::waist::ExecutionState;
 
 /// The complete, self-sufficient state of one parent Interaction Execution.
@@ -143,6 +143,13 @@ impl ParentState {
     /// encoded once per completion, not once per use.
     pub(crate) fn to_execution_state_with(&self, output: Option<&Payload>) -> Result<ExecutionState, InteractionError> {
         self.validate_structure()?;
+        self.encode_valid(output)
+    }
+
+    /// [`ParentState::to_execution_state_with`] of a state known to be valid (a parent
+    /// Execution only ever holds a state that passed the complete validation): encodes
+    /// without checking the structure again.
+    pub(crate) fn encode_valid(&self, output: Option<&Payload>) -> Result<ExecutionState, InteractionError> {
         let sealed;
         let context = if self.working_context.is_sealed() {
             &self.working_context
@@ -152,9 +159,101 @@ impl ParentState {
             sealed = copy;
             &sealed
         };
-        let payload = Payload::from_json(self.members(context.head().to_json(), output))
-            .map_err(|e| InteractionError::invalid_state(format!("interaction state: {e}")))?;
+        let head = context.head();
+        let payload = match self.write_payload(&head, output) {
+            Some(payload) => payload,
+            // Too deep or too large: the tree path names the limit.
+            None => Payload::from_json(self.members(head.to_json(), output))
+                .map_err(|e| InteractionError::invalid_state(format!("interaction state: {e}")))?,
+        };
         Ok(ExecutionState { kind: super::state_kind(Self::KIND)?, payload, segments: context.segments() })
+    }
+
+    /// The payload written straight to canonical text (no tree of the state is built, the
+    /// Output's stored encoding is copied), byte-identical to encoding [`ParentState::members`]
+    /// (test builds compare the two, and scan the text as canonical, on every call). The text
+    /// is canonical by construction, so only the limits are checked here: `None` when it nests
+    /// deeper than [`crate::limits::MAX_JSON_DEPTH`] or is over the payload size limit.
+    fn write_payload(&self, head: &ContextHead, output: Option<&Payload>) -> Option<Payload> {
+        let mut text = String::with_capacity(256 + output.map_or(0, Payload::len));
+        self.write_members(head, output, &mut text);
+        #[cfg(test)]
+        assert_eq!(
+            text,
+            self.members(head.to_json(), output).to_canonical_string(),
+            "the direct writer encodes exactly the members' tree"
+        );
+        if canonical_depth(&text) > crate::limits::MAX_JSON_DEPTH {
+            return None;
+        }
+        #[cfg(test)]
+        assert_eq!(crate::json::canonical::scan(text.as_bytes(), 0, 0), Some(text.len()), "the writer's text is canonical");
+        Payload::from_scanned(&text)
+    }
+
+    /// The tree encoding the direct writer must equal: [`ParentState::members`] of a state
+    /// whose context is sealed, encoded.
+    #[cfg(test)]
+    pub(super) fn tree_encoding(&self, output: Option<&Payload>) -> String {
+        self.members(self.working_context.head().to_json(), output).to_canonical_string()
+    }
+
+    /// The direct writer's text for a state whose context is sealed.
+    #[cfg(test)]
+    pub(super) fn direct_encoding(&self, output: Option<&Payload>) -> String {
+        let mut text = String::new();
+        self.write_members(&self.working_context.head(), output, &mut text);
+        text
+    }
+
+    /// [`ParentState::members`], written member by member in canonical key order.
+    fn write_members(&self, head: &ContextHead, output: Option<&Payload>, out: &mut String) {
+        let mut w = ObjectWriter::new(out);
+        if !self.advertised_tool_names.is_empty() {
+            w.write("advertised_tool_names", &self.advertised_tool_names);
+        }
+        if !self.artifact_records.is_empty() {
+            w.field("artifact_records", self.artifact_records.as_slice());
+        }
+        w.opt_field("budget_question", self.budget_question.as_ref());
+        if self.budget_questions != 0 {
+            w.u64("budget_questions", u64::from(self.budget_questions));
+        }
+        if !self.clock.is_empty() {
+            w.field("clock", &self.clock);
+        }
+        if !self.extended.is_empty() {
+            w.value("extended", &self.extended.grant_json());
+        }
+        match (&self.final_output, output) {
+            (Some(_), Some(encoded)) => {
+                w.write("final_output", encoded);
+            }
+            (Some(o), None) => {
+                w.field("final_output", o);
+            }
+            (None, _) => {}
+        }
+        w.opt_field("granted", self.granted.as_ref());
+        w.opt_field("lineage", self.lineage.as_ref());
+        w.opt_field("model", self.model.as_ref());
+        w.u64("model_call_count", u64::from(self.model_call_count));
+        w.opt_field("pending_steer", self.pending_steer.as_ref());
+        w.field("phase", &self.phase);
+        if !self.spending.is_zero() {
+            w.field("spending", &self.spending);
+        }
+        w.opt_field("tool_round", self.tool_round.as_ref());
+        if self.usage != Usage::default() {
+            w.field("usage", &self.usage);
+        }
+        let mut context = ObjectWriter::new(w.key("working_context"));
+        context.write("chain", &head.chain).u64("messages", head.messages);
+        if !head.options.is_default() {
+            context.field("options", &head.options);
+        }
+        context.finish();
+        w.finish();
     }
 
     /// Checks the kind, decodes the payload strictly, attaches the segments (reusing their
@@ -211,6 +310,35 @@ impl ParentState {
             .opt_field("lineage", self.lineage.as_ref())
             .build()
     }
+}
+
+/// The container nesting depth of canonical JSON text, as [`Json::depth`] counts it: the
+/// brackets outside strings (inside one, a backslash always escapes the next byte). A byte
+/// loop, several times cheaper than scanning the text as canonical.
+pub(super) fn canonical_depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in text.as_bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// Decodes every member, reading `working_context` with `context`.

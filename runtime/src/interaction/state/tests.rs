@@ -291,6 +291,62 @@ fn every_fixture_is_valid_and_round_trips_byte_identically() {
     }
 }
 
+/// The snapshot's direct writer equals the encoding of the members' tree byte for byte, for
+/// every fixture with every optional member absent and present (the Output both encoded by
+/// the writer and copied from the Complete transition's payload).
+#[test]
+fn the_direct_payload_writer_equals_the_tree_encoding() {
+    let options = crate::chat::Options { model: Some("m".into()), max_output_tokens: Some(64), ..Default::default() };
+    for state in all_states() {
+        let mut full = state.clone();
+        full.working_context.options = options.clone();
+        full.advertised_tool_names = vec!["weather".into(), "lookup".into()];
+        full.granted = Some(crate::interaction::budget::Limits { total_tokens: Some(10), ..Default::default() });
+        full.clock = crate::interaction::run_clock::RunClock::start(Some(5), Some(90));
+        full.budget_questions = 2;
+        full.lineage = Some(crate::interaction::protocol::Lineage::first("v2"));
+        full.usage = detailed_usage();
+        full.pending_steer = Some(PendingSteer { messages: vec![Message::user("steer")], signal_ids: vec![sid("signal:s")] });
+        if full.artifact_records.is_empty() {
+            full.artifact_records = vec![artifact(SEQ, 0, "d1")];
+        }
+        for mut s in [state, full] {
+            s.working_context.seal().unwrap();
+            assert_eq!(s.direct_encoding(None), s.tree_encoding(None), "{:?}", s.phase);
+            let snapshot = s.encode_valid(None).unwrap();
+            assert_eq!(snapshot.payload.canonical(), s.tree_encoding(None));
+            assert_eq!(snapshot.payload.value(), &json(&s.tree_encoding(None)), "the value parses from the text");
+            if let Some(output) = &s.final_output {
+                let encoded = output.to_payload().unwrap();
+                assert_eq!(s.direct_encoding(Some(&encoded)), s.tree_encoding(None), "{:?}", s.phase);
+            }
+        }
+    }
+}
+
+/// The writer's depth check counts as `Json::depth` (brackets in strings and escaped quotes
+/// do not count), and a state nested too deep is refused with the tree path's error.
+#[test]
+fn the_direct_writer_checks_the_depth_as_the_tree_does() {
+    use super::parent::canonical_depth;
+    for text in [r#"1"#, r#"{}"#, r#"[[],{"a":[1,{"b":"]}[{"}]}]"#, r#"{"a":"\"[[[\\","b":[[[]]]}"#, r#""{[""#] {
+        assert_eq!(canonical_depth(text), json(text).depth(), "{text}");
+    }
+    for state in all_states() {
+        let text = state.to_execution_state().unwrap().payload.canonical().to_owned();
+        assert_eq!(canonical_depth(&text), json(&text).depth());
+    }
+    let mut deep = Json::Null;
+    for _ in 0..crate::limits::MAX_JSON_DEPTH {
+        deep = Json::Array(vec![deep]);
+    }
+    let mut s = ready();
+    s.working_context.options.extra = Some([("x".to_owned(), deep)].into_iter().collect());
+    s.working_context.seal().unwrap();
+    let error = s.encode_valid(None).map(|_| ()).unwrap_err();
+    assert!(error.to_string().contains("deep"), "{error}");
+}
+
 #[test]
 fn usage_is_omitted_when_zero_refused_as_explicit_zero_and_must_match_the_output() {
     let text = crate::json::ToJson::to_json(&ready()).to_canonical_string();
@@ -890,6 +946,9 @@ proptest! {
     #[test]
     fn simple_states_are_fixed_points(s in arb_simple_state()) {
         let snapshot = s.to_execution_state().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let mut sealed = s.clone();
+        sealed.working_context.seal().unwrap();
+        prop_assert_eq!(snapshot.payload.canonical(), sealed.tree_encoding(None));
         let restored = ParentState::from_execution_state(&snapshot).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&restored, &s);
         let again = restored.to_execution_state().unwrap();

@@ -119,3 +119,48 @@ fn finished_trees_restore_to_the_same_result_without_any_model_call() {
         }
     }
 }
+
+/// A snapshot carries the state it encoded ([`crate::interaction::machine::Snapshotted`]); the
+/// restore that follows reuses it only under the same rules and with the very segments the
+/// state names. Anything else (bytes read back, other rules, other or re-read segments, another
+/// kind) is decoded and validated strictly, and gives the same state.
+#[test]
+fn a_snapshot_restores_without_decoding_only_with_its_own_rules_and_segments() {
+    use crate::interaction::machine::Snapshotted;
+    use crate::kernel::segment::Segment;
+    use crate::kernel::waist::Definition as _;
+    let h = harness(vec![answer("done")], |_| {});
+    let cx = StepContext { cancel: crate::env::CancelToken::new() };
+    let started = h.definition.start(&user_input("go")).unwrap();
+    let state = started.snapshot().unwrap();
+    let rules = h.definition.rules();
+    let reused = Snapshotted::reusable(&state, rules).expect("its own snapshot is reusable");
+    assert_eq!(*reused, h.definition.restore_state(&state).unwrap(), "the attached state is the strict decoding");
+    let canonical = |e: &dyn crate::kernel::waist::Execution| e.snapshot().unwrap().payload.canonical().to_owned();
+    let expected = canonical(h.definition.restore(&cx, &state).unwrap().as_ref());
+    assert_eq!(expected, state.payload.canonical());
+
+    // The same bytes read back (no attached state): strict, and the same state.
+    let read = ExecutionState {
+        kind: state.kind.clone(),
+        payload: Payload::from_bytes(state.payload.canonical().as_bytes()).unwrap(),
+        segments: state.segments.iter().map(|s| Segment::from_canonical(s.text().to_owned())).collect(),
+    };
+    assert!(Snapshotted::reusable(&read, rules).is_none());
+    assert_eq!(canonical(h.definition.restore(&cx, &read).unwrap().as_ref()), expected);
+    // Re-read segments under the attached payload: not the state's own segments, so strict.
+    let reread = ExecutionState { segments: read.segments.clone(), ..state.clone() };
+    assert!(Snapshotted::reusable(&reread, rules).is_none());
+    assert_eq!(canonical(h.definition.restore(&cx, &reread).unwrap().as_ref()), expected);
+    // Another Definition of the same configuration: other rules, so strict.
+    let other = Definition::new(base_config(&tool_set())).unwrap();
+    assert!(Snapshotted::reusable(&state, other.rules()).is_none());
+    assert_eq!(canonical(other.restore(&cx, &state).unwrap().as_ref()), expected);
+    // Lost segments or another kind under the attached payload are refused, as for any state.
+    let lost = ExecutionState { segments: Vec::new(), ..state.clone() };
+    assert!(Snapshotted::reusable(&lost, rules).is_none());
+    assert!(h.definition.restore(&cx, &lost).is_err(), "the segments do not match the chain digest");
+    let kind = ExecutionState { kind: crate::text::QualifiedName::parse("interaction.tool_call").unwrap(), ..state.clone() };
+    assert!(Snapshotted::reusable(&kind, rules).is_none());
+    assert!(h.definition.restore(&cx, &kind).is_err());
+}
