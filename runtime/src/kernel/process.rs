@@ -274,22 +274,59 @@ impl FromJson for Process {
     }
 }
 
+/// Members of a record already decoded elsewhere (the oracle's record decoder takes them from
+/// an earlier decoding of the same text); `None`: read from the record. A taken member must be
+/// absent from the record tree, so the record's unknown-member check still covers the rest.
+#[derive(Default)]
+pub(crate) struct TakenMembers {
+    pub(crate) relation: Option<Relation>,
+    pub(crate) deployment_ref: Option<DeploymentRef>,
+    pub(crate) budget: Option<Budget>,
+    pub(crate) capabilities: Option<CapabilitySet>,
+    pub(crate) mailbox: Option<Mailbox>,
+    pub(crate) pending_control: Option<PendingControl>,
+    pub(crate) finish: Option<Finish>,
+    pub(crate) retired: Option<RetiredChildren>,
+}
+
 impl Process {
     fn decode_with(
         value: &Json,
         state: &mut dyn FnMut(&Json) -> Result<ExecutionState, DecodeError>,
     ) -> Result<Process, DecodeError> {
+        Process::decode_taking(value, TakenMembers::default(), state)
+    }
+
+    /// The record decoding, with the members in `taken` given instead of read: the one place
+    /// that says which members a record requires, allows and refuses.
+    pub(crate) fn decode_taking(
+        value: &Json,
+        taken: TakenMembers,
+        state: &mut dyn FnMut(&Json) -> Result<ExecutionState, DecodeError>,
+    ) -> Result<Process, DecodeError> {
         let mut r = ObjectReader::new(value)?;
         let id: ProcessId = r.required("process_id")?;
-        let relation = r.required("relation")?;
+        let relation = match taken.relation {
+            Some(v) => v,
+            None => r.required("relation")?,
+        };
         let child_request_digest = r.optional("child_request_digest")?;
-        let deployment_ref = r.required("deployment_ref")?;
+        let deployment_ref = match taken.deployment_ref {
+            Some(v) => v,
+            None => r.required("deployment_ref")?,
+        };
         let started_at = r.required("started_at")?;
         let status = r.required("status")?;
         let committed_steps = r.required("committed_steps")?;
-        let budget = r.required("budget")?;
+        let budget = match taken.budget {
+            Some(v) => v,
+            None => r.required("budget")?,
+        };
         let allocated = r.required("allocated_resources")?;
-        let capabilities = r.required("capabilities")?;
+        let capabilities = match taken.capabilities {
+            Some(v) => v,
+            None => r.required("capabilities")?,
+        };
         let (prepared_effects, dropped_deltas) = r.required_with("counters", |v| {
             let mut c = ObjectReader::new(v)?;
             let out = (c.required("prepared_effects")?, c.required("dropped_deltas")?);
@@ -297,12 +334,29 @@ impl Process {
             Ok(out)
         })?;
         let committed_state = r.required_with("committed_execution_state", |v| state(v))?;
-        let mailbox = r.required("mailbox")?;
+        let mailbox = match taken.mailbox {
+            Some(v) => v,
+            None => r.required("mailbox")?,
+        };
         let prepared = match r.optional_value("prepared")? {
             Some(v) => Some(PreparedStep::decode_with(&id, v, state).map_err(|e| e.in_member("prepared"))?),
             None => None,
         };
-        let p = Process {
+        let current_wait_id = r.optional("current_wait_id")?;
+        let pending_control = match taken.pending_control {
+            Some(v) => v,
+            None => r.required("pending_control")?,
+        };
+        let finish = match taken.finish {
+            Some(v) => Some(v),
+            None => r.optional("finish")?,
+        };
+        let retired = match taken.retired {
+            Some(v) => v,
+            None => r.optional("retired_children")?.unwrap_or_default(),
+        };
+        r.finish()?;
+        Ok(Process {
             id,
             relation,
             child_request_digest,
@@ -318,13 +372,11 @@ impl Process {
             committed_state,
             mailbox,
             prepared,
-            current_wait_id: r.optional("current_wait_id")?,
-            pending_control: r.required("pending_control")?,
-            finish: r.optional("finish")?,
-            retired: r.optional("retired_children")?.unwrap_or_default(),
-        };
-        r.finish()?;
-        Ok(p)
+            current_wait_id,
+            pending_control,
+            finish,
+            retired,
+        })
     }
 }
 

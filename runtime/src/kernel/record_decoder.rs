@@ -26,8 +26,7 @@
 use super::capability::CapabilitySet;
 use super::deployment::DeploymentRef;
 use super::mailbox::Mailbox;
-use super::prepared::PreparedStep;
-use super::process::{Finish, Process};
+use super::process::{Finish, Process, TakenMembers};
 use super::relation::Relation;
 use super::resource::Budget;
 use super::retired::RetiredChildren;
@@ -35,7 +34,7 @@ use super::segment::Segment;
 use super::status::PendingControl;
 use super::waist::ExecutionState;
 use crate::json::canonical::{members, scan};
-use crate::json::{parse_with, DecodeError, Json, Object, ObjectReader, ParseLimits, Payload};
+use crate::json::{parse_with, DecodeError, Json, Object, ParseLimits, Payload};
 use crate::limits::MAX_JSON_DEPTH;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -111,19 +110,6 @@ struct Remembered {
     hits: u64,
 }
 
-/// The values one record took from [`Remembered`] (`None`: parsed).
-#[derive(Default)]
-struct Taken {
-    relation: Option<Relation>,
-    deployment_ref: Option<DeploymentRef>,
-    budget: Option<Budget>,
-    capabilities: Option<CapabilitySet>,
-    mailbox: Option<Mailbox>,
-    pending_control: Option<PendingControl>,
-    finish: Option<Finish>,
-    retired: Option<RetiredChildren>,
-}
-
 /// How many members this thread's decodes took from what it remembered, so far.
 #[cfg(test)]
 pub(crate) fn remembered_hits() -> u64 {
@@ -145,7 +131,7 @@ fn decode_with_recent(
     let mut record = Object::new();
     let mut committed = None;
     let mut candidate = None;
-    let mut taken = Taken::default();
+    let mut taken = TakenMembers::default();
     // (member, start, end) of every remembered kind of member that was parsed here.
     let mut parsed_spans: Vec<(&'static str, usize, usize)> = Vec::new();
     let end = members(bytes, 0, 0, &mut |key, start, depth| {
@@ -203,7 +189,7 @@ fn decode_with_recent(
         let payload = payload.ok_or_else(|| DecodeError::invalid("a state outside the record's two state members"))?;
         ExecutionState::decode_record_with_payload(v, payload, segments)
     };
-    let p = assemble(&record, taken, &mut state_of).ok()?;
+    let p = Process::decode_taking(&record, taken, &mut state_of).ok()?;
     for (name, start, end) in parsed_spans {
         let text = &bytes[start..end];
         match name {
@@ -223,90 +209,6 @@ fn decode_with_recent(
         }
     }
     Some(p)
-}
-
-/// `Process`'s record decoding over a record tree that lacks the members in `taken`: each
-/// of those is the remembered value, every other member is read from the tree exactly as
-/// there (same members required, optional and refused as unknown; the tests decode every
-/// record both ways and compare).
-fn assemble(
-    record: &Json,
-    taken: Taken,
-    state: &mut dyn FnMut(&Json) -> Result<ExecutionState, DecodeError>,
-) -> Result<Process, DecodeError> {
-    let mut r = ObjectReader::new(record)?;
-    let id = r.required("process_id")?;
-    let relation = match taken.relation {
-        Some(v) => v,
-        None => r.required("relation")?,
-    };
-    let child_request_digest = r.optional("child_request_digest")?;
-    let deployment_ref = match taken.deployment_ref {
-        Some(v) => v,
-        None => r.required("deployment_ref")?,
-    };
-    let started_at = r.required("started_at")?;
-    let status = r.required("status")?;
-    let committed_steps = r.required("committed_steps")?;
-    let budget = match taken.budget {
-        Some(v) => v,
-        None => r.required("budget")?,
-    };
-    let allocated = r.required("allocated_resources")?;
-    let capabilities = match taken.capabilities {
-        Some(v) => v,
-        None => r.required("capabilities")?,
-    };
-    let (prepared_effects, dropped_deltas) = r.required_with("counters", |v| {
-        let mut c = ObjectReader::new(v)?;
-        let out = (c.required("prepared_effects")?, c.required("dropped_deltas")?);
-        c.finish()?;
-        Ok(out)
-    })?;
-    let committed_state = r.required_with("committed_execution_state", |v| state(v))?;
-    let mailbox = match taken.mailbox {
-        Some(v) => v,
-        None => r.required("mailbox")?,
-    };
-    let prepared = match r.optional_value("prepared")? {
-        Some(v) => Some(PreparedStep::decode_with(&id, v, state).map_err(|e| e.in_member("prepared"))?),
-        None => None,
-    };
-    let current_wait_id = r.optional("current_wait_id")?;
-    let pending_control = match taken.pending_control {
-        Some(v) => v,
-        None => r.required("pending_control")?,
-    };
-    let finish = match taken.finish {
-        Some(v) => Some(v),
-        None => r.optional("finish")?,
-    };
-    let retired = match taken.retired {
-        Some(v) => v,
-        None => r.optional("retired_children")?.unwrap_or_default(),
-    };
-    r.finish()?;
-    Ok(Process {
-        id,
-        relation,
-        child_request_digest,
-        deployment_ref,
-        started_at,
-        status,
-        committed_steps,
-        budget,
-        allocated,
-        capabilities,
-        prepared_effects,
-        dropped_deltas,
-        committed_state,
-        mailbox,
-        prepared,
-        current_wait_id,
-        pending_control,
-        finish,
-        retired,
-    })
 }
 
 /// The canonical value at `start` (`depth` containers enclose it in the record), parsed into
@@ -359,23 +261,8 @@ fn prepared(text: &str, start: usize, depth: usize) -> Option<(Json, Payload, us
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::child::{Boundary, Condition};
     use crate::kernel::commit::TreeCut;
     use crate::kernel::snapshot::TreeSnapshot;
-    use crate::kernel::testkit::{ChildPlan, Op};
-    use crate::kernel::tests::echo_world;
-
-    /// The acknowledged cuts of a run with children, waits, dispatches and retirements.
-    fn cuts() -> Vec<TreeCut> {
-        let w = echo_world();
-        let d = w.deployment.reference().clone();
-        let child = |key: &str| ChildPlan::new(key, &d, vec![Op::Dispatch(Json::str(key))], Budget::unlimited());
-        let op = Op::Children { children: vec![child("a"), child("b")], boundary: Boundary::SubtreeDrained, condition: Condition::All };
-        let mut r = w.start(&[Op::Dispatch(Json::str("first")), op, Op::Checkpoint, Op::Checkpoint], Budget::unlimited());
-        r.run_to_idle();
-        w.check(&r);
-        r.acknowledged_cuts()
-    }
 
     /// Every Process record of `cuts` with changed bytes, in commit order (what the oracle
     /// decodes with this decoder).
@@ -415,7 +302,7 @@ mod tests {
     /// remembered path is taken.
     #[test]
     fn remembered_members_decode_as_the_strict_decoder() {
-        let cuts = cuts();
+        let cuts = crate::kernel::tests::children_run_cuts();
         let records = changed_records(&cuts);
         assert!(records.len() > 6, "several record versions");
         forget_remembered();
@@ -445,7 +332,7 @@ mod tests {
     /// text that merely starts like a remembered one.
     #[test]
     fn remembered_members_do_not_accept_what_the_strict_decoder_refuses() {
-        let cuts = cuts();
+        let cuts = crate::kernel::tests::children_run_cuts();
         let records = changed_records(&cuts);
         let (cut, bytes) = records.iter().rev().find(|(c, b)| strict(c, b).is_ok() && String::from_utf8_lossy(b).contains("\"mailbox\":")).expect("a record");
         let text = String::from_utf8(bytes.clone()).unwrap();

@@ -77,6 +77,21 @@ pub(crate) fn echo_world() -> World {
     world(Arc::new(|n| ok_settlement(&format!("answer-{n}"))))
 }
 
+/// The acknowledged cuts of an echo run with dispatches, two children waited for together,
+/// and their retirement: heads of every record kind, for decoders compared with each other.
+pub(crate) fn children_run_cuts() -> Vec<crate::kernel::commit::TreeCut> {
+    use crate::kernel::child::{Boundary, Condition};
+    use crate::kernel::testkit::ChildPlan;
+    let w = echo_world();
+    let d = w.deployment.reference().clone();
+    let child = |key: &str| ChildPlan::new(key, &d, vec![Op::Dispatch(Json::str(key))], Budget::unlimited());
+    let op = Op::Children { children: vec![child("a"), child("b")], boundary: Boundary::SubtreeDrained, condition: Condition::All };
+    let mut r = w.start(&[Op::Dispatch(Json::str("first")), op, Op::Checkpoint, Op::Checkpoint], Budget::unlimited());
+    r.run_to_idle();
+    w.check(&r);
+    r.acknowledged_cuts()
+}
+
 pub(crate) fn config(budget: Budget) -> RootConfig {
     RootConfig { budget, capabilities: CapabilitySet::empty(), limits: TreeLimits::default() }
 }

@@ -110,17 +110,8 @@ fn a_root_that_does_not_fit_its_byte_limit_is_not_started() {
 /// children, waits and retirements, and on heads whose records were tampered with.
 #[test]
 fn decoding_a_head_reusing_the_previous_one_matches_a_whole_decode() {
-    use crate::kernel::child::{Boundary, Condition};
     use crate::kernel::commit::{CutEntry, TreeCut};
-    use crate::kernel::testkit::ChildPlan;
-    let w = echo_world();
-    let d = w.deployment.reference().clone();
-    let child = |key: &str| ChildPlan::new(key, &d, vec![Op::Dispatch(Json::str(key))], Budget::unlimited());
-    let op = Op::Children { children: vec![child("a"), child("b")], boundary: Boundary::SubtreeDrained, condition: Condition::All };
-    let mut r = w.start(&[Op::Dispatch(Json::str("first")), op, Op::Checkpoint, Op::Checkpoint], Budget::unlimited());
-    r.run_to_idle();
-    w.check(&r);
-    let cuts = r.acknowledged_cuts();
+    let cuts = super::children_run_cuts();
     assert!(cuts.len() > 4, "a run of several heads");
     let (mut reused_any, mut reused_residue) = (false, false);
     decode_heads_both_ways(&cuts, |p, reusing| {
