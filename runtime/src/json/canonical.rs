@@ -166,6 +166,35 @@ fn canonical_escape(rest: &[u8]) -> Option<(char, usize)> {
     Some((c, 1))
 }
 
+/// The container nesting depth of canonical JSON text, as [`super::Json::depth`] counts it: the
+/// brackets outside strings (inside one, a backslash always escapes the next byte). A byte
+/// loop, several times cheaper than scanning the text as canonical.
+pub(crate) fn depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in text.as_bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

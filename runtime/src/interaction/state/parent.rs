@@ -183,7 +183,7 @@ impl ParentState {
             self.members(head.to_json(), output).to_canonical_string(),
             "the direct writer encodes exactly the members' tree"
         );
-        if canonical_depth(&text) > crate::limits::MAX_JSON_DEPTH {
+        if crate::json::canonical::depth(&text) > crate::limits::MAX_JSON_DEPTH {
             return None;
         }
         #[cfg(test)]
@@ -310,35 +310,6 @@ impl ParentState {
             .opt_field("lineage", self.lineage.as_ref())
             .build()
     }
-}
-
-/// The container nesting depth of canonical JSON text, as [`Json::depth`] counts it: the
-/// brackets outside strings (inside one, a backslash always escapes the next byte). A byte
-/// loop, several times cheaper than scanning the text as canonical.
-pub(super) fn canonical_depth(text: &str) -> usize {
-    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for &b in text.as_bytes() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
 }
 
 /// Decodes every member, reading `working_context` with `context`.

@@ -328,7 +328,7 @@ fn the_direct_payload_writer_equals_the_tree_encoding() {
 /// do not count), and a state nested too deep is refused with the tree path's error.
 #[test]
 fn the_direct_writer_checks_the_depth_as_the_tree_does() {
-    use super::parent::canonical_depth;
+    use crate::json::canonical::depth as canonical_depth;
     for text in [r#"1"#, r#"{}"#, r#"[[],{"a":[1,{"b":"]}[{"}]}]"#, r#"{"a":"\"[[[\\","b":[[[]]]}"#, r#""{[""#] {
         assert_eq!(canonical_depth(text), json(text).depth(), "{text}");
     }
