@@ -153,14 +153,19 @@ impl ProcessTable {
         self.changed || head.is_none() || self.last_cut != head
     }
 
-    /// The encoding of one record, encoding and caching it if it changed.
-    fn encoded_of(&mut self, id: &ProcessId) -> Option<Arc<EncodedProcess>> {
-        if let Some(e) = self.encoded.get(id) {
-            return Some(e.clone());
+    /// The encoding of record `p` (keyed `id`) from `cache`, encoding and caching it if it
+    /// changed. Takes the cache alone, so callers iterate the records in place while filling it.
+    fn encoded_of(
+        cache: &mut BTreeMap<ProcessId, Arc<EncodedProcess>>,
+        id: &ProcessId,
+        p: &Process,
+    ) -> Arc<EncodedProcess> {
+        if let Some(e) = cache.get(id) {
+            return e.clone();
         }
-        let e = Arc::new(EncodedProcess::encode(self.map.get(id)?));
-        self.encoded.insert(id.clone(), e.clone());
-        Some(e)
+        let e = Arc::new(EncodedProcess::encode(p));
+        cache.insert(id.clone(), e.clone());
+        e
     }
 
     /// Checks the byte limits of the cut these records would make, without assembling it:
@@ -177,12 +182,11 @@ impl ProcessTable {
         if tree_limit.is_none() && record_limit.is_none() {
             return Ok(());
         }
-        let ids: Vec<ProcessId> = self.map.keys().cloned().collect();
-        let mut records: Vec<(u32, ProcessId, u64, u64)> = Vec::with_capacity(ids.len());
-        let mut encoded = Vec::with_capacity(ids.len());
-        for id in ids {
-            let (Some(e), Some(p)) = (self.encoded_of(&id), self.map.get(&id)) else { continue };
-            records.push((p.relation.depth, id, e.len() as u64, e.size()));
+        let mut records: Vec<(u32, ProcessId, u64, u64)> = Vec::with_capacity(self.map.len());
+        let mut encoded = Vec::with_capacity(self.map.len());
+        for (id, p) in &self.map {
+            let e = Self::encoded_of(&mut self.encoded, id, p);
+            records.push((p.relation.depth, id.clone(), e.len() as u64, e.size()));
             encoded.push(e);
         }
         records.sort();
@@ -222,15 +226,7 @@ impl ProcessTable {
         // a changed record's id is copied, into the cache.
         let mut members = Vec::with_capacity(self.map.len());
         for (id, p) in &self.map {
-            let encoded = match self.encoded.get(id) {
-                Some(e) => e.clone(),
-                None => {
-                    let e = Arc::new(EncodedProcess::encode(p));
-                    self.encoded.insert(id.clone(), e.clone());
-                    e
-                }
-            };
-            members.push((Arc::clone(p), encoded));
+            members.push((Arc::clone(p), Self::encoded_of(&mut self.encoded, id, p)));
         }
         let residues = self
             .residue_set
