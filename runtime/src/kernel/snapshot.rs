@@ -100,7 +100,8 @@ fn perr(p: &Process, reason: impl Into<String>) -> SnapshotError {
 pub struct EncodedProcess {
     /// The record's key in a cut: the Process id text (a residue's: the retired child's id).
     key: Arc<str>,
-    text: Arc<str>,
+    /// Canonical UTF-8 text, held as bytes so a decoded record can share the stored bytes.
+    text: Arc<[u8]>,
     digest: std::sync::OnceLock<Digest>,
     /// The record as a cut entry, built once (on first use) and lent to every cut holding it.
     entry: std::sync::OnceLock<CutEntry>,
@@ -136,12 +137,51 @@ impl EncodedProcess {
         let size = segments.iter().fold(text.len() as u64, |sum, r| sum.saturating_add(r.len() as u64));
         EncodedProcess {
             key: Arc::from(p.id.as_str()),
-            text: Arc::from(text),
+            text: Arc::from(text.into_bytes()),
             digest: std::sync::OnceLock::new(),
             entry: std::sync::OnceLock::new(),
             segments,
             size,
         }
+    }
+
+    /// The encoding of `p` when it is exactly `stored` (the decode check of a stored record),
+    /// else `None`. The record is encoded into a buffer this thread reuses and compared there,
+    /// and a match shares `stored` instead of a copy of the same bytes: the verdict is
+    /// [`EncodedProcess::encode`]'s bytes compared with `stored`, without allocating them.
+    pub(crate) fn encode_matching(p: &Process, stored: &Arc<[u8]>) -> Option<EncodedProcess> {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+        }
+        /// A larger buffer is released after use (bounds what a thread keeps).
+        const MAX_KEPT: usize = 1 << 20;
+        let mut sink = RecordSink::default();
+        let same = SCRATCH.with(|scratch| {
+            let mut text = scratch.borrow_mut();
+            text.clear();
+            p.write_record(&mut text, &mut sink);
+            #[cfg(test)]
+            assert_eq!(*text, p.to_record_json().to_canonical_string(), "direct record writer differs from the tree encoding");
+            let same = text.as_bytes() == &**stored;
+            if text.capacity() > MAX_KEPT {
+                *text = String::new();
+            }
+            same
+        });
+        if !same {
+            return None;
+        }
+        let committed = p.committed_state.segments.len().min(sink.records.len());
+        let segments = super::segment_record::union_of_two(&sink.records[..committed], &sink.records[committed..]);
+        let size = segments.iter().fold(stored.len() as u64, |sum, r| sum.saturating_add(r.len() as u64));
+        Some(EncodedProcess {
+            key: Arc::from(p.id.as_str()),
+            text: Arc::clone(stored),
+            digest: std::sync::OnceLock::new(),
+            entry: std::sync::OnceLock::new(),
+            segments,
+            size,
+        })
     }
     /// The segment records this Process references (committed chain, then the candidate's
     /// records beyond their common prefix).
@@ -159,7 +199,7 @@ impl EncodedProcess {
         let size = text.len() as u64;
         EncodedProcess {
             key: Arc::from(r.process_id.as_str()),
-            text: Arc::from(text),
+            text: Arc::from(text.into_bytes()),
             digest: std::sync::OnceLock::new(),
             entry: std::sync::OnceLock::new(),
             segments: Vec::new(),
@@ -172,11 +212,11 @@ impl EncodedProcess {
     }
     /// The record as a cut entry, borrowed (built on first use).
     pub fn cut_entry(&self) -> &CutEntry {
-        self.entry.get_or_init(|| CutEntry::trusted(self.key.clone(), Arc::<[u8]>::from(self.text.clone()), self.digest()))
+        self.entry.get_or_init(|| CutEntry::trusted(self.key.clone(), self.text.clone(), self.digest()))
     }
     /// The canonical bytes of the record.
     pub fn bytes(&self) -> &[u8] {
-        self.text.as_bytes()
+        &self.text
     }
     pub fn len(&self) -> usize {
         self.text.len()
@@ -186,7 +226,7 @@ impl EncodedProcess {
     }
     /// SHA-256 of the record's canonical bytes.
     pub fn digest(&self) -> Digest {
-        *self.digest.get_or_init(|| Digest::of(self.text.as_bytes()))
+        *self.digest.get_or_init(|| Digest::of(&self.text))
     }
 }
 
@@ -421,8 +461,8 @@ impl TreeSnapshot {
             // A Process record: split in place, its payloads taken as they are. Anything
             // else (a residue, text the fast decoder declines) is parsed whole.
             if let Some(p) = super::record_decoder::decode_process_record(bytes, &mut |v| segments.resolve_member(v)) {
-                let encoded = EncodedProcess::encode(&p);
-                if encoded.bytes() != &**bytes || p.id.as_str() != entry.key() {
+                let Some(encoded) = EncodedProcess::encode_matching(&p, bytes) else { return whole() };
+                if p.id.as_str() != entry.key() {
                     return whole();
                 }
                 fresh.insert(p.id.clone());
@@ -440,8 +480,8 @@ impl TreeSnapshot {
                 continue;
             }
             let Ok(p) = Process::decode_record(&value, &mut |v| segments.resolve_member(v)) else { return whole() };
-            let encoded = EncodedProcess::encode(&p);
-            if encoded.bytes() != &**bytes || p.id.as_str() != entry.key() {
+            let Some(encoded) = EncodedProcess::encode_matching(&p, bytes) else { return whole() };
+            if p.id.as_str() != entry.key() {
                 return whole();
             }
             fresh.insert(p.id.clone());
@@ -769,12 +809,11 @@ pub(crate) fn segment_records(encoded: &[Arc<EncodedProcess>]) -> Vec<Arc<Segmen
 }
 
 /// The envelope's canonical text with no records (its length is the cut's fixed part).
-fn write_cut(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, encoded: &[Arc<EncodedProcess>]) -> String {
+fn write_cut(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits) -> String {
     use crate::json::Member;
-    let records: Vec<&str> = encoded.iter().map(|e| &*e.text).collect();
+    let records: Vec<&str> = Vec::new();
     let (root, inc, limits) = (root.to_json(), inc.to_json(), limits.to_json());
-    let size = records.iter().map(|r| r.len() + 1).sum::<usize>() + 1024;
-    let mut out = String::with_capacity(size);
+    let mut out = String::with_capacity(1024);
     crate::json::write_object(
         &mut out,
         vec![
@@ -790,7 +829,7 @@ fn write_cut(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, encoded
 /// The byte length of the cut whose records have canonical lengths `records` (in cut order),
 /// without writing it.
 pub fn cut_len(root: &ProcessId, inc: &IncarnationId, limits: &TreeLimits, records: &[u64]) -> u64 {
-    let envelope = write_cut(root, inc, limits, &[]).len() as u64;
+    let envelope = write_cut(root, inc, limits).len() as u64;
     let commas = records.len().saturating_sub(1) as u64;
     records.iter().fold(envelope.saturating_add(commas), |sum, r| sum.saturating_add(*r))
 }
