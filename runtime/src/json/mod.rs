@@ -33,6 +33,7 @@ pub use digest::{Digest, DigestError};
 pub use encode::{write_object, write_object_with, Member};
 pub use error::{JsonError, SizeStage};
 pub use parse::{parse, parse_with, ParseLimits};
+pub(crate) use parse::parse_at;
 pub use payload::Payload;
 pub use serde_value::SerdeValueError;
 pub(crate) use serde_value::{check_serde_convertible, to_serde_number, to_serde_value_with};

@@ -67,6 +67,20 @@ pub fn parse_with(bytes: &[u8], limits: &ParseLimits) -> Result<Json, JsonError>
     Ok(value)
 }
 
+/// The one JSON value that starts at byte `start` of `text` (no whitespace before it), and
+/// the offset just after it: the value [`parse_with`] gives for `text[start..end]` alone
+/// under `max_depth` (same grammar, same rules). For a reader splitting a text it already
+/// holds as `&str`: the piece is neither copied nor checked as UTF-8 again, and its end is
+/// where parsing stopped, so it needs no scan of its own.
+pub(crate) fn parse_at(text: &str, start: usize, max_depth: usize) -> Result<(Json, usize), JsonError> {
+    if !text.is_char_boundary(start) {
+        return Err(JsonError::InvalidUtf8 { offset: start });
+    }
+    let mut parser = Parser { text, bytes: text.as_bytes(), pos: start, max_depth: max_depth.min(MAX_JSON_DEPTH) };
+    let value = parser.value(0)?;
+    Ok((value, parser.pos))
+}
+
 /// Whether `text` is exactly one RFC 8259 number:
 /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
 pub(crate) fn is_number_text(text: &str) -> bool {
@@ -692,5 +706,30 @@ mod tests {
             parse_with(objects.as_bytes(), &limits),
             Err(JsonError::TooDeep { limit: MAX_JSON_DEPTH })
         );
+    }
+
+    /// A value parsed in place inside a larger text is the value of its piece parsed alone,
+    /// and ends where the piece ends; what the parser refuses alone it refuses in place.
+    #[test]
+    fn parse_at_is_parse_of_the_piece() {
+        let pieces = [
+            "0", "-12", "1.0", "1e5", "01", "1.", "true", "tru", "null", "\"a\"", "\"\\u0061\\n\"", "\"\\ud800\"",
+            "[]", "[1,[2,{}]]", "[1 , 2]", "{}", "{\"a\":1,\"b\":[true]}", "{\"b\":1,\"a\":2}", "{\"a\":1,\"a\":2}",
+            "{ \"a\" : 1 }", "[1,]", "{\"a\"}", "\"é\"",
+        ];
+        for piece in pieces {
+            for (before, after) in [("[", ",0]"), ("{\"k\":", "}"), ("", "")] {
+                let text = format!("{before}{piece}{after}");
+                let alone = parse(piece.as_bytes());
+                let in_place = parse_at(&text, before.len(), MAX_JSON_DEPTH - usize::from(!before.is_empty()));
+                match alone {
+                    Ok(v) => assert_eq!(in_place, Ok((v, before.len() + piece.len())), "{text}"),
+                    Err(_) => assert!(in_place.map_or(true, |(_, end)| end != before.len() + piece.len()), "{text}"),
+                }
+            }
+        }
+        let deep = format!("{}{}", "[".repeat(10), "]".repeat(10));
+        assert!(parse_at(&deep, 0, 9).is_err());
+        assert_eq!(parse_at(&deep, 0, 10).map(|(_, end)| end), Ok(20));
     }
 }

@@ -9,10 +9,12 @@
 //! something looks into it), and only the small members around the payloads are parsed, into
 //! the tree that the strict typed decoder reads (the same member rules as `Process`'s own decoding).
 //!
-//! The decoder only accepts canonical text, so it is a fast path, never a verdict: on `None`
-//! the caller decodes the record with the strict decoder, which names the fault; the caller
-//! also re-encodes an accepted record and compares the bytes, so an accepted record is the
-//! strict decoder's value for the same bytes.
+//! The small members are parsed where they stand (the strict parser over the record's text,
+//! no copy, no second scan) and not checked canonical one by one: the caller re-encodes an
+//! accepted record and compares the bytes, which refuses any non-canonical member, so an
+//! accepted record is the strict decoder's value for the same bytes. It is a fast path, never
+//! a verdict: on `None` the caller decodes the record with the strict decoder, which names the
+//! fault.
 //!
 //! A changed record mostly repeats its previous version's members (an effect boundary changes
 //! the prepared batch, a settlement the mailbox, and the budget, capabilities, relation and
@@ -34,7 +36,7 @@ use super::segment::Segment;
 use super::status::PendingControl;
 use super::waist::ExecutionState;
 use crate::json::canonical::{members, scan};
-use crate::json::{parse_with, DecodeError, Json, Object, ParseLimits, Payload};
+use crate::json::{parse_at, DecodeError, Json, Object, Payload};
 use crate::limits::MAX_JSON_DEPTH;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -211,12 +213,11 @@ fn decode_with_recent(
     Some(p)
 }
 
-/// The canonical value at `start` (`depth` containers enclose it in the record), parsed into
-/// a tree, and its end.
+/// The value at `start` (`depth` containers enclose it in the record), parsed into a tree in
+/// place, and its end. It is not checked canonical here: the caller compares the whole
+/// record's re-encoding with its bytes, which refuses any non-canonical member.
 fn parsed(text: &str, start: usize, depth: usize) -> Option<(Json, usize)> {
-    let end = scan(text.as_bytes(), start, depth)?;
-    let limits = ParseLimits { max_bytes: usize::MAX, max_depth: MAX_JSON_DEPTH.checked_sub(depth)? };
-    Some((parse_with(text.get(start..end)?.as_bytes(), &limits).ok()?, end))
+    parse_at(text, start, MAX_JSON_DEPTH.checked_sub(depth)?).ok()
 }
 
 /// A state object (`kind`, `payload`, `segments`) at `start`: the tree without the payload
@@ -284,7 +285,7 @@ mod tests {
     /// The strict decoding of one record of `cut` (its segment records resolved from the cut).
     fn strict(cut: &TreeCut, bytes: &[u8]) -> Result<Process, String> {
         let whole = TreeSnapshot::decode(&cut.bytes().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-        let value = crate::json::parse_with(bytes, &ParseLimits { max_bytes: usize::MAX, ..Default::default() }).map_err(|e| e.to_string())?;
+        let value = crate::json::parse_with(bytes, &crate::json::ParseLimits { max_bytes: usize::MAX, ..Default::default() }).map_err(|e| e.to_string())?;
         if crate::kernel::retired::is_residue(&value) {
             return Err("a residue".into());
         }
@@ -365,5 +366,65 @@ mod tests {
         // The remembered mailbox text followed by more of it: not the remembered value.
         let doubled = format!("{}{}{}", &text[..end], &text[start + "\"mailbox\":".len()..end], &text[end..]);
         assert!(refused(doubled).0.is_none());
+    }
+
+    /// Non-canonical small members are no longer declined by the record decoder itself: the
+    /// re-encoding comparison refuses them. Over every changed record of a children run and
+    /// many non-canonical variants of each (a space after a colon or a comma, a number with a
+    /// fraction, an escaped letter), the reusing decoder's verdict is the whole decoder's,
+    /// and the unaltered records take the fast path.
+    #[test]
+    fn non_canonical_members_get_the_whole_decoders_verdict() {
+        use crate::kernel::commit::CutEntry;
+        let cuts = crate::kernel::tests::children_run_cuts();
+        let (mut fast_taken, mut variants, mut accepted) = (0, 0, 0);
+        for pair in cuts.windows(2) {
+            let previous = TreeSnapshot::decode_reusing(&pair[0], None).unwrap();
+            let cut = &pair[1];
+            for (i, entry) in cut.entries().iter().enumerate() {
+                let Some(bytes) = entry.bytes() else { continue };
+                if entry.key().starts_with(crate::kernel::segment_record::KEY_PREFIX)
+                    || previous.tree_cut().entries().iter().any(|e| e.key() == entry.key() && e.bytes() == Some(bytes))
+                {
+                    continue;
+                }
+                if strict(cut, bytes).is_ok() {
+                    assert!(fast(cut, bytes).is_some(), "a changed record takes the fast path");
+                    fast_taken += 1;
+                }
+                let text = String::from_utf8(bytes.to_vec()).unwrap();
+                let mut mutated = Vec::new();
+                for (at, c) in text.char_indices() {
+                    let next = text[at + 1..].chars().next();
+                    match (c, next) {
+                        (':' | ',', _) => mutated.push(format!("{} {}", &text[..=at], &text[at + 1..])),
+                        ('"', Some(l)) if l.is_ascii_alphabetic() => {
+                            mutated.push(format!("{}\\u{:04x}{}", &text[..=at], l as u32, &text[at + 2..]))
+                        }
+                        ('0'..='9', Some(',' | '}' | ']')) => mutated.push(format!("{}.0{}", &text[..=at], &text[at + 1..])),
+                        _ => {}
+                    }
+                }
+                // Spread over the record, at most 48 variants each.
+                let stride = mutated.len().div_ceil(48).max(1);
+                for m in mutated.into_iter().step_by(stride) {
+                    let mut entries: Vec<CutEntry> = cut.entries().to_vec();
+                    entries[i] = CutEntry::new(entry.key().to_owned(), m.into_bytes());
+                    let Ok(tampered) = TreeCut::new(cut.root_id.clone(), cut.incarnation.clone(), cut.envelope().clone(), entries) else {
+                        continue;
+                    };
+                    variants += 1;
+                    let whole = TreeSnapshot::decode(&tampered.bytes().unwrap());
+                    let reusing = TreeSnapshot::decode_reusing(&tampered, Some(&previous));
+                    accepted += usize::from(whole.is_ok());
+                    assert_eq!(reusing, whole);
+                }
+            }
+        }
+        assert!(fast_taken > 6, "changed records decoded on the fast path: {fast_taken}");
+        assert!(variants > 200, "non-canonical variants judged: {variants}");
+        // A space or a fraction inside a string can leave a record canonical: those few are
+        // accepted by both, the rest refused by both.
+        assert!(accepted < variants / 4, "most variants are not canonical: {accepted} of {variants}");
     }
 }
