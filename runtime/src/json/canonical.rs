@@ -15,9 +15,19 @@ use std::borrow::Cow;
 /// The end of the canonical value starting at `pos`, or `None` when the text there is not
 /// one canonical value. `depth` is the number of containers enclosing it: containers may nest
 /// to [`MAX_JSON_DEPTH`] counted from the text's root, as in [`super::parse`].
+/// The bytes must be UTF-8 (a text held as bytes; [`scan_text`] for one already held as `&str`).
+/// Only tests hold canonical text as bytes.
+#[cfg(test)]
 pub(crate) fn scan(bytes: &[u8], pos: usize, depth: usize) -> Option<usize> {
+    scan_text(std::str::from_utf8(bytes).ok()?, pos, depth)
+}
+
+/// [`scan`] of a text already held as `&str`: its strings are sliced, not checked as UTF-8
+/// again run by run.
+pub(crate) fn scan_text(text: &str, pos: usize, depth: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
     match *bytes.get(pos)? {
-        b'{' => members(bytes, pos, depth, &mut |_, start, inner| scan(bytes, start, inner)),
+        b'{' => members(text, pos, depth, &mut |_, start, inner| scan_text(text, start, inner)),
         b'[' => {
             let inner = enter(depth)?;
             let mut at = pos + 1;
@@ -25,7 +35,7 @@ pub(crate) fn scan(bytes: &[u8], pos: usize, depth: usize) -> Option<usize> {
                 return Some(at + 1);
             }
             loop {
-                at = scan(bytes, at, inner)?;
+                at = scan_text(text, at, inner)?;
                 match bytes.get(at)? {
                     b',' => at += 1,
                     b']' => return Some(at + 1),
@@ -33,12 +43,11 @@ pub(crate) fn scan(bytes: &[u8], pos: usize, depth: usize) -> Option<usize> {
                 }
             }
         }
-        b'"' => string(bytes, pos).map(|(end, _)| end),
+        b'"' => string(text, pos).map(|(end, _)| end),
         b'-' | b'0'..=b'9' => {
             let len = bytes[pos..].iter().position(|b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'));
             let end = pos + len.unwrap_or(bytes.len() - pos);
-            let text = std::str::from_utf8(&bytes[pos..end]).ok()?;
-            super::parse::is_number_text(text).then_some(end)
+            super::parse::is_number_text(text.get(pos..end)?).then_some(end)
         }
         b't' => literal(bytes, pos, b"true"),
         b'f' => literal(bytes, pos, b"false"),
@@ -52,11 +61,12 @@ pub(crate) fn scan(bytes: &[u8], pos: usize, depth: usize) -> Option<usize> {
 /// with [`scan`], `value_depth` being the containers enclosing it) and returns its end, or
 /// `None` to stop. `None` when the text is not a canonical object; else the object's end.
 pub(crate) fn members(
-    bytes: &[u8],
+    text: &str,
     pos: usize,
     depth: usize,
     member: &mut dyn FnMut(&str, usize, usize) -> Option<usize>,
 ) -> Option<usize> {
+    let bytes = text.as_bytes();
     if bytes.get(pos) != Some(&b'{') {
         return None;
     }
@@ -70,7 +80,7 @@ pub(crate) fn members(
         if bytes.get(at) != Some(&b'"') {
             return None;
         }
-        let (key_end, key) = string(bytes, at)?;
+        let (key_end, key) = string(text, at)?;
         // Strictly ascending keys: canonical order, and no duplicates.
         if previous.as_deref().is_some_and(|p| p >= &*key) {
             return None;
@@ -98,9 +108,10 @@ fn literal(bytes: &[u8], pos: usize, word: &[u8]) -> Option<usize> {
 }
 
 /// The canonical string starting at the quote at `pos`: its end and its text (borrowed when
-/// it has no escape). The bytes must be valid UTF-8 (checked once by the caller for the whole
-/// text); only the escapes the encoder writes are canonical.
-fn string(bytes: &[u8], pos: usize) -> Option<(usize, Cow<'_, str>)> {
+/// it has no escape). Its runs are sliced from `text` (they start and end at ASCII bytes, so
+/// at char boundaries); only the escapes the encoder writes are canonical.
+fn string(text: &str, pos: usize) -> Option<(usize, Cow<'_, str>)> {
+    let bytes = text.as_bytes();
     let start = pos + 1;
     let mut at = start;
     let mut owned: Option<String> = None;
@@ -110,7 +121,7 @@ fn string(bytes: &[u8], pos: usize) -> Option<(usize, Cow<'_, str>)> {
         at += rest.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
         match bytes[at] {
             b'"' => {
-                let tail = std::str::from_utf8(&bytes[run..at]).ok()?;
+                let tail = text.get(run..at)?;
                 let text = match owned {
                     None => Cow::Borrowed(tail),
                     Some(mut s) => {
@@ -123,7 +134,7 @@ fn string(bytes: &[u8], pos: usize) -> Option<(usize, Cow<'_, str>)> {
             b'\\' => {
                 let (c, len) = canonical_escape(bytes.get(at + 1..)?)?;
                 let s = owned.get_or_insert_with(String::new);
-                s.push_str(std::str::from_utf8(&bytes[run..at]).ok()?);
+                s.push_str(text.get(run..at)?);
                 s.push(c);
                 at += 1 + len;
                 run = at;
@@ -241,17 +252,17 @@ mod tests {
 
     #[test]
     fn members_are_reported_in_order() {
-        let text = br#"{"a":[1,2],"b":"x"}"#;
+        let text = r#"{"a":[1,2],"b":"x"}"#;
         let mut seen = Vec::new();
         let end = members(text, 0, 0, &mut |k, s, d| {
-            let e = scan(text, s, d)?;
-            seen.push((k.to_owned(), std::str::from_utf8(&text[s..e]).unwrap().to_owned(), d));
+            let e = scan_text(text, s, d)?;
+            seen.push((k.to_owned(), text[s..e].to_owned(), d));
             Some(e)
         });
         assert_eq!(end, Some(text.len()));
         assert_eq!(seen, [("a".to_owned(), "[1,2]".to_owned(), 1), ("b".to_owned(), "\"x\"".to_owned(), 1)]);
         assert_eq!(members(text, 0, 0, &mut |_, _, _| None), None);
-        assert_eq!(members(b"[]", 0, 0, &mut |_, s, d| scan(b"[]", s, d)), None);
+        assert_eq!(members("[]", 0, 0, &mut |_, s, d| scan_text("[]", s, d)), None);
         // A member that ends elsewhere than where the next separator stands is refused.
         assert_eq!(members(text, 0, 0, &mut |_, s, _| Some(s)), None);
     }

@@ -35,7 +35,7 @@ use super::retired::RetiredChildren;
 use super::segment::Segment;
 use super::status::PendingControl;
 use super::waist::ExecutionState;
-use crate::json::canonical::{members, scan};
+use crate::json::canonical::{members, scan_text};
 use crate::json::{parse_at, DecodeError, Json, Object, Payload};
 use crate::limits::MAX_JSON_DEPTH;
 use std::cell::RefCell;
@@ -136,7 +136,7 @@ fn decode_with_recent(
     let mut taken = TakenMembers::default();
     // (member, start, end) of every remembered kind of member that was parsed here.
     let mut parsed_spans: Vec<(&'static str, usize, usize)> = Vec::new();
-    let end = members(bytes, 0, 0, &mut |key, start, depth| {
+    let end = members(text, 0, 0, &mut |key, start, depth| {
         macro_rules! recall {
             ($field:ident, $name:literal) => {{
                 if let Some((value, end)) = recent.$field.find(bytes, start) {
@@ -223,12 +223,11 @@ fn parsed(text: &str, start: usize, depth: usize) -> Option<(Json, usize)> {
 /// A state object (`kind`, `payload`, `segments`) at `start`: the tree without the payload
 /// (whose member reads as `null`), the payload taken from its canonical text, and the end.
 fn state(text: &str, start: usize, depth: usize) -> Option<(Json, Payload, usize)> {
-    let bytes = text.as_bytes();
     let mut tree = Object::new();
     let mut payload = None;
-    let end = members(bytes, start, depth, &mut |key, s, d| {
+    let end = members(text, start, depth, &mut |key, s, d| {
         let (value, end) = if key == "payload" {
-            let end = scan(bytes, s, d)?;
+            let end = scan_text(text, s, d)?;
             payload = Some(Payload::from_scanned(text.get(s..end)?)?);
             (Json::Null, end)
         } else {
@@ -245,7 +244,7 @@ fn state(text: &str, start: usize, depth: usize) -> Option<(Json, Payload, usize
 fn prepared(text: &str, start: usize, depth: usize) -> Option<(Json, Payload, usize)> {
     let mut tree = Object::new();
     let mut payload = None;
-    let end = members(text.as_bytes(), start, depth, &mut |key, s, d| {
+    let end = members(text, start, depth, &mut |key, s, d| {
         let (value, end) = if key == "candidate_state" {
             let (tree, p, end) = state(text, s, d)?;
             payload = Some(p);
@@ -346,11 +345,11 @@ mod tests {
         };
         // The budget and mailbox are remembered; the Process's status is not a status.
         let mut status = None;
-        members(bytes, 0, 0, &mut |key, start, depth| {
+        members(&text, 0, 0, &mut |key, start, depth| {
             if key == "status" {
                 status = Some(start + 1);
             }
-            scan(bytes, start, depth)
+            scan_text(&text, start, depth)
         });
         let status = status.expect("a status member");
         let bad_status = format!("{}x{}", &text[..status], &text[status..]);
@@ -360,7 +359,7 @@ mod tests {
         assert!(refused(unknown.clone()).0.is_none());
         // The mailbox removed (the members after it still remembered).
         let start = text.find("\"mailbox\":").unwrap();
-        let end = scan(bytes, start + "\"mailbox\":".len(), 1).unwrap();
+        let end = scan_text(&text, start + "\"mailbox\":".len(), 1).unwrap();
         let missing = format!("{}{}", &text[..start], &text[end + 1..]);
         assert!(refused(missing).0.is_none());
         // The remembered mailbox text followed by more of it: not the remembered value.
