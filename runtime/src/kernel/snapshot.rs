@@ -125,18 +125,30 @@ impl EncodedProcess {
     }
 
     fn encode_with(p: &Process, mut sink: RecordSink) -> EncodedProcess {
-        let mut text = String::with_capacity(p.record_len_hint());
-        p.write_record(&mut text, &mut sink);
+        // Written into this thread's scratch buffer, then copied once into the shared text:
+        // a fresh buffer per record cost a second large allocation (and its page faults)
+        // for every record encoded.
+        let text: Arc<str> = SCRATCH.with(|scratch| {
+            let mut buf = scratch.take();
+            buf.clear();
+            buf.reserve(p.record_len_hint());
+            p.write_record(&mut buf, &mut sink);
+            let text = Arc::from(buf.as_str());
+            if buf.capacity() <= MAX_SCRATCH_BYTES {
+                scratch.set(buf);
+            }
+            text
+        });
         // Test builds check every record any test encodes against the tree encoding the
         // direct writer replaced (kept as the oracle): the bytes of a cut never change.
         #[cfg(test)]
-        assert_eq!(text, p.to_record_json().to_canonical_string(), "direct record writer differs from the tree encoding");
+        assert_eq!(&*text, p.to_record_json().to_canonical_string().as_str(), "direct record writer differs from the tree encoding");
         let committed = p.committed_state.segments.len().min(sink.records.len());
         let segments = super::segment_record::union_of_two(&sink.records[..committed], &sink.records[committed..]);
         let size = segments.iter().fold(text.len() as u64, |sum, r| sum.saturating_add(r.len() as u64));
         EncodedProcess {
             key: Arc::from(p.id.as_str()),
-            text: Arc::from(text),
+            text,
             digest: std::sync::OnceLock::new(),
             entry: std::sync::OnceLock::new(),
             segments,
@@ -189,6 +201,15 @@ impl EncodedProcess {
         *self.digest.get_or_init(|| Digest::of(self.text.as_bytes()))
     }
 }
+
+thread_local! {
+    /// The buffer records are written into before their text is shared (a cache of
+    /// capacity only: it is cleared before every use).
+    static SCRATCH: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
+}
+
+/// A scratch buffer grown past this is dropped instead of kept (bounds what a thread holds).
+const MAX_SCRATCH_BYTES: usize = 4 << 20;
 
 impl PartialEq for EncodedProcess {
     fn eq(&self, other: &EncodedProcess) -> bool {
