@@ -51,9 +51,19 @@ impl Digest {
     /// SHA-256 of the canonical encoding `value` writes (equal to [`Digest::of_json`] of its
     /// tree, without building the tree).
     pub fn of_written<T: super::WriteJson + ?Sized>(value: &T) -> Digest {
-        let mut text = String::new();
-        value.write_json(&mut text);
-        Digest::of(text.as_bytes())
+        // Written into this thread's scratch buffer (cleared first): effect, settlement and
+        // child-spec digests are taken on every boundary, and a fresh buffer regrew to each
+        // encoding's size every time.
+        WRITTEN.with(|scratch| {
+            let mut text = scratch.take();
+            text.clear();
+            value.write_json(&mut text);
+            let digest = Digest::of(text.as_bytes());
+            if text.capacity() <= MAX_SCRATCH_BYTES {
+                scratch.set(text);
+            }
+            digest
+        })
     }
     /// Parses the text form; rejects malformed text and the zero digest.
     pub fn parse(text: &str) -> Result<Digest, DigestError> {
@@ -126,6 +136,14 @@ impl std::fmt::Debug for Digest {
     }
 }
 
+thread_local! {
+    /// The buffer [`Digest::of_written`] encodes into (a cache of capacity only).
+    static WRITTEN: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
+}
+
+/// A scratch buffer grown past this is dropped instead of kept (bounds what a thread holds).
+const MAX_SCRATCH_BYTES: usize = 4 << 20;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +163,36 @@ mod tests {
     }
 
     const EMPTY: &str = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+    /// `of_written` encodes through one scratch buffer per thread: encodings taken one after
+    /// another (long and short alternating, and one nested inside another's writing) each
+    /// hash exactly their own canonical text.
+    #[test]
+    fn written_digests_through_the_scratch_buffer_are_each_values_own() {
+        use crate::json::{Json, WriteJson};
+        struct Nested(Json);
+        impl WriteJson for Nested {
+            fn write_json(&self, out: &mut String) {
+                // A digest taken while the outer value is being written.
+                let inner = Digest::of_written(&self.0);
+                Json::Array(vec![self.0.clone(), Json::str(inner.to_string())]).write_json(out);
+            }
+        }
+        let mut values: Vec<Json> = (0..40u64)
+            .map(|n| {
+                let text = "x\"y\u{1}é".repeat((n * 37 % 300) as usize);
+                Json::Array(vec![Json::u64(n), Json::str(text)])
+            })
+            .collect();
+        values.push(Json::Null);
+        values.push(Json::str(String::new()));
+        for (i, v) in values.iter().enumerate() {
+            assert_eq!(Digest::of_written(v), Digest::of(v.to_canonical_string().as_bytes()), "value {i}");
+            let nested = Nested(v.clone());
+            let expected = Json::Array(vec![v.clone(), Json::str(Digest::of_json(v).to_string())]);
+            assert_eq!(Digest::of_written(&nested), Digest::of_json(&expected), "nested value {i}");
+        }
+    }
 
     #[test]
     fn known_answers() {

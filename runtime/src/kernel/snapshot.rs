@@ -126,62 +126,49 @@ impl EncodedProcess {
     }
 
     fn encode_with(p: &Process, mut sink: RecordSink) -> EncodedProcess {
-        let mut text = String::with_capacity(p.record_len_hint());
-        p.write_record(&mut text, &mut sink);
-        // Test builds check every record any test encodes against the tree encoding the
-        // direct writer replaced (kept as the oracle): the bytes of a cut never change.
-        #[cfg(test)]
-        assert_eq!(text, p.to_record_json().to_canonical_string(), "direct record writer differs from the tree encoding");
+        // Written into this thread's scratch buffer, then copied once into the shared text:
+        // a fresh buffer per record cost a second large allocation (and its page faults)
+        // for every record encoded.
+        let text: Arc<[u8]> = with_scratch(p.record_len_hint(), |buf| {
+            p.write_record(buf, &mut sink);
+            // Test builds check every record any test encodes against the tree encoding the
+            // direct writer replaced (kept as the oracle): the bytes of a cut never change.
+            #[cfg(test)]
+            assert_eq!(*buf, p.to_record_json().to_canonical_string(), "direct record writer differs from the tree encoding");
+            Arc::from(buf.as_bytes())
+        });
+        EncodedProcess::with_text(p, text, &sink)
+    }
+
+    /// The encoding of `p` when it is exactly `stored` (the decode check of a stored record),
+    /// else `None`. The record is encoded into this thread's scratch buffer and compared
+    /// there, and a match shares `stored` instead of a copy of the same bytes: the verdict is
+    /// [`EncodedProcess::encode`]'s bytes compared with `stored`, without allocating them.
+    pub(crate) fn encode_matching(p: &Process, stored: &Arc<[u8]>) -> Option<EncodedProcess> {
+        let mut sink = RecordSink::default();
+        let same = with_scratch(stored.len(), |buf| {
+            p.write_record(buf, &mut sink);
+            #[cfg(test)]
+            assert_eq!(*buf, p.to_record_json().to_canonical_string(), "direct record writer differs from the tree encoding");
+            buf.as_bytes() == &**stored
+        });
+        same.then(|| EncodedProcess::with_text(p, Arc::clone(stored), &sink))
+    }
+
+    /// The encoding of `p` whose record text is `text`, with the segment records `sink`
+    /// collected while writing it.
+    fn with_text(p: &Process, text: Arc<[u8]>, sink: &RecordSink) -> EncodedProcess {
         let committed = p.committed_state.segments.len().min(sink.records.len());
         let segments = super::segment_record::union_of_two(&sink.records[..committed], &sink.records[committed..]);
         let size = segments.iter().fold(text.len() as u64, |sum, r| sum.saturating_add(r.len() as u64));
         EncodedProcess {
             key: Arc::from(p.id.as_str()),
-            text: Arc::from(text.into_bytes()),
+            text,
             digest: std::sync::OnceLock::new(),
             entry: std::sync::OnceLock::new(),
             segments,
             size,
         }
-    }
-
-    /// The encoding of `p` when it is exactly `stored` (the decode check of a stored record),
-    /// else `None`. The record is encoded into a buffer this thread reuses and compared there,
-    /// and a match shares `stored` instead of a copy of the same bytes: the verdict is
-    /// [`EncodedProcess::encode`]'s bytes compared with `stored`, without allocating them.
-    pub(crate) fn encode_matching(p: &Process, stored: &Arc<[u8]>) -> Option<EncodedProcess> {
-        thread_local! {
-            static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-        }
-        /// A larger buffer is released after use (bounds what a thread keeps).
-        const MAX_KEPT: usize = 1 << 20;
-        let mut sink = RecordSink::default();
-        let same = SCRATCH.with(|scratch| {
-            let mut text = scratch.borrow_mut();
-            text.clear();
-            p.write_record(&mut text, &mut sink);
-            #[cfg(test)]
-            assert_eq!(*text, p.to_record_json().to_canonical_string(), "direct record writer differs from the tree encoding");
-            let same = text.as_bytes() == &**stored;
-            if text.capacity() > MAX_KEPT {
-                *text = String::new();
-            }
-            same
-        });
-        if !same {
-            return None;
-        }
-        let committed = p.committed_state.segments.len().min(sink.records.len());
-        let segments = super::segment_record::union_of_two(&sink.records[..committed], &sink.records[committed..]);
-        let size = segments.iter().fold(stored.len() as u64, |sum, r| sum.saturating_add(r.len() as u64));
-        Some(EncodedProcess {
-            key: Arc::from(p.id.as_str()),
-            text: Arc::clone(stored),
-            digest: std::sync::OnceLock::new(),
-            entry: std::sync::OnceLock::new(),
-            segments,
-            size,
-        })
     }
     /// The segment records this Process references (committed chain, then the candidate's
     /// records beyond their common prefix).
@@ -228,6 +215,29 @@ impl EncodedProcess {
     pub fn digest(&self) -> Digest {
         *self.digest.get_or_init(|| Digest::of(&self.text))
     }
+}
+
+thread_local! {
+    /// The buffer records are written into before their text is shared or compared (a cache
+    /// of capacity only: it is cleared before every use).
+    static SCRATCH: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
+}
+
+/// A scratch buffer grown past this is dropped instead of kept (bounds what a thread holds).
+const MAX_SCRATCH_BYTES: usize = 4 << 20;
+
+/// Runs `f` over this thread's scratch buffer, emptied and with room for `hint` bytes.
+fn with_scratch<T>(hint: usize, f: impl FnOnce(&mut String) -> T) -> T {
+    SCRATCH.with(|scratch| {
+        let mut buf = scratch.take();
+        buf.clear();
+        buf.reserve(hint);
+        let out = f(&mut buf);
+        if buf.capacity() <= MAX_SCRATCH_BYTES {
+            scratch.set(buf);
+        }
+        out
+    })
 }
 
 impl PartialEq for EncodedProcess {

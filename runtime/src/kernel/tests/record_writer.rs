@@ -293,3 +293,27 @@ fn a_copy_without_the_prepared_step_keeps_every_other_member() {
     }
     assert!(with_prepared > 0, "some records hold a prepared step");
 }
+
+/// `EncodedProcess::encode` writes through one scratch buffer per thread: records encoded one
+/// after another (largest and smallest alternating, so a short record follows a long one in
+/// the same buffer) each get exactly their own bytes and size.
+#[test]
+fn encodings_through_the_shared_scratch_buffer_are_each_records_own_bytes() {
+    let mut processes = real_processes();
+    let terminal = processes.iter().find_map(|p| p.finish.clone());
+    let mut rng = Rng(0x7363_7261_7463_6831);
+    let variations: Vec<Process> = processes.iter().map(|p| vary(p, terminal.as_ref(), &mut rng)).collect();
+    processes.extend(variations);
+    processes.sort_by_key(|p| direct(p).len());
+    let n = processes.len();
+    let order = (0..n).map(|i| if i % 2 == 0 { n - 1 - i / 2 } else { i / 2 });
+    for i in order {
+        let p = &processes[i];
+        let expected = direct(p);
+        let encoded = crate::kernel::snapshot::EncodedProcess::encode(p);
+        assert_eq!(encoded.bytes(), expected.as_bytes(), "process {}", p.id);
+        assert_eq!(encoded.digest(), crate::json::Digest::of(expected.as_bytes()), "process {}", p.id);
+        let segments: u64 = encoded.segments().iter().map(|r| r.len() as u64).sum();
+        assert_eq!(encoded.size(), expected.len() as u64 + segments, "process {}", p.id);
+    }
+}
