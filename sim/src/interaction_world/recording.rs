@@ -126,9 +126,9 @@ impl Recording {
             self.check_pending(&request);
         }
         self.cx.trace(format!("dispatch {} {} start by {caller:?}", self.kind, short(&effect)));
-        let lane = request.process_id.as_str().to_owned();
         // Labels are built only when the timeline is kept (replay), not on every campaign run.
         let keeps = self.cx.timeline.keeps();
+        let lane = if keeps { request.process_id.as_str().to_owned() } else { String::new() };
         let what = if keeps { self.name_lane(&request) } else { String::new() };
         let span = if keeps { format!("call:{}:{}", effect.as_str(), self.cx.ledger.dispatches(&effect).len()) } else { String::new() };
         if keeps {
