@@ -88,6 +88,25 @@ fn equal_seeds_give_equal_traces_and_different_seeds_differ() {
     assert!(kept.trace.is_some_and(|t| !t.is_empty()));
 }
 
+/// A run that keeps no trace or timeline skips building their labels (and the dispatch
+/// wrapper skips decoding settlements for the timeline): everything a report judges must be
+/// what the same run keeping both reports.
+#[test]
+fn keeping_the_trace_and_timeline_changes_nothing_a_run_reports() {
+    let dropped = campaign(0..24, |seed| swarm_run(seed, &RunOptions { keep_trace: false }));
+    let kept = campaign(0..24, |seed| swarm_run(seed, &RunOptions { keep_trace: true }));
+    for (d, k) in dropped.iter().zip(&kept) {
+        assert_eq!(d.trace_hash, k.trace_hash, "seed {}", d.seed);
+        assert_eq!(
+            (&d.outcome, &d.faults_fired, &d.crash_points_hit, &d.violations, d.invariants_checked, &d.swarm),
+            (&k.outcome, &k.faults_fired, &k.crash_points_hit, &k.violations, k.invariants_checked, &k.swarm),
+            "seed {}",
+            d.seed
+        );
+        assert!(d.timeline.is_none() && k.timeline.as_ref().is_some_and(|t| !t.events.is_empty()), "seed {}", d.seed);
+    }
+}
+
 fn scenario(name: &str) -> Box<dyn Scenario> {
     scenarios().into_iter().find(|s| s.name() == name).unwrap_or_else(|| panic!("no scenario {name}"))
 }

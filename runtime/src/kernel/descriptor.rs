@@ -14,6 +14,26 @@
 use crate::json::{DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
 use crate::schema::{Schema, SchemaError};
 use crate::text::{BoundedText, QualifiedName, TextError};
+use std::collections::BTreeMap;
+use std::sync::{LazyLock, Mutex, PoisonError};
+
+/// At most this many descriptors are kept by [`Descriptor::from_parts`] (first come, first
+/// kept, as in the schema table).
+const MAX_SHARED_DESCRIPTORS: usize = 256;
+/// Only contracts whose schema sources encode canonically in at most this many bytes are kept.
+const MAX_SHARED_CONTRACT_BYTES: usize = 16 * 1024;
+
+/// Descriptors by name, each kept with its exact parts. A descriptor is a pure function of its
+/// parts, and a program that builds the same definitions again and again (a simulation
+/// campaign builds its tools and interactions once per run) would otherwise compile, encode
+/// and hash the same contract every time.
+#[derive(Default)]
+struct Shared {
+    by_name: BTreeMap<QualifiedName, Vec<Descriptor>>,
+    len: usize,
+}
+
+static SHARED: LazyLock<Mutex<Shared>> = LazyLock::new(|| Mutex::new(Shared::default()));
 
 /// Why descriptor parts were rejected.
 #[derive(Debug, thiserror::Error)]
@@ -57,8 +77,47 @@ impl Descriptor {
         Descriptor::from_parts(name, description, &input_schema, &output_schema, &signal_schema)
     }
 
-    /// From validated text parts and schema sources.
+    /// From validated text parts and schema sources. Equal parts give the descriptor kept
+    /// from an earlier call (the table only ever returns what building would return).
     pub fn from_parts(
+        name: QualifiedName,
+        description: BoundedText,
+        input_schema: &Json,
+        output_schema: &Json,
+        signal_schema: &Json,
+    ) -> Result<Descriptor, DescriptorError> {
+        // The table is a plain map; a panic elsewhere while it was locked leaves it whole.
+        let shared = || SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = shared().by_name.get(&name).and_then(|all| {
+            all.iter().find(|d| d.has_parts(&description, input_schema, output_schema, signal_schema)).cloned()
+        });
+        if let Some(kept) = kept {
+            return Ok(kept);
+        }
+        let descriptor = Descriptor::from_parts_uncached(name, description, input_schema, output_schema, signal_schema)?;
+        let bytes = [input_schema, output_schema, signal_schema].iter().map(|s| s.canonical_len()).fold(0usize, usize::saturating_add);
+        if bytes <= MAX_SHARED_CONTRACT_BYTES {
+            let mut table = shared();
+            if table.len < MAX_SHARED_DESCRIPTORS {
+                let all = table.by_name.entry(descriptor.name.clone()).or_default();
+                if !all.contains(&descriptor) {
+                    all.push(descriptor.clone());
+                    table.len += 1;
+                }
+            }
+        }
+        Ok(descriptor)
+    }
+
+    fn has_parts(&self, description: &BoundedText, input_schema: &Json, output_schema: &Json, signal_schema: &Json) -> bool {
+        &self.description == description
+            && self.input_schema.source() == input_schema
+            && self.output_schema.source() == output_schema
+            && self.signal_schema.source() == signal_schema
+    }
+
+    /// [`Descriptor::from_parts`] built afresh: compiled, encoded and hashed.
+    fn from_parts_uncached(
         name: QualifiedName,
         description: BoundedText,
         input_schema: &Json,
@@ -219,6 +278,48 @@ mod tests {
             Json::Object(o) => o,
             _ => unreachable!(),
         }
+    }
+
+    /// The kept descriptor of equal parts is the one building afresh gives, and parts that
+    /// differ in any one member (even in a single schema) never get another's descriptor.
+    #[test]
+    fn kept_descriptors_equal_fresh_ones() {
+        let schema = |n: usize| -> Json {
+            let mut o = Object::new();
+            o.insert("type".into(), Json::str("object"));
+            if n > 0 {
+                o.insert("maxProperties".into(), Json::from(n as u64));
+            }
+            Json::Object(o)
+        };
+        let schemas = [Json::Bool(true), Json::Bool(false), schema(0), schema(1), schema(2)];
+        let mut seen: Vec<Descriptor> = Vec::new();
+        for round in 0..2 {
+            for name in ["tool.kept", "tool.kept2"] {
+                for description in ["One.", "Two."] {
+                    for (i, input) in schemas.iter().enumerate() {
+                        for output in &schemas[i % 2..i % 2 + 2] {
+                            for signal in &schemas[..2] {
+                                let parts = || (QualifiedName::parse(name).unwrap(), BoundedText::parse(description).unwrap());
+                                let (n, d) = parts();
+                                let kept = Descriptor::from_parts(n, d, input, output, signal).unwrap();
+                                let (n, d) = parts();
+                                let fresh = Descriptor::from_parts_uncached(n, d, input, output, signal).unwrap();
+                                assert_eq!(kept, fresh);
+                                assert_eq!(kept.digest(), fresh.digest());
+                                assert_eq!(kept.to_json(), fresh.to_json());
+                                assert_eq!(kept.contract_json(), fresh.contract_json());
+                                if round == 0 {
+                                    assert!(seen.iter().all(|s| s.digest() != kept.digest()), "two parts share a descriptor");
+                                    seen.push(kept);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(seen.len(), 2 * 2 * 5 * 2 * 2);
     }
 
     // Independent of the schema compiler and the digest: text rules run first.

@@ -11,7 +11,7 @@ use keel::chat::Request;
 use keel::kernel::effect::Settlement;
 use keel::kernel::ids::{EffectId, SignalId};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Who performed a physical call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,7 +83,8 @@ struct State {
     max_tools_in_flight: u64,
     host_performing: BTreeSet<EffectId>,
     truths: BTreeMap<EffectId, Settlement>,
-    model_calls: Vec<ModelCallRecord>,
+    /// Shared: the oracle reads them several times, and each holds a whole model request.
+    model_calls: Vec<Arc<ModelCallRecord>>,
     violations: Vec<Violation>,
     checks: u64,
 }
@@ -191,10 +192,10 @@ impl Ledger {
     }
 
     pub fn record_model_call(&self, record: ModelCallRecord) {
-        self.lock().model_calls.push(record);
+        self.lock().model_calls.push(Arc::new(record));
     }
 
-    pub fn model_calls(&self) -> Vec<ModelCallRecord> {
+    pub fn model_calls(&self) -> Vec<Arc<ModelCallRecord>> {
         self.lock().model_calls.clone()
     }
 

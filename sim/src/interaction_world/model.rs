@@ -61,7 +61,7 @@ impl SimModel {
         let issued_by = self.cx.ledger.dispatches(invocation.effect_id()).last().map(|d| d.caller.clone());
         let caller = if host { Caller::Host } else { issued_by.unwrap_or(Caller::Engine(self.cx.incarnation())) };
         self.cx.trace(format!("model {} call {sequence} start by {caller:?} ({} messages)", self.name, request.messages.len()));
-        for steer in invocation.applied_steer_signal_ids() {
+        for steer in invocation.applied_steer_signal_ids().iter().filter(|_| self.cx.timeline.keeps()) {
             self.cx.timeline.end(&format!("steer:{}", steer.as_str()), "applied", format!("model call {sequence} applies the steer"));
         }
         self.cx.ledger.record_model_call(ModelCallRecord {

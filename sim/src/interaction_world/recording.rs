@@ -126,12 +126,14 @@ impl Recording {
             self.check_pending(&request);
         }
         self.cx.trace(format!("dispatch {} {} start by {caller:?}", self.kind, short(&effect)));
-        let lane = request.process_id.as_str().to_owned();
         // Labels are built only when the timeline is kept (replay), not on every campaign run.
         let keeps = self.cx.timeline.keeps();
+        let lane = if keeps { request.process_id.as_str().to_owned() } else { String::new() };
         let what = if keeps { self.name_lane(&request) } else { String::new() };
         let span = if keeps { format!("call:{}:{}", effect.as_str(), self.cx.ledger.dispatches(&effect).len()) } else { String::new() };
-        self.cx.timeline.begin(&lane, &span, if self.kind == "model" { SpanKind::Model } else { SpanKind::Tool }, format!("{what} {} by {caller:?}", short(&effect)));
+        if keeps {
+            self.cx.timeline.begin(&lane, &span, if self.kind == "model" { SpanKind::Model } else { SpanKind::Tool }, format!("{what} {} by {caller:?}", short(&effect)));
+        }
         self.cx.ledger.begin(&effect, caller, self.kind, self.tool_class(&request.payload));
         let mut guard = Guard { cx: &self.cx, effect: effect.clone(), done: false };
         let cancel = dcx.cancel.clone();
@@ -146,7 +148,9 @@ impl Recording {
             Err(e) => Ended::Unknown(e.to_string()),
         };
         self.cx.trace(format!("dispatch {} {} end {}", self.kind, short(&effect), if outcome.is_ok() { "settled" } else { "unknown" }));
+        // The timeline alone reads the settlement here: a run that keeps none skips decoding it.
         match &outcome {
+            _ if !keeps => {}
             Ok(s) => {
                 self.cx.timeline.end(&span, "settled", format!("{what} {} settled", short(&effect)));
                 if let Ok(ToolCallSettlement::Checkpoint(_)) = ToolCallSettlement::from_payload(&s.payload) {
