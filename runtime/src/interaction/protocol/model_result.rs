@@ -71,7 +71,8 @@ impl ModelResult {
 
     /// The Dispatcher's settlement for this result.
     pub fn to_settlement(&self) -> Result<Settlement, InteractionError> {
-        Ok(Settlement { status: self.status(), payload: self.to_payload()? })
+        // The parent decodes this payload on its next Step: it takes the value back instead.
+        Ok(Settlement { status: self.status(), payload: self.to_payload_remembered()? })
     }
 
     /// Parses the parent's settlement Signal: unaddressed, carrying a settlement status that
@@ -83,7 +84,7 @@ impl ModelResult {
                 signal.id()
             )));
         }
-        let result = ModelResult::from_payload(signal.payload())?;
+        let result = ModelResult::from_payload_reusing(signal.payload())?;
         match signal.status() {
             Some(status) if status == result.status() => Ok(result),
             Some(status) => Err(InteractionError::invalid_state(format!(

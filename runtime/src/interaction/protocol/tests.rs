@@ -10,6 +10,7 @@ use crate::interaction::testutil::*;
 use crate::interaction::wire::Wire;
 use crate::json::codec::DecodeErrorKind;
 use crate::json::{Json, ObjectBuilder, Payload, ToJson};
+use crate::kernel::effect::Settlement;
 use crate::kernel::engine_signal::WaitOpened;
 use crate::kernel::ids::{EffectId, SignalId, WaitKey};
 use crate::kernel::signal::{SettlementStatus, Signal};
@@ -724,8 +725,38 @@ fn idempotent<T: Wire + PartialEq + std::fmt::Debug>(value: &T) -> Result<(), Te
     Ok(())
 }
 
+/// A settlement's remembered value (what its receiver takes instead of decoding) is exactly
+/// what the payload's stored bytes decode to, and what `from_signal` returns either way.
+fn remembered_equals_decoded<T>(value: &T, settlement: &Settlement, from_signal: impl Fn(&Signal) -> T) -> Result<(), TestCaseError>
+where
+    T: Wire + Clone + PartialEq + std::fmt::Debug + Send + Sync + 'static,
+{
+    let payload = &settlement.payload;
+    let remembered = payload.decoded::<T>().ok_or_else(|| TestCaseError::fail("the settlement remembers its value"))?;
+    let stored = Payload::from_bytes(payload.canonical().as_bytes()).unwrap();
+    prop_assert!(stored.decoded::<T>().is_none(), "a payload read from bytes remembers nothing");
+    let strict = T::from_payload(&stored).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(remembered.as_ref(), &strict);
+    prop_assert_eq!(&strict, value);
+    prop_assert_eq!(from_signal(&settlement_signal(payload.clone(), settlement.status, false)), strict.clone());
+    prop_assert_eq!(from_signal(&settlement_signal(stored, settlement.status, false)), strict);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_remembered_model_result_is_its_decoding(v in arb_model_result()) {
+        let settlement = v.to_settlement().unwrap();
+        remembered_equals_decoded(&v, &settlement, |s| ModelResult::from_signal(s).unwrap())?;
+    }
+
+    #[test]
+    fn a_remembered_tool_settlement_is_its_decoding(v in arb_settlement()) {
+        let settlement = v.to_settlement().unwrap();
+        remembered_equals_decoded(&v, &settlement, |s| ToolCallSettlement::from_signal(s).unwrap())?;
+    }
 
     #[test]
     fn model_call_idempotent(v in arb_model_call()) { idempotent(&v)?; }
