@@ -753,6 +753,34 @@ proptest! {
     }
 
     #[test]
+    fn an_output_built_around_a_remembered_response_is_its_encoding(
+        response in arb_response(),
+        calls in 1u32..1000,
+        (input, output, cost, tools) in (0u64..3, 0u64..100_000, 0u64..3, 0u64..2),
+        more in proptest::option::of(prop::collection::vec(arb_message(), 1..2)),
+    ) {
+        let usage = Usage::new(input, output);
+        let spending = crate::interaction::budget::Spending { cost_micros: cost, tool_calls: tools, ..Default::default() };
+        let out = crate::interaction::output::Output::model_response(response.clone(), calls).with_usage(usage).with_spending(spending);
+        // A response alone is remembered with its encoding; one beside replacement messages
+        // is not (its text has more members), and an Output encodes its response itself.
+        let result = ModelResult::Response { response, replacement_messages: more.clone(), clock: None };
+        let settlement = result.to_settlement().unwrap();
+        let encoded = ModelResult::remembered_response(&settlement.payload);
+        prop_assert_eq!(encoded.is_some(), more.is_none());
+        let stored = Payload::from_bytes(settlement.payload.canonical().as_bytes()).unwrap();
+        prop_assert!(ModelResult::remembered_response(&stored).is_none(), "bytes carry no encoding to reuse");
+        if out.validate().is_ok() {
+            let built = out.payload_of_valid(encoded).unwrap();
+            let plain = out.to_payload().unwrap();
+            prop_assert_eq!(built.canonical(), plain.canonical());
+            prop_assert_eq!(built.value(), plain.value());
+            let alone = out.payload_of_valid(None).unwrap();
+            prop_assert_eq!(alone.canonical(), plain.canonical());
+        }
+    }
+
+    #[test]
     fn a_remembered_tool_settlement_is_its_decoding(v in arb_settlement()) {
         let settlement = v.to_settlement().unwrap();
         remembered_equals_decoded(&v, &settlement, |s| ToolCallSettlement::from_signal(s).unwrap())?;
