@@ -1,6 +1,6 @@
 //! Token accounting of one model call.
 
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, ToJson, WriteJson};
 
 /// Token accounting. `input_tokens` and `output_tokens` are everything billed; the other
 /// members say how much of it was special, as far as the provider reports it (else zero):
@@ -62,6 +62,24 @@ impl ToJson for Usage {
     }
 }
 
+/// The canonical text of [`Usage::to_json`], written without a tree (a state's snapshot
+/// writes its usage every Step).
+impl WriteJson for Usage {
+    fn write_json(&self, out: &mut String) {
+        let mut w = ObjectWriter::new(out);
+        for (key, n) in [("cache_read_tokens", self.cache_read_tokens), ("cache_write_tokens", self.cache_write_tokens)] {
+            if n != 0 {
+                w.u64(key, n);
+            }
+        }
+        w.u64("input_tokens", self.input_tokens).u64("output_tokens", self.output_tokens);
+        if self.reasoning_tokens != 0 {
+            w.u64("reasoning_tokens", self.reasoning_tokens);
+        }
+        w.finish();
+    }
+}
+
 impl FromJson for Usage {
     fn from_json(value: &Json) -> Result<Self, DecodeError> {
         let mut r = ObjectReader::new(value)?;
@@ -80,6 +98,31 @@ impl FromJson for Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_usage_writer_writes_the_canonical_encoding() {
+        let values = [0, 1, 7, 10, 99, 1_000_000, u64::MAX - 1, u64::MAX];
+        let mut checked = 0;
+        for (i, &a) in values.iter().enumerate() {
+            for (j, &b) in values.iter().enumerate() {
+                for mask in 0..8u32 {
+                    let pick = |bit: u32, k: usize| if mask & (1 << bit) != 0 { values[(i + j + k) % values.len()] } else { 0 };
+                    let usage = Usage {
+                        input_tokens: a,
+                        output_tokens: b,
+                        cache_read_tokens: pick(0, 1),
+                        cache_write_tokens: pick(1, 2),
+                        reasoning_tokens: pick(2, 3),
+                    };
+                    let mut text = String::new();
+                    usage.write_json(&mut text);
+                    assert_eq!(text, usage.to_json().to_canonical_string(), "{usage:?}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 512);
+    }
     use crate::json::codec::DecodeErrorKind;
     use crate::json::Number;
 

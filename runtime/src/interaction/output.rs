@@ -2,10 +2,11 @@
 //! the results of a tool round in which every call was a successful direct-result tool.
 
 use super::error::{ErrorKind, InteractionError};
+use super::protocol::EncodedResponse;
 use super::wire::Wire;
 use crate::chat::{Response, ToolResult, Usage};
 use crate::interaction::budget::Spending;
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ObjectWriter, Payload, ToJson};
 use std::collections::BTreeSet;
 
 /// Which value completed the Interaction. Wire form: `"model_response" | "direct_tool_results"`.
@@ -128,6 +129,47 @@ impl Output {
             Completion::DirectToolResults(r) => Some(r),
             Completion::ModelResponse(_) => None,
         }
+    }
+}
+
+impl Output {
+    /// [`Wire::to_payload`] of an Output that passed [`Wire::validate`]. `response`, when
+    /// given, is the encoding of its model response (the settlement's
+    /// [`crate::interaction::protocol::ModelResult::remembered_response`]): the payload's
+    /// value and text are then built around it instead of encoding the response again. The
+    /// Output nests one level less deep than the settlement that held the response, which
+    /// passed the depth limit, so only the size is checked.
+    pub(crate) fn payload_of_valid(&self, response: Option<EncodedResponse<'_>>) -> Result<Payload, InteractionError> {
+        if let (Completion::ModelResponse(_r), Some(response)) = (&self.completion, response) {
+            #[cfg(test)]
+            assert_eq!(response.value, &_r.to_json(), "the settlement's encoding is the response's own");
+            let value = ObjectBuilder::new()
+                .field("source", &self.source())
+                .field("model_calls", &self.model_calls)
+                .value("model_response", response.value.clone())
+                .opt_field("usage", (self.usage != Usage::default()).then_some(&self.usage))
+                .opt_field("spending", (!self.spending.is_zero()).then_some(&self.spending))
+                .build();
+            #[cfg(test)]
+            assert_eq!(value, self.to_json(), "the Output's value around the response is its encoding");
+            let mut text = String::with_capacity(response.text.len() + 160);
+            let mut w = ObjectWriter::new(&mut text);
+            w.u64("model_calls", u64::from(self.model_calls))
+                .canonical("model_response", response.text)
+                .str("source", self.source().as_str());
+            if !self.spending.is_zero() {
+                w.field("spending", &self.spending);
+            }
+            if self.usage != Usage::default() {
+                w.write("usage", &self.usage);
+            }
+            w.finish();
+            // Over the size limit: the tree path below names the limit.
+            if let Some(payload) = Payload::from_parts(value, text) {
+                return Ok(payload);
+            }
+        }
+        Payload::from_json(self.to_json()).map_err(|e| InteractionError::new(Self::INVALID, format!("{}: {e}", Self::WHAT)))
     }
 }
 

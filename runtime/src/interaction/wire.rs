@@ -39,6 +39,39 @@ pub trait Wire: ToJson + FromJson {
         Self::from_json(payload.value()).map_err(|e| InteractionError::decode(Self::INVALID, Self::WHAT, e))
     }
 
+    /// [`Wire::to_payload`] carrying a copy of the value as the payload's decoded form, for a
+    /// payload this process decodes again soon (a settlement its parent steps on): that
+    /// decode is then a clone ([`Wire::from_payload_reusing`]). Sound because a valid value
+    /// decodes from its own encoding to itself (test builds compare on every reuse).
+    fn to_payload_remembered(&self) -> Result<Payload, InteractionError>
+    where
+        Self: Clone + Send + Sync + 'static,
+    {
+        Ok(self.to_payload()?.with_decoded(std::sync::Arc::new(self.clone())))
+    }
+
+    /// [`Wire::from_payload`], taking the decoded form [`Wire::to_payload_remembered`]
+    /// attached when there is one; a payload read from bytes carries none and is decoded
+    /// strictly.
+    fn from_payload_reusing(payload: &Payload) -> Result<Self, InteractionError>
+    where
+        Self: Clone + PartialEq + std::fmt::Debug + Send + Sync + 'static,
+    {
+        match payload.decoded::<Self>() {
+            Some(remembered) => {
+                #[cfg(test)]
+                assert_eq!(
+                    Self::from_payload(payload).as_ref().ok(),
+                    Some(remembered.as_ref()),
+                    "a remembered {} is what its payload decodes to",
+                    Self::WHAT
+                );
+                Ok(Self::clone(&remembered))
+            }
+            None => Self::from_payload(payload),
+        }
+    }
+
     /// Strictly parses (default limits), decodes and validates bytes.
     fn from_wire_bytes(bytes: &[u8]) -> Result<Self, InteractionError> {
         Self::from_json_bytes(bytes).map_err(|e| InteractionError::decode(Self::INVALID, Self::WHAT, e))

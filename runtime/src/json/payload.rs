@@ -101,6 +101,18 @@ impl Payload {
         }
         Some(Payload { value: Arc::new(OnceLock::new()), canonical: Arc::from(text), decoded: None })
     }
+    /// A payload of `value` whose canonical encoding is `text`, as the caller built both (a
+    /// value spliced from parts whose encodings it holds): `None` over the size limit. The
+    /// caller guarantees `text` is `value`'s canonical encoding (test builds compare) and that
+    /// `value` nests at most [`MAX_JSON_DEPTH`] deep.
+    pub(crate) fn from_parts(value: Json, text: String) -> Option<Payload> {
+        #[cfg(test)]
+        assert_eq!(text, value.to_canonical_string(), "a payload's text is its value's canonical encoding");
+        if text.len() > MAX_PAYLOAD_BYTES {
+            return None;
+        }
+        Some(Payload { value: ready(value), canonical: Arc::from(text), decoded: None })
+    }
     /// The `null` payload.
     pub fn null() -> Payload {
         Payload { value: ready(Json::Null), canonical: Arc::from("null"), decoded: None }

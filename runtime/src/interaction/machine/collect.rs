@@ -2,7 +2,7 @@
 //! other unexpected signal is a step error.
 
 use super::{count, invalid, Machine};
-use crate::interaction::protocol::ModelResult;
+use crate::interaction::protocol::{EncodedResponse, ModelResult};
 use crate::interaction::signals::{classify_signal, IncomingSignal, SteerSignal};
 use crate::kernel::engine_signal::{ChildStartResult, ChildWaitOpened, ChildWaitSatisfied};
 use crate::kernel::signal::Signal;
@@ -34,20 +34,29 @@ impl Machine<'_> {
     }
 
     /// `awaiting_model`: exactly one unaddressed model settlement plus steers; all consumed.
-    pub(super) fn collect_model(&mut self, signals: &[Signal]) -> Result<(ModelResult, Vec<SteerSignal>), StepError> {
+    /// With the result comes the response's encoding when the settlement remembers it
+    /// ([`ModelResult::remembered_response`]).
+    pub(super) fn collect_model<'s>(
+        &mut self,
+        signals: &'s [Signal],
+    ) -> Result<(ModelResult, Vec<SteerSignal>, Option<EncodedResponse<'s>>), StepError> {
         let mut steers = Vec::new();
         let mut result = None;
+        let mut encoded = None;
         for signal in signals {
             match classify_signal(signal)? {
                 IncomingSignal::Steer(s) => steers.push(s),
-                IncomingSignal::ModelResult(r) if result.is_none() => result = Some(r),
+                IncomingSignal::ModelResult(r) if result.is_none() => {
+                    result = Some(r);
+                    encoded = ModelResult::remembered_response(signal.payload());
+                }
                 IncomingSignal::ModelResult(_) => return Err(invalid("duplicate model_call settlement")),
                 _ => return Err(invalid(format!("awaiting_model got an unexpected signal {}", signal.id()))),
             }
         }
         let result = result.ok_or_else(|| invalid("awaiting_model needs the model_call settlement"))?;
         self.consumed = count(signals.len())?;
-        Ok((result, steers))
+        Ok((result, steers, encoded))
     }
 
     /// `awaiting_child_starts`: ≥ 1 child start results plus steers; all consumed.

@@ -5,6 +5,7 @@ use crate::chat::Message;
 use crate::interaction::codes;
 use crate::interaction::completion::CompletionCandidate;
 use crate::interaction::output::Output;
+use crate::interaction::protocol::EncodedResponse;
 use crate::interaction::state::Phase;
 use crate::interaction::wire::Wire;
 use crate::kernel::transition::Transition;
@@ -12,11 +13,14 @@ use crate::kernel::waist::StepError;
 
 impl Machine<'_> {
     /// Accept → Complete(Output). Reject → the completion context and the feedback become
-    /// history and the next model call follows (no steer is pending here).
+    /// history and the next model call follows (no steer is pending here); only a run with a
+    /// validator needs `completion_context`. `response`, when given, is the encoding of the
+    /// Output's model response ([`Output::payload_of_valid`]).
     pub(super) fn evaluate_completion(
         &mut self,
         output: Output,
         completion_context: Vec<Message>,
+        response: Option<EncodedResponse<'_>>,
     ) -> Result<Transition, StepError> {
         output.validate().map_err(|e| invalid(format!("completion candidate: {}", e.detail())))?;
         if let Some(validator) = self.rules.validator.clone() {
@@ -41,7 +45,7 @@ impl Machine<'_> {
                 return self.request_model(Vec::new());
             }
         }
-        let payload = output.to_payload()?;
+        let payload = output.payload_of_valid(response)?;
         self.s.tool_round = None;
         self.s.pending_steer = None;
         self.s.final_output = Some(output);

@@ -6,7 +6,7 @@ use crate::chat::{FinishReason, Message, Response, ToolCall, ToolResult};
 use crate::interaction::codes;
 use crate::interaction::diagnostic::normalize_str;
 use crate::interaction::output::Output;
-use crate::interaction::protocol::{ModelCallEffect, ModelResult};
+use crate::interaction::protocol::{EncodedResponse, ModelCallEffect, ModelResult};
 use crate::interaction::signals::SteerSignal;
 use crate::interaction::state::{PendingSteer, Phase, ToolRound};
 use crate::interaction::wire::Wire;
@@ -119,7 +119,7 @@ impl Machine<'_> {
     /// T2: `awaiting_model` + the settlement (and steers), in this order: host error,
     /// provider error, replacement context, call extraction, finish reason, then the steers.
     pub(super) fn on_model(&mut self, signals: &[Signal]) -> Result<Transition, StepError> {
-        let (result, steers) = self.collect_model(signals)?;
+        let (result, steers, encoded) = self.collect_model(signals)?;
         let (response, replacement) = match result {
             ModelResult::HostError(text) => return Ok(self.fail(codes::failure(codes::HOST_FAILED, &text))),
             ModelResult::Error(text) => return Ok(self.fail(codes::failure(codes::MODEL_FAILED, &text))),
@@ -166,7 +166,7 @@ impl Machine<'_> {
         }
         self.admit(&steers)?;
         if calls.is_empty() {
-            return self.final_response(response);
+            return self.final_response(response, encoded);
         }
         if response.finish_reason == Some(FinishReason::Length) {
             return self.truncation_feedback(response, &calls);
@@ -175,9 +175,10 @@ impl Machine<'_> {
         self.advance()
     }
 
-    /// F: a response without calls completes, unless a steer is pending.
-    fn final_response(&mut self, response: Response) -> Result<Transition, StepError> {
-        let Some(message) = response.message.clone() else {
+    /// F: a response without calls completes, unless a steer is pending. `encoded` is the
+    /// response's encoding when the settlement carried it.
+    fn final_response(&mut self, response: Response, encoded: Option<EncodedResponse<'_>>) -> Result<Transition, StepError> {
+        let Some(message) = &response.message else {
             return Err(invalid("a final response needs a message"));
         };
         if response.finish_reason.is_none() {
@@ -185,12 +186,15 @@ impl Machine<'_> {
         }
         self.s.phase = Phase::ReadyModel;
         if self.s.pending_steer.is_none() {
+            // The answer becomes history only when a validator rejects it.
+            let context = if self.rules.validator.is_some() { vec![message.clone()] } else { Vec::new() };
             let output = Output::model_response(response, self.s.model_call_count)
                 .with_usage(self.s.usage)
                 .with_spending(self.s.spending);
-            return self.evaluate_completion(output, vec![message]);
+            return self.evaluate_completion(output, context, encoded);
         }
         // The steer overrides completion: the answer becomes history, never a candidate.
+        let Some(message) = response.message else { return Err(invalid("a final response needs a message")) };
         self.s.working_context.push(message);
         let applied = self.apply_pending();
         self.request_model(applied)

@@ -557,7 +557,7 @@ impl Machine<'_> {
             let output = Output::direct_tool_results(round.results, self.s.model_call_count)
                 .with_usage(self.s.usage)
                 .with_spending(self.s.spending);
-            return self.evaluate_completion(output, context);
+            return self.evaluate_completion(output, context, None);
         }
         self.s.working_context.extend(context);
         let applied = self.apply_pending();

@@ -48,6 +48,7 @@ pub use input::InteractionInput;
 pub use input_response::InputResponse;
 pub use lineage::{Lineage, MAX_LINEAGE_TEXT_BYTES};
 pub use model_call::ModelCallEffect;
+pub(crate) use model_result::EncodedResponse;
 pub use model_result::ModelResult;
 pub use names::{validate_advertised_names, validate_signal_ids};
 pub(crate) use steer::check_user_messages;

@@ -6,7 +6,7 @@ use crate::interaction::run_clock::CallClock;
 use crate::interaction::diagnostic::{is_normalized, normalize_str};
 use crate::interaction::error::{ErrorKind, InteractionError};
 use crate::interaction::wire::Wire;
-use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{DecodeError, FromJson, Json, ObjectBuilder, ObjectReader, Payload, ToJson};
 use crate::kernel::effect::Settlement;
 use crate::kernel::signal::{SettlementStatus, Signal};
 
@@ -71,7 +71,25 @@ impl ModelResult {
 
     /// The Dispatcher's settlement for this result.
     pub fn to_settlement(&self) -> Result<Settlement, InteractionError> {
-        Ok(Settlement { status: self.status(), payload: self.to_payload()? })
+        // The parent decodes this payload on its next Step: it takes the value back instead.
+        Ok(Settlement { status: self.status(), payload: self.to_payload_remembered()? })
+    }
+
+    /// The encoding of the response in a settlement payload that remembers the
+    /// [`ModelResult`] it encodes ([`ModelResult::to_settlement`]) when that is a response
+    /// alone: the payload's tree was built from that value and its text is exactly
+    /// `{"model_result":{"response":R},"operation":"model_call"}` (its members are known, and
+    /// canonical order puts them so), so the member and R are the encodings of the response
+    /// decoded from it (`ModelResult::from_signal`). An Output holding that response copies
+    /// them instead of encoding the response again. `None` for a payload read from bytes, or
+    /// one with more members.
+    pub(crate) fn remembered_response(payload: &Payload) -> Option<EncodedResponse<'_>> {
+        let remembered = payload.decoded::<ModelResult>()?;
+        let ModelResult::Response { replacement_messages: None, clock: None, .. } = remembered.as_ref() else {
+            return None;
+        };
+        let text = payload.canonical().strip_prefix(r#"{"model_result":{"response":"#)?.strip_suffix(r#"},"operation":"model_call"}"#)?;
+        Some(EncodedResponse { value: payload.value().get("model_result")?.get("response")?, text })
     }
 
     /// Parses the parent's settlement Signal: unaddressed, carrying a settlement status that
@@ -83,7 +101,7 @@ impl ModelResult {
                 signal.id()
             )));
         }
-        let result = ModelResult::from_payload(signal.payload())?;
+        let result = ModelResult::from_payload_reusing(signal.payload())?;
         match signal.status() {
             Some(status) if status == result.status() => Ok(result),
             Some(status) => Err(InteractionError::invalid_state(format!(
@@ -98,6 +116,13 @@ impl ModelResult {
             ))),
         }
     }
+}
+
+/// A response's encoding, held by the settlement that carried it: its value and canonical text.
+#[derive(Clone, Copy)]
+pub(crate) struct EncodedResponse<'a> {
+    pub(crate) value: &'a Json,
+    pub(crate) text: &'a str,
 }
 
 impl Wire for ModelResult {

@@ -10,6 +10,7 @@ use crate::interaction::testutil::*;
 use crate::interaction::wire::Wire;
 use crate::json::codec::DecodeErrorKind;
 use crate::json::{Json, ObjectBuilder, Payload, ToJson};
+use crate::kernel::effect::Settlement;
 use crate::kernel::engine_signal::WaitOpened;
 use crate::kernel::ids::{EffectId, SignalId, WaitKey};
 use crate::kernel::signal::{SettlementStatus, Signal};
@@ -724,8 +725,66 @@ fn idempotent<T: Wire + PartialEq + std::fmt::Debug>(value: &T) -> Result<(), Te
     Ok(())
 }
 
+/// A settlement's remembered value (what its receiver takes instead of decoding) is exactly
+/// what the payload's stored bytes decode to, and what `from_signal` returns either way.
+fn remembered_equals_decoded<T>(value: &T, settlement: &Settlement, from_signal: impl Fn(&Signal) -> T) -> Result<(), TestCaseError>
+where
+    T: Wire + Clone + PartialEq + std::fmt::Debug + Send + Sync + 'static,
+{
+    let payload = &settlement.payload;
+    let remembered = payload.decoded::<T>().ok_or_else(|| TestCaseError::fail("the settlement remembers its value"))?;
+    let stored = Payload::from_bytes(payload.canonical().as_bytes()).unwrap();
+    prop_assert!(stored.decoded::<T>().is_none(), "a payload read from bytes remembers nothing");
+    let strict = T::from_payload(&stored).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(remembered.as_ref(), &strict);
+    prop_assert_eq!(&strict, value);
+    prop_assert_eq!(from_signal(&settlement_signal(payload.clone(), settlement.status, false)), strict.clone());
+    prop_assert_eq!(from_signal(&settlement_signal(stored, settlement.status, false)), strict);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_remembered_model_result_is_its_decoding(v in arb_model_result()) {
+        let settlement = v.to_settlement().unwrap();
+        remembered_equals_decoded(&v, &settlement, |s| ModelResult::from_signal(s).unwrap())?;
+    }
+
+    #[test]
+    fn an_output_built_around_a_remembered_response_is_its_encoding(
+        response in arb_response(),
+        calls in 1u32..1000,
+        (input, output, cost, tools) in (0u64..3, 0u64..100_000, 0u64..3, 0u64..2),
+        more in proptest::option::of(prop::collection::vec(arb_message(), 1..2)),
+    ) {
+        let usage = Usage::new(input, output);
+        let spending = crate::interaction::budget::Spending { cost_micros: cost, tool_calls: tools, ..Default::default() };
+        let out = crate::interaction::output::Output::model_response(response.clone(), calls).with_usage(usage).with_spending(spending);
+        // A response alone is remembered with its encoding; one beside replacement messages
+        // is not (its text has more members), and an Output encodes its response itself.
+        let result = ModelResult::Response { response, replacement_messages: more.clone(), clock: None };
+        let settlement = result.to_settlement().unwrap();
+        let encoded = ModelResult::remembered_response(&settlement.payload);
+        prop_assert_eq!(encoded.is_some(), more.is_none());
+        let stored = Payload::from_bytes(settlement.payload.canonical().as_bytes()).unwrap();
+        prop_assert!(ModelResult::remembered_response(&stored).is_none(), "bytes carry no encoding to reuse");
+        if out.validate().is_ok() {
+            let built = out.payload_of_valid(encoded).unwrap();
+            let plain = out.to_payload().unwrap();
+            prop_assert_eq!(built.canonical(), plain.canonical());
+            prop_assert_eq!(built.value(), plain.value());
+            let alone = out.payload_of_valid(None).unwrap();
+            prop_assert_eq!(alone.canonical(), plain.canonical());
+        }
+    }
+
+    #[test]
+    fn a_remembered_tool_settlement_is_its_decoding(v in arb_settlement()) {
+        let settlement = v.to_settlement().unwrap();
+        remembered_equals_decoded(&v, &settlement, |s| ToolCallSettlement::from_signal(s).unwrap())?;
+    }
 
     #[test]
     fn model_call_idempotent(v in arb_model_call()) { idempotent(&v)?; }

@@ -99,7 +99,8 @@ pub enum ToolCallSettlement {
 impl ToolCallSettlement {
     /// The Dispatcher's settlement (always `succeeded`).
     pub fn to_settlement(&self) -> Result<Settlement, InteractionError> {
-        Ok(Settlement { status: SettlementStatus::Succeeded, payload: self.to_payload()? })
+        // The tool child decodes this payload on its next Step: it takes the value back instead.
+        Ok(Settlement { status: SettlementStatus::Succeeded, payload: self.to_payload_remembered()? })
     }
 
     /// Parses the tool child's settlement Signal: unaddressed, status `succeeded`.
@@ -111,7 +112,7 @@ impl ToolCallSettlement {
             )));
         }
         match signal.status() {
-            Some(SettlementStatus::Succeeded) => ToolCallSettlement::from_payload(signal.payload()),
+            Some(SettlementStatus::Succeeded) => ToolCallSettlement::from_payload_reusing(signal.payload()),
             Some(SettlementStatus::Failed) => Err(InteractionError::invalid_state(format!(
                 "tool_call settlement {} must have status succeeded",
                 signal.id()

@@ -75,6 +75,10 @@ pub struct WorkingContext {
     tail: Vec<Message>,
     sealed_messages: usize,
     sealed_bytes: u64,
+    /// The chain digest over `parts`, kept as segments are pushed (`None`: no segment yet,
+    /// the chain's start), so naming the context (every snapshot and model call) hashes
+    /// nothing.
+    chain: Option<Digest>,
 }
 
 /// The context as the state's payload names it.
@@ -136,6 +140,7 @@ impl WorkingContext {
         self.parts.clear();
         self.sealed_messages = 0;
         self.sealed_bytes = 0;
+        self.chain = None;
         self.tail = messages;
     }
 
@@ -180,11 +185,14 @@ impl WorkingContext {
         let text = Json::Array(messages.iter().map(ToJson::to_json).collect()).to_canonical_string();
         let sealed = Arc::new(SealedMessages::new(messages));
         let segment = Segment::with_decoded(text, sealed.clone());
-        self.push_part(sealed, segment);
+        let chain = segment::chain_extend(self.chain(), std::slice::from_ref(&segment));
+        self.push_part(sealed, segment, chain);
         Ok(())
     }
 
-    fn push_part(&mut self, sealed: Arc<SealedMessages>, segment: Arc<Segment>) {
+    /// Appends a sealed segment; `chain` is the chain digest with it.
+    fn push_part(&mut self, sealed: Arc<SealedMessages>, segment: Arc<Segment>, chain: Digest) {
+        self.chain = Some(chain);
         self.sealed_messages += sealed.messages.len();
         self.sealed_bytes = self.sealed_bytes.saturating_add(segment.len() as u64);
         self.parts.push(Part { sealed, segment });
@@ -218,7 +226,10 @@ impl WorkingContext {
 
     /// The chain digest over the sealed segments.
     pub fn chain(&self) -> Digest {
-        segment::chain_digest(&self.segments())
+        let chain = self.chain.unwrap_or_else(segment::chain_start);
+        #[cfg(test)]
+        assert_eq!(chain, segment::chain_digest(&self.segments()), "the kept chain digest is the segments' own");
+        chain
     }
 
     /// The head of a sealed context.
@@ -242,6 +253,7 @@ impl WorkingContext {
             ));
         }
         let mut context = WorkingContext { options: head.options.clone(), ..WorkingContext::default() };
+        let mut so_far = segment::chain_start();
         for (i, s) in segments.iter().enumerate() {
             let in_segment = |e: DecodeError| e.in_index(i).in_member("segments");
             let sealed = match s.decoded::<SealedMessages>() {
@@ -255,7 +267,9 @@ impl WorkingContext {
             if sealed.messages.is_empty() {
                 return Err(in_segment(DecodeError::invalid("a segment holds at least one message")));
             }
-            context.push_part(sealed, s.clone());
+            // Each segment remembers its link, so this repeats no hash.
+            so_far = segment::chain_extend(so_far, std::slice::from_ref(s));
+            context.push_part(sealed, s.clone(), so_far);
         }
         if context.sealed_messages as u64 != head.messages {
             return Err(DecodeError::invalid(format!(
@@ -402,6 +416,29 @@ mod tests {
         let inner = sealed(&[vec![Message::system("s")], vec![Message::user("a"), Message::system("b")]]);
         assert_eq!(inner.validate(), Err(ChatError::SystemNotInPrefix { index: 2 }));
         assert_eq!(WorkingContext::default().validate(), Err(ChatError::NoMessages));
+    }
+
+    #[test]
+    fn the_kept_chain_is_the_chain_of_the_segments_after_every_change() {
+        let mut c = WorkingContext::default();
+        assert_eq!(c.chain(), segment::chain_digest(&[]));
+        for round in 0..40u32 {
+            match round % 7 {
+                3 => c.replace(vec![Message::user(format!("summary {round}"))]),
+                5 => {
+                    // A restore from the head and the segments keeps the same chain.
+                    c = WorkingContext::attach(&c.head(), &c.segments()).unwrap();
+                }
+                _ => {
+                    for k in 0..=(round % 3) {
+                        c.push(Message::user(format!("m {round} {k}")));
+                    }
+                }
+            }
+            c.seal().unwrap();
+            assert_eq!(c.chain, Some(segment::chain_digest(&c.segments())), "round {round}");
+            assert_eq!(c.head().chain, segment::chain_digest(&c.segments()));
+        }
     }
 
     #[test]

@@ -245,7 +245,7 @@ impl ParentState {
         }
         w.opt_field("tool_round", self.tool_round.as_ref());
         if self.usage != Usage::default() {
-            w.field("usage", &self.usage);
+            w.write("usage", &self.usage);
         }
         let mut context = ObjectWriter::new(w.key("working_context"));
         context.write("chain", &head.chain).u64("messages", head.messages);
