@@ -51,18 +51,10 @@ impl Digest {
     /// SHA-256 of the canonical encoding `value` writes (equal to [`Digest::of_json`] of its
     /// tree, without building the tree).
     pub fn of_written<T: super::WriteJson + ?Sized>(value: &T) -> Digest {
-        // Written into this thread's scratch buffer (cleared first): effect, settlement and
-        // child-spec digests are taken on every boundary, and a fresh buffer regrew to each
-        // encoding's size every time.
-        WRITTEN.with(|scratch| {
-            let mut text = scratch.take();
-            text.clear();
-            value.write_json(&mut text);
-            let digest = Digest::of(text.as_bytes());
-            if text.capacity() <= MAX_SCRATCH_BYTES {
-                scratch.set(text);
-            }
-            digest
+        // Effect, settlement and child-spec digests are taken on every boundary.
+        super::with_scratch(0, |text| {
+            value.write_json(text);
+            Digest::of(text.as_bytes())
         })
     }
     /// Parses the text form; rejects malformed text and the zero digest.
@@ -135,14 +127,6 @@ impl std::fmt::Debug for Digest {
         write!(f, "Digest({self})")
     }
 }
-
-thread_local! {
-    /// The buffer [`Digest::of_written`] encodes into (a cache of capacity only).
-    static WRITTEN: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
-}
-
-/// A scratch buffer grown past this is dropped instead of kept (bounds what a thread holds).
-const MAX_SCRATCH_BYTES: usize = 4 << 20;
 
 #[cfg(test)]
 mod tests {

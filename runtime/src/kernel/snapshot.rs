@@ -17,7 +17,7 @@ use super::status::Status;
 use super::tree_limits::TreeLimits;
 use super::commit::{CutEntry, CutEnvelope, TreeCut};
 use super::segment_record::{RecordSink, SegmentRecord, SegmentRecordError, SegmentTable};
-use crate::json::{DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
+use crate::json::{with_scratch, DecodeError, Digest, FromJson, Json, ObjectBuilder, ObjectReader, ToJson};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -126,9 +126,7 @@ impl EncodedProcess {
     }
 
     fn encode_with(p: &Process, mut sink: RecordSink) -> EncodedProcess {
-        // Written into this thread's scratch buffer, then copied once into the shared text:
-        // a fresh buffer per record cost a second large allocation (and its page faults)
-        // for every record encoded.
+        // Written into this thread's scratch buffer, then copied once into the shared text.
         let text: Arc<[u8]> = with_scratch(p.record_len_hint(), |buf| {
             p.write_record(buf, &mut sink);
             // Test builds check every record any test encodes against the tree encoding the
@@ -215,29 +213,6 @@ impl EncodedProcess {
     pub fn digest(&self) -> Digest {
         *self.digest.get_or_init(|| Digest::of(&self.text))
     }
-}
-
-thread_local! {
-    /// The buffer records are written into before their text is shared or compared (a cache
-    /// of capacity only: it is cleared before every use).
-    static SCRATCH: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
-}
-
-/// A scratch buffer grown past this is dropped instead of kept (bounds what a thread holds).
-const MAX_SCRATCH_BYTES: usize = 4 << 20;
-
-/// Runs `f` over this thread's scratch buffer, emptied and with room for `hint` bytes.
-fn with_scratch<T>(hint: usize, f: impl FnOnce(&mut String) -> T) -> T {
-    SCRATCH.with(|scratch| {
-        let mut buf = scratch.take();
-        buf.clear();
-        buf.reserve(hint);
-        let out = f(&mut buf);
-        if buf.capacity() <= MAX_SCRATCH_BYTES {
-            scratch.set(buf);
-        }
-        out
-    })
 }
 
 impl PartialEq for EncodedProcess {
