@@ -41,8 +41,11 @@ use crate::limits::MAX_JSON_DEPTH;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-/// Decodes one Process record (canonical text only), resolving its states' segment
-/// references through `segments`; `None` when the text is not canonical or does not decode.
+/// Decodes one Process record, resolving its states' segment references through `segments`;
+/// `None` when it does not decode or a state's payload is not canonical text. The members
+/// around the payloads are not checked canonical here: a caller that needs that verdict
+/// compares the decoded record's encoding with `bytes` (as `TreeSnapshot::decode_reusing`
+/// does), which refuses any non-canonical member.
 pub fn decode_process_record(
     bytes: &[u8],
     segments: &mut dyn FnMut(&Json) -> Result<Vec<Arc<Segment>>, DecodeError>,
