@@ -15,19 +15,10 @@ use std::borrow::Cow;
 /// The end of the canonical value starting at `pos`, or `None` when the text there is not
 /// one canonical value. `depth` is the number of containers enclosing it: containers may nest
 /// to [`MAX_JSON_DEPTH`] counted from the text's root, as in [`super::parse`].
-/// The bytes must be UTF-8 (a text held as bytes; [`scan_text`] for one already held as `&str`).
-/// Only tests hold canonical text as bytes.
-#[cfg(test)]
-pub(crate) fn scan(bytes: &[u8], pos: usize, depth: usize) -> Option<usize> {
-    scan_text(std::str::from_utf8(bytes).ok()?, pos, depth)
-}
-
-/// [`scan`] of a text already held as `&str`: its strings are sliced, not checked as UTF-8
-/// again run by run.
-pub(crate) fn scan_text(text: &str, pos: usize, depth: usize) -> Option<usize> {
+pub(crate) fn scan(text: &str, pos: usize, depth: usize) -> Option<usize> {
     let bytes = text.as_bytes();
     match *bytes.get(pos)? {
-        b'{' => members(text, pos, depth, &mut |_, start, inner| scan_text(text, start, inner)),
+        b'{' => members(text, pos, depth, &mut |_, start, inner| scan(text, start, inner)),
         b'[' => {
             let inner = enter(depth)?;
             let mut at = pos + 1;
@@ -35,7 +26,7 @@ pub(crate) fn scan_text(text: &str, pos: usize, depth: usize) -> Option<usize> {
                 return Some(at + 1);
             }
             loop {
-                at = scan_text(text, at, inner)?;
+                at = scan(text, at, inner)?;
                 match bytes.get(at)? {
                     b',' => at += 1,
                     b']' => return Some(at + 1),
@@ -211,7 +202,7 @@ mod tests {
     use super::*;
 
     fn whole(text: &str) -> bool {
-        scan(text.as_bytes(), 0, 0) == Some(text.len())
+        scan(text, 0, 0) == Some(text.len())
     }
 
     /// Every text the scanner accepts whole is what parsing and re-encoding give back.
@@ -240,13 +231,13 @@ mod tests {
 
     #[test]
     fn ends_where_the_value_ends_and_nests_to_the_parser_limit() {
-        assert_eq!(scan(b"[1]xyz", 0, 0), Some(3));
-        assert_eq!(scan(b"{\"a\":\"b\"},", 0, 0), Some(9));
+        assert_eq!(scan("[1]xyz", 0, 0), Some(3));
+        assert_eq!(scan("{\"a\":\"b\"},", 0, 0), Some(9));
         let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
         assert!(whole(&deep(MAX_JSON_DEPTH)));
         assert!(!whole(&deep(MAX_JSON_DEPTH + 1)));
         // Enclosing containers count toward the limit.
-        assert_eq!(scan(deep(MAX_JSON_DEPTH).as_bytes(), 0, 1), None);
+        assert_eq!(scan(&deep(MAX_JSON_DEPTH), 0, 1), None);
         agrees(&deep(MAX_JSON_DEPTH + 1));
     }
 
@@ -255,14 +246,14 @@ mod tests {
         let text = r#"{"a":[1,2],"b":"x"}"#;
         let mut seen = Vec::new();
         let end = members(text, 0, 0, &mut |k, s, d| {
-            let e = scan_text(text, s, d)?;
+            let e = scan(text, s, d)?;
             seen.push((k.to_owned(), text[s..e].to_owned(), d));
             Some(e)
         });
         assert_eq!(end, Some(text.len()));
         assert_eq!(seen, [("a".to_owned(), "[1,2]".to_owned(), 1), ("b".to_owned(), "\"x\"".to_owned(), 1)]);
         assert_eq!(members(text, 0, 0, &mut |_, _, _| None), None);
-        assert_eq!(members("[]", 0, 0, &mut |_, s, d| scan_text("[]", s, d)), None);
+        assert_eq!(members("[]", 0, 0, &mut |_, s, d| scan("[]", s, d)), None);
         // A member that ends elsewhere than where the next separator stands is refused.
         assert_eq!(members(text, 0, 0, &mut |_, s, _| Some(s)), None);
     }

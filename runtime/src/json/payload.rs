@@ -289,7 +289,7 @@ mod tests {
 
     /// What `kernel::record_decoder` does with a payload's span.
     fn from_canonical(text: &str, depth: usize) -> Option<Payload> {
-        (super::super::canonical::scan(text.as_bytes(), 0, depth)? == text.len()).then_some(())?;
+        (super::super::canonical::scan(text, 0, depth)? == text.len()).then_some(())?;
         Payload::from_scanned(text)
     }
 

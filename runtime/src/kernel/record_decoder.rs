@@ -35,7 +35,7 @@ use super::retired::RetiredChildren;
 use super::segment::Segment;
 use super::status::PendingControl;
 use super::waist::ExecutionState;
-use crate::json::canonical::{members, scan_text};
+use crate::json::canonical::{members, scan};
 use crate::json::{parse_at, DecodeError, Json, Object, Payload};
 use crate::limits::MAX_JSON_DEPTH;
 use std::cell::RefCell;
@@ -230,7 +230,7 @@ fn state(text: &str, start: usize, depth: usize) -> Option<(Json, Payload, usize
     let mut payload = None;
     let end = members(text, start, depth, &mut |key, s, d| {
         let (value, end) = if key == "payload" {
-            let end = scan_text(text, s, d)?;
+            let end = scan(text, s, d)?;
             payload = Some(Payload::from_scanned(text.get(s..end)?)?);
             (Json::Null, end)
         } else {
@@ -352,7 +352,7 @@ mod tests {
             if key == "status" {
                 status = Some(start + 1);
             }
-            scan_text(&text, start, depth)
+            scan(&text, start, depth)
         });
         let status = status.expect("a status member");
         let bad_status = format!("{}x{}", &text[..status], &text[status..]);
@@ -362,7 +362,7 @@ mod tests {
         assert!(refused(unknown.clone()).0.is_none());
         // The mailbox removed (the members after it still remembered).
         let start = text.find("\"mailbox\":").unwrap();
-        let end = scan_text(&text, start + "\"mailbox\":".len(), 1).unwrap();
+        let end = scan(&text, start + "\"mailbox\":".len(), 1).unwrap();
         let missing = format!("{}{}", &text[..start], &text[end + 1..]);
         assert!(refused(missing).0.is_none());
         // The remembered mailbox text followed by more of it: not the remembered value.

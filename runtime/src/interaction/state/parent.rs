@@ -187,7 +187,7 @@ impl ParentState {
             return None;
         }
         #[cfg(test)]
-        assert_eq!(crate::json::canonical::scan(text.as_bytes(), 0, 0), Some(text.len()), "the writer's text is canonical");
+        assert_eq!(crate::json::canonical::scan(&text, 0, 0), Some(text.len()), "the writer's text is canonical");
         Payload::from_scanned(&text)
     }
 
