@@ -194,8 +194,7 @@ impl Machine<'_> {
             return self.evaluate_completion(output, context, encoded);
         }
         // The steer overrides completion: the answer becomes history, never a candidate.
-        let Some(message) = response.message else { return Err(invalid("a final response needs a message")) };
-        self.s.working_context.push(message);
+        self.s.working_context.push(message.clone());
         let applied = self.apply_pending();
         self.request_model(applied)
     }
