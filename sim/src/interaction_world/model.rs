@@ -61,15 +61,18 @@ impl SimModel {
         let issued_by = self.cx.ledger.dispatches(invocation.effect_id()).last().map(|d| d.caller.clone());
         let caller = if host { Caller::Host } else { issued_by.unwrap_or(Caller::Engine(self.cx.incarnation())) };
         self.cx.trace(format!("model {} call {sequence} start by {caller:?} ({} messages)", self.name, request.messages.len()));
-        for steer in invocation.applied_steer_signal_ids().iter().filter(|_| self.cx.timeline.keeps()) {
-            self.cx.timeline.end(&format!("steer:{}", steer.as_str()), "applied", format!("model call {sequence} applies the steer"));
+        let applied_steers = invocation.applied_steer_signal_ids();
+        if self.cx.timeline.keeps() {
+            for steer in &applied_steers {
+                self.cx.timeline.end(&format!("steer:{}", steer.as_str()), "applied", format!("model call {sequence} applies the steer"));
+            }
         }
         self.cx.ledger.record_model_call(ModelCallRecord {
             model: self.name.clone(),
             process: invocation.relation().child_key.as_ref().map_or_else(|| "root".to_owned(), |k| k.as_str().to_owned()),
             sequence,
             request,
-            applied_steers: invocation.applied_steer_signal_ids(),
+            applied_steers,
             caller,
         });
         // The answer is fixed by the sequence: that is the truth if the call is cut off.
